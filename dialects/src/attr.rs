@@ -1,0 +1,91 @@
+//! Op attributes: named compile-time parameters (strides, axes, constant values, ...).
+
+use crate::{DType, Tensor};
+use std::collections::BTreeMap;
+
+/// One attribute value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    Int(i64),
+    Float(f64),
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+    Str(String),
+    DType(DType),
+    Tensor(Tensor),
+}
+
+/// An op's attributes, kept sorted by name so printing is deterministic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attrs(pub BTreeMap<String, Attr>);
+
+impl Attrs {
+    pub fn new() -> Self {
+        Attrs::default()
+    }
+
+    /// Builder-style insertion.
+    pub fn with(mut self, name: &str, value: Attr) -> Self {
+        self.0.insert(name.to_string(), value);
+        self
+    }
+
+    pub fn set(&mut self, name: &str, value: Attr) {
+        self.0.insert(name.to_string(), value);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Attr> {
+        self.0.get(name)
+    }
+
+    pub fn int(&self, name: &str) -> Result<i64, String> {
+        match self.get(name) {
+            Some(Attr::Int(v)) => Ok(*v),
+            other => Err(expected(name, "an integer", other)),
+        }
+    }
+
+    pub fn float(&self, name: &str) -> Result<f64, String> {
+        match self.get(name) {
+            Some(Attr::Float(v)) => Ok(*v),
+            Some(Attr::Int(v)) => Ok(*v as f64),
+            other => Err(expected(name, "a float", other)),
+        }
+    }
+
+    pub fn ints(&self, name: &str) -> Result<&[i64], String> {
+        match self.get(name) {
+            Some(Attr::Ints(v)) => Ok(v),
+            other => Err(expected(name, "a list of integers", other)),
+        }
+    }
+
+    pub fn dtype(&self, name: &str) -> Result<DType, String> {
+        match self.get(name) {
+            Some(Attr::DType(v)) => Ok(*v),
+            other => Err(expected(name, "an element type", other)),
+        }
+    }
+
+    pub fn tensor(&self, name: &str) -> Result<&Tensor, String> {
+        match self.get(name) {
+            Some(Attr::Tensor(v)) => Ok(v),
+            other => Err(expected(name, "a tensor", other)),
+        }
+    }
+
+    /// A list of non-negative integers as `usize`.
+    pub fn dims(&self, name: &str) -> Result<Vec<usize>, String> {
+        self.ints(name)?
+            .iter()
+            .map(|&v| usize::try_from(v).map_err(|_| format!("attribute `{name}` must not be negative, got {v}")))
+            .collect()
+    }
+}
+
+fn expected(name: &str, what: &str, got: Option<&Attr>) -> String {
+    match got {
+        None => format!("missing attribute `{name}` ({what})"),
+        Some(a) => format!("attribute `{name}` must be {what}, got {a:?}"),
+    }
+}

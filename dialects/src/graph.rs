@@ -1,0 +1,182 @@
+//! The IR core: a graph of ops over SSA values, each value with a tensor type.
+//!
+//! A `Graph` is one function: named inputs, ops in a valid execution order (every operand is
+//! defined before it is used), named outputs. Values are numbered densely by `ValueId`.
+
+use crate::{mx, Attrs, IrError, OpKind, Tensor, TensorType};
+
+/// An SSA value: the input of a graph or a result of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Def {
+    Input(usize),
+    Op { op: usize, result: usize },
+}
+
+/// One operation: kind, operands, attributes and the values it defines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub kind: OpKind,
+    pub operands: Vec<ValueId>,
+    pub attrs: Attrs,
+    pub results: Vec<ValueId>,
+}
+
+/// A graph input or output: the name the outside world uses and the value behind it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Port {
+    pub name: String,
+    pub value: ValueId,
+}
+
+/// A function over tensors in SSA form.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    pub name: String,
+    types: Vec<TensorType>,
+    defs: Vec<Def>,
+    pub inputs: Vec<Port>,
+    pub ops: Vec<Op>,
+    pub outputs: Vec<Port>,
+}
+
+impl Graph {
+    pub fn new(name: &str) -> Graph {
+        Graph {
+            name: name.to_string(),
+            ..Graph::default()
+        }
+    }
+
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        &self.types[v.index()]
+    }
+
+    pub fn def(&self, v: ValueId) -> Def {
+        self.defs[v.index()]
+    }
+
+    pub fn num_values(&self) -> usize {
+        self.types.len()
+    }
+
+    fn new_value(&mut self, ty: TensorType, def: Def) -> ValueId {
+        let id = ValueId(self.types.len() as u32);
+        self.types.push(ty);
+        self.defs.push(def);
+        id
+    }
+
+    pub fn add_input(&mut self, name: &str, ty: TensorType) -> ValueId {
+        let v = self.new_value(ty, Def::Input(self.inputs.len()));
+        self.inputs.push(Port {
+            name: name.to_string(),
+            value: v,
+        });
+        v
+    }
+
+    pub fn add_output(&mut self, name: &str, value: ValueId) {
+        self.outputs.push(Port {
+            name: name.to_string(),
+            value,
+        });
+    }
+
+    /// Appends an op whose result types are given (the verifier checks them later).
+    pub fn push_op(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs, result_types: Vec<TensorType>) -> Vec<ValueId> {
+        let op = self.ops.len();
+        let results: Vec<ValueId> = result_types
+            .into_iter()
+            .enumerate()
+            .map(|(result, ty)| self.new_value(ty, Def::Op { op, result }))
+            .collect();
+        self.ops.push(Op {
+            kind,
+            operands,
+            attrs,
+            results: results.clone(),
+        });
+        results
+    }
+
+    /// Appends an op, inferring its result types; an op that does not type-check is refused.
+    pub fn build(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs) -> Result<Vec<ValueId>, IrError> {
+        let types: Vec<TensorType> = operands.iter().map(|v| self.ty(*v).clone()).collect();
+        let results = mx::infer(kind, &types, &attrs).map_err(|message| IrError::Op {
+            op: kind.to_string(),
+            message,
+        })?;
+        Ok(self.push_op(kind, operands, attrs, results))
+    }
+
+    /// Like `build`, for ops with exactly one result.
+    pub fn build1(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs) -> Result<ValueId, IrError> {
+        Ok(self.build(kind, operands, attrs)?[0])
+    }
+
+    pub fn constant(&mut self, value: Tensor) -> ValueId {
+        let ty = value.ty.clone();
+        let attrs = Attrs::new().with("value", crate::Attr::Tensor(value));
+        self.push_op(OpKind::Constant, vec![], attrs, vec![ty])[0]
+    }
+
+    /// The data of a value defined by `mx.constant`.
+    pub fn constant_value(&self, v: ValueId) -> Option<&Tensor> {
+        match self.def(v) {
+            Def::Op { op, .. } if self.ops[op].kind == OpKind::Constant => self.ops[op].attrs.tensor("value").ok(),
+            _ => None,
+        }
+    }
+
+    /// The op defining `v`, if it is not a graph input.
+    pub fn producer(&self, v: ValueId) -> Option<&Op> {
+        match self.def(v) {
+            Def::Op { op, .. } => Some(&self.ops[op]),
+            Def::Input(_) => None,
+        }
+    }
+
+    /// Removes ops whose results reach no output, renumbering the values that remain.
+    pub fn prune(&self) -> Graph {
+        let mut live = vec![false; self.num_values()];
+        for p in &self.outputs {
+            live[p.value.index()] = true;
+        }
+        let mut keep = vec![false; self.ops.len()];
+        for (i, op) in self.ops.iter().enumerate().rev() {
+            if op.results.iter().any(|r| live[r.index()]) {
+                keep[i] = true;
+                for v in &op.operands {
+                    live[v.index()] = true;
+                }
+            }
+        }
+        let mut out = Graph::new(&self.name);
+        let mut map: Vec<Option<ValueId>> = vec![None; self.num_values()];
+        for p in &self.inputs {
+            map[p.value.index()] = Some(out.add_input(&p.name, self.ty(p.value).clone()));
+        }
+        for (op, _) in self.ops.iter().zip(&keep).filter(|(_, k)| **k) {
+            let operands = op.operands.iter().map(|v| map[v.index()].expect("operand defined")).collect();
+            let types = op.results.iter().map(|r| self.ty(*r).clone()).collect();
+            let results = out.push_op(op.kind, operands, op.attrs.clone(), types);
+            for (old, new) in op.results.iter().zip(results) {
+                map[old.index()] = Some(new);
+            }
+        }
+        for p in &self.outputs {
+            out.add_output(&p.name, map[p.value.index()].expect("output defined"));
+        }
+        out
+    }
+}

@@ -1,0 +1,31 @@
+//! The mx IR: tensor types, constant tensors, attributes, the graph of SSA values and ops,
+//! the `mx` dialect's type rules and verifier, and the textual form (print and parse back).
+
+mod attr;
+mod dtype;
+mod graph;
+pub mod mx;
+mod op;
+pub mod tensor;
+pub mod text;
+mod ty;
+mod verify;
+
+pub use attr::{Attr, Attrs};
+pub use dtype::DType;
+pub use graph::{Def, Graph, Op, Port, ValueId};
+pub use op::OpKind;
+pub use tensor::Tensor;
+pub use ty::{strides_of, TensorType};
+pub use verify::verify;
+
+/// Errors of IR construction, verification and parsing.
+#[derive(Debug, thiserror::Error)]
+pub enum IrError {
+    #[error("{op}: {message}")]
+    Op { op: String, message: String },
+    #[error("invalid graph: {0}")]
+    Graph(String),
+    #[error("line {line}, column {column}: {message}")]
+    Parse { line: usize, column: usize, message: String },
+}

@@ -1,0 +1,96 @@
+//! Type rules of element-wise ops: numpy-style broadcasting, arithmetic, comparisons,
+//! select, clip and the unary math functions.
+
+use super::same_dtype;
+use crate::{DType, TensorType};
+
+/// The numpy broadcast of two shapes, or an error naming both.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0; rank];
+    for i in 0..rank {
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return Err(format!("shapes {a:?} and {b:?} do not broadcast")),
+        };
+    }
+    Ok(out)
+}
+
+pub fn arithmetic(ops: &[TensorType]) -> Result<TensorType, String> {
+    same_dtype(&ops[0], &ops[1], "operands")?;
+    if ops[0].dtype == DType::Bool {
+        return Err("arithmetic on bool tensors".into());
+    }
+    Ok(TensorType::new(ops[0].dtype, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+}
+
+/// `pow` lets the exponent have its own numeric type; the result has the base's.
+pub fn pow(ops: &[TensorType]) -> Result<TensorType, String> {
+    if ops[0].dtype == DType::Bool || ops[1].dtype == DType::Bool {
+        return Err("pow of bool tensors".into());
+    }
+    Ok(TensorType::new(ops[0].dtype, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+}
+
+pub fn compare(ops: &[TensorType]) -> Result<TensorType, String> {
+    same_dtype(&ops[0], &ops[1], "operands")?;
+    Ok(TensorType::new(DType::Bool, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+}
+
+pub fn select(ops: &[TensorType]) -> Result<TensorType, String> {
+    if ops[0].dtype != DType::Bool {
+        return Err(format!("condition must be bool, got {}", ops[0].dtype));
+    }
+    same_dtype(&ops[1], &ops[2], "branches")?;
+    let shape = broadcast_shapes(&broadcast_shapes(&ops[0].shape, &ops[1].shape)?, &ops[2].shape)?;
+    Ok(TensorType::new(ops[1].dtype, shape))
+}
+
+pub fn logical_not(t: &TensorType) -> Result<TensorType, String> {
+    if t.dtype != DType::Bool {
+        return Err(format!("operand must be bool, got {}", t.dtype));
+    }
+    Ok(t.clone())
+}
+
+pub fn float_unary(t: &TensorType) -> Result<TensorType, String> {
+    if !t.dtype.is_float() {
+        return Err(format!("operand must be a float tensor, got {}", t.dtype));
+    }
+    Ok(t.clone())
+}
+
+pub fn numeric_unary(t: &TensorType) -> Result<TensorType, String> {
+    if t.dtype == DType::Bool {
+        return Err("operand must be numeric, got bool".into());
+    }
+    Ok(t.clone())
+}
+
+/// `clip(x, lo, hi)`: the bounds are scalars of x's element type.
+pub fn clip(ops: &[TensorType]) -> Result<TensorType, String> {
+    for (bound, name) in ops[1..].iter().zip(["lower bound", "upper bound"]) {
+        same_dtype(&ops[0], bound, name)?;
+        if bound.num_elements() != 1 {
+            return Err(format!("{name} must be a single value, got shape {:?}", bound.shape));
+        }
+    }
+    numeric_unary(&ops[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(broadcast_shapes(&[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
+        assert_eq!(broadcast_shapes(&[], &[5]).unwrap(), vec![5]);
+        assert!(broadcast_shapes(&[2, 3], &[4, 3]).is_err());
+    }
+}

@@ -1,0 +1,94 @@
+//! Type rules of the data-movement ops.
+//!
+//! Normalised attributes: `reshape` and `expand` carry the full result `shape`; `transpose`
+//! a permutation `perm`; `concat` and `gather` a non-negative `axis`; `slice` carries
+//! `starts`, `ends` and `steps` for every dimension, already clamped, so that element `i`
+//! of dimension `d` reads index `starts[d] + i * steps[d]` (an `end` of -1 means "down to 0"
+//! for a negative step).
+
+use super::{broadcast_shapes, check_axis, same_dtype};
+use crate::{Attrs, TensorType};
+
+pub fn reshape(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let shape = attrs.dims("shape")?;
+    if shape.iter().product::<usize>() != x.num_elements() {
+        return Err(format!("cannot reshape {:?} ({} elements) to {shape:?}", x.shape, x.num_elements()));
+    }
+    Ok(x.with_shape(shape))
+}
+
+pub fn transpose(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let perm = attrs.dims("perm")?;
+    let mut seen = vec![false; x.rank()];
+    if perm.len() != x.rank() || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true)) {
+        return Err(format!("perm {perm:?} is not a permutation of the {} axes", x.rank()));
+    }
+    Ok(x.with_shape(perm.iter().map(|&p| x.shape[p]).collect()))
+}
+
+pub fn concat(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let first = &ops[0];
+    let axis = check_axis(attrs.int("axis")?, first.rank(), "axis")?;
+    let mut shape = first.shape.clone();
+    for t in &ops[1..] {
+        same_dtype(first, t, "operands")?;
+        let agrees = t.rank() == first.rank() && (0..t.rank()).all(|d| d == axis || t.shape[d] == first.shape[d]);
+        if !agrees {
+            return Err(format!("operand shapes {:?} and {:?} differ off axis {axis}", first.shape, t.shape));
+        }
+        shape[axis] += t.shape[axis];
+    }
+    Ok(first.with_shape(shape))
+}
+
+/// Number of elements a normalised slice of one dimension takes.
+pub fn slice_extent(start: i64, end: i64, step: i64) -> usize {
+    if step > 0 && end > start {
+        ((end - start + step - 1) / step) as usize
+    } else if step < 0 && end < start {
+        ((start - end + (-step) - 1) / -step) as usize
+    } else {
+        0
+    }
+}
+
+pub fn slice(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let (starts, ends, steps) = (attrs.ints("starts")?, attrs.ints("ends")?, attrs.ints("steps")?);
+    if starts.len() != x.rank() || ends.len() != x.rank() || steps.len() != x.rank() {
+        return Err(format!("starts, ends and steps must have {} entries", x.rank()));
+    }
+    let mut shape = Vec::with_capacity(x.rank());
+    for d in 0..x.rank() {
+        let (s, e, st, n) = (starts[d], ends[d], steps[d], x.shape[d] as i64);
+        if st == 0 {
+            return Err(format!("step of axis {d} is zero"));
+        }
+        let extent = slice_extent(s, e, st);
+        let in_range = |i: i64| (0..n).contains(&i);
+        if extent > 0 && !(in_range(s) && in_range(s + (extent as i64 - 1) * st)) {
+            return Err(format!("slice {s}:{e}:{st} leaves axis {d} of extent {n}"));
+        }
+        shape.push(extent);
+    }
+    Ok(x.with_shape(shape))
+}
+
+pub fn gather(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (data, indices) = (&ops[0], &ops[1]);
+    let axis = check_axis(attrs.int("axis")?, data.rank(), "axis")?;
+    if !indices.dtype.is_int() {
+        return Err(format!("indices must be integers, got {}", indices.dtype));
+    }
+    let mut shape = data.shape[..axis].to_vec();
+    shape.extend(&indices.shape);
+    shape.extend(&data.shape[axis + 1..]);
+    Ok(data.with_shape(shape))
+}
+
+pub fn expand(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let shape = attrs.dims("shape")?;
+    if broadcast_shapes(&x.shape, &shape)? != shape {
+        return Err(format!("{:?} does not expand to {shape:?}", x.shape));
+    }
+    Ok(x.with_shape(shape))
+}

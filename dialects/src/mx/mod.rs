@@ -1,0 +1,77 @@
+//! The `mx` dialect's type rules: for every op, the result types its operands and attributes
+//! give, or why they are invalid. Attributes are in the normalised form the importer produces
+//! (axes non-negative, pads explicit, shapes fully resolved); each family's file says which.
+
+mod elementwise;
+mod layout;
+mod linalg;
+mod nn;
+mod reduce;
+
+pub use elementwise::broadcast_shapes;
+
+use crate::{Attrs, OpKind, TensorType};
+
+/// The result types of `kind` applied to operands of types `operands` with `attrs`.
+pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
+    let (min, max) = kind.arity();
+    if operands.len() < min || operands.len() > max {
+        return Err(if min == max {
+            format!("takes {min} operands, got {}", operands.len())
+        } else {
+            format!("takes {min} to {max} operands, got {}", operands.len())
+        });
+    }
+    use OpKind::*;
+    let one = |t: TensorType| Ok(vec![t]);
+    match kind {
+        Constant => one(attrs.tensor("value")?.ty.clone()),
+        Identity => one(operands[0].clone()),
+        Cast => one(operands[0].with_dtype(attrs.dtype("to")?)),
+        Add | Sub | Mul | Div | Max | Min => elementwise::arithmetic(operands).map(|t| vec![t]),
+        Pow => elementwise::pow(operands).map(|t| vec![t]),
+        Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
+        Where => elementwise::select(operands).map(|t| vec![t]),
+        Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
+        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => elementwise::float_unary(&operands[0]).map(|t| vec![t]),
+        Neg | Abs | Relu => elementwise::numeric_unary(&operands[0]).map(|t| vec![t]),
+        LeakyRelu => {
+            attrs.float("alpha")?;
+            elementwise::float_unary(&operands[0]).map(|t| vec![t])
+        }
+        Clip => elementwise::clip(operands).map(|t| vec![t]),
+        Softmax => nn::softmax(&operands[0], attrs).map(|t| vec![t]),
+        Conv => nn::conv(operands, attrs).map(|t| vec![t]),
+        ConvTranspose => nn::conv_transpose(operands, attrs).map(|t| vec![t]),
+        MaxPool | AveragePool => nn::pool(&operands[0], attrs).map(|t| vec![t]),
+        GlobalAveragePool => nn::global_pool(&operands[0]).map(|t| vec![t]),
+        BatchNorm => nn::batch_norm(operands, attrs).map(|t| vec![t]),
+        LayerNorm => nn::layer_norm(operands, attrs),
+        Gemm => linalg::gemm(operands, attrs).map(|t| vec![t]),
+        MatMul => linalg::matmul(operands).map(|t| vec![t]),
+        Reshape => layout::reshape(&operands[0], attrs).map(|t| vec![t]),
+        Transpose => layout::transpose(&operands[0], attrs).map(|t| vec![t]),
+        Concat => layout::concat(operands, attrs).map(|t| vec![t]),
+        Slice => layout::slice(&operands[0], attrs).map(|t| vec![t]),
+        Gather => layout::gather(operands, attrs).map(|t| vec![t]),
+        Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
+        ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
+    }
+}
+
+/// Checks that `axis` is a valid non-negative axis of a rank-`rank` tensor.
+pub(crate) fn check_axis(axis: i64, rank: usize, what: &str) -> Result<usize, String> {
+    if axis < 0 || axis as usize >= rank {
+        Err(format!("{what} {axis} is out of range for rank {rank}"))
+    } else {
+        Ok(axis as usize)
+    }
+}
+
+pub(crate) fn same_dtype(a: &TensorType, b: &TensorType, what: &str) -> Result<(), String> {
+    if a.dtype == b.dtype {
+        Ok(())
+    } else {
+        Err(format!("{what}: element types differ ({} vs {})", a.dtype, b.dtype))
+    }
+}

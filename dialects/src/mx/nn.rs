@@ -1,0 +1,189 @@
+//! Type rules of the neural-network ops: convolution, transposed convolution, pooling,
+//! normalisation and softmax.
+//!
+//! Normalised attributes: `strides`, `dilations` and `kernel` have one entry per spatial
+//! dimension; `pads` has the begin pads of every spatial dimension, then the end pads.
+//! `axis` is non-negative.
+
+use super::{check_axis, same_dtype};
+use crate::{Attrs, DType, TensorType};
+
+struct Window {
+    strides: Vec<usize>,
+    pads: Vec<usize>,
+    dilations: Vec<usize>,
+}
+
+fn window(attrs: &Attrs, spatial: usize) -> Result<Window, String> {
+    let w = Window {
+        strides: attrs.dims("strides")?,
+        pads: attrs.dims("pads")?,
+        dilations: attrs.dims("dilations")?,
+    };
+    if w.strides.len() != spatial || w.dilations.len() != spatial || w.pads.len() != 2 * spatial {
+        return Err(format!("strides, dilations and pads must have {spatial}, {spatial} and {} entries", 2 * spatial));
+    }
+    if w.strides.contains(&0) || w.dilations.contains(&0) {
+        return Err("strides and dilations must be positive".into());
+    }
+    Ok(w)
+}
+
+fn check_float_image(x: &TensorType) -> Result<usize, String> {
+    if !x.dtype.is_float() {
+        return Err(format!("input must be a float tensor, got {}", x.dtype));
+    }
+    if x.rank() < 3 {
+        return Err(format!("input must be N x C x spatial..., got shape {:?}", x.shape));
+    }
+    Ok(x.rank() - 2)
+}
+
+/// Output extent of a sliding window, or an error when the window does not fit.
+fn out_extent(input: usize, kernel: usize, stride: usize, pads: (usize, usize), dilation: usize, ceil: bool) -> Result<usize, String> {
+    let span = dilation * (kernel.max(1) - 1) + 1;
+    let padded = input + pads.0 + pads.1;
+    if padded < span {
+        return Err(format!("window of extent {span} does not fit the padded input of extent {padded}"));
+    }
+    let mut out = (padded - span) / stride + 1;
+    if ceil && (padded - span) % stride != 0 {
+        out += 1;
+        // the last window must start inside the input or its begin padding
+        if (out - 1) * stride >= input + pads.0 {
+            out -= 1;
+        }
+    }
+    Ok(out)
+}
+
+pub fn conv(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, w) = (&ops[0], &ops[1]);
+    let spatial = check_float_image(x)?;
+    same_dtype(x, w, "input and weights")?;
+    let win = window(attrs, spatial)?;
+    let group = attrs.int("group")?;
+    if w.rank() != x.rank() {
+        return Err(format!("weights must have rank {}, got shape {:?}", x.rank(), w.shape));
+    }
+    if group < 1 || x.shape[1] % group as usize != 0 || w.shape[0] % group as usize != 0 {
+        return Err(format!("group {group} must divide the input channels {} and output channels {}", x.shape[1], w.shape[0]));
+    }
+    if w.shape[1] * group as usize != x.shape[1] {
+        return Err(format!("weights take {} channels per group, input has {} channels in {group} groups", w.shape[1], x.shape[1]));
+    }
+    if let Some(b) = ops.get(2) {
+        same_dtype(x, b, "input and bias")?;
+        if b.shape != [w.shape[0]] {
+            return Err(format!("bias must have shape [{}], got {:?}", w.shape[0], b.shape));
+        }
+    }
+    let mut shape = vec![x.shape[0], w.shape[0]];
+    for i in 0..spatial {
+        let pads = (win.pads[i], win.pads[i + spatial]);
+        shape.push(out_extent(x.shape[i + 2], w.shape[i + 2], win.strides[i], pads, win.dilations[i], false)?);
+    }
+    Ok(x.with_shape(shape))
+}
+
+/// Transposed convolution; `output_padding` has one entry per spatial dimension.
+pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, w) = (&ops[0], &ops[1]);
+    let spatial = check_float_image(x)?;
+    same_dtype(x, w, "input and weights")?;
+    let win = window(attrs, spatial)?;
+    let group = attrs.int("group")?;
+    let output_padding = attrs.dims("output_padding")?;
+    if w.rank() != x.rank() || w.shape[0] != x.shape[1] {
+        return Err(format!("weights must be [C={}, M/group, k...], got {:?}", x.shape[1], w.shape));
+    }
+    if group < 1 || x.shape[1] % group as usize != 0 || output_padding.len() != spatial {
+        return Err(format!("group {group} must divide the input channels and output_padding must have {spatial} entries"));
+    }
+    let m = w.shape[1] * group as usize;
+    if let Some(b) = ops.get(2) {
+        same_dtype(x, b, "input and bias")?;
+        if b.shape != [m] {
+            return Err(format!("bias must have shape [{m}], got {:?}", b.shape));
+        }
+    }
+    let mut shape = vec![x.shape[0], m];
+    for i in 0..spatial {
+        let full = win.strides[i] * (x.shape[i + 2] - 1) + output_padding[i] + win.dilations[i] * (w.shape[i + 2] - 1) + 1;
+        let pad = win.pads[i] + win.pads[i + spatial];
+        if full <= pad {
+            return Err(format!("pads {pad} remove the whole output extent {full}"));
+        }
+        shape.push(full - pad);
+    }
+    Ok(x.with_shape(shape))
+}
+
+/// Max and average pooling over `kernel` with `ceil_mode` (0 or 1).
+pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let spatial = check_float_image(x)?;
+    let win = window(attrs, spatial)?;
+    let kernel = attrs.dims("kernel")?;
+    if kernel.len() != spatial {
+        return Err(format!("kernel must have {spatial} entries"));
+    }
+    let ceil = attrs.int("ceil_mode")? != 0;
+    let mut shape = x.shape[..2].to_vec();
+    for i in 0..spatial {
+        let pads = (win.pads[i], win.pads[i + spatial]);
+        shape.push(out_extent(x.shape[i + 2], kernel[i], win.strides[i], pads, win.dilations[i], ceil)?);
+    }
+    Ok(x.with_shape(shape))
+}
+
+pub fn global_pool(x: &TensorType) -> Result<TensorType, String> {
+    let spatial = check_float_image(x)?;
+    let mut shape = x.shape[..2].to_vec();
+    shape.extend(std::iter::repeat_n(1, spatial));
+    Ok(x.with_shape(shape))
+}
+
+/// Inference-mode batch normalisation: `x, scale, bias, mean, var`, each parameter of shape [C].
+pub fn batch_norm(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let x = &ops[0];
+    attrs.float("epsilon")?;
+    if !x.dtype.is_float() || x.rank() < 2 {
+        return Err(format!("input must be a float tensor N x C x ..., got {x}"));
+    }
+    for (p, name) in ops[1..].iter().zip(["scale", "bias", "mean", "var"]) {
+        same_dtype(x, p, name)?;
+        if p.shape != [x.shape[1]] {
+            return Err(format!("{name} must have shape [{}], got {:?}", x.shape[1], p.shape));
+        }
+    }
+    Ok(x.clone())
+}
+
+/// Layer normalisation over the axes from `axis` on: results are Y, the mean and the inverse
+/// standard deviation (both f32, with the normalised axes kept as 1s).
+pub fn layer_norm(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
+    let x = &ops[0];
+    let axis = check_axis(attrs.int("axis")?, x.rank(), "axis")?;
+    attrs.float("epsilon")?;
+    if !x.dtype.is_float() {
+        return Err(format!("input must be a float tensor, got {}", x.dtype));
+    }
+    for (p, name) in ops[1..].iter().zip(["scale", "bias"]) {
+        same_dtype(x, p, name)?;
+        super::broadcast_shapes(&x.shape[axis..], &p.shape)
+            .ok()
+            .filter(|s| s.as_slice() == &x.shape[axis..])
+            .ok_or_else(|| format!("{name} of shape {:?} does not broadcast to the normalised shape {:?}", p.shape, &x.shape[axis..]))?;
+    }
+    let mut stat = x.shape[..axis].to_vec();
+    stat.extend(std::iter::repeat_n(1, x.rank() - axis));
+    Ok(vec![x.clone(), TensorType::new(DType::F32, stat.clone()), TensorType::new(DType::F32, stat)])
+}
+
+pub fn softmax(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    check_axis(attrs.int("axis")?, x.rank(), "axis")?;
+    if !x.dtype.is_float() {
+        return Err(format!("input must be a float tensor, got {}", x.dtype));
+    }
+    Ok(x.clone())
+}

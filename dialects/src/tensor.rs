@@ -1,0 +1,257 @@
+//! Constant tensor data: a type plus little-endian element bytes, shared cheaply.
+
+use crate::{DType, TensorType};
+use std::sync::Arc;
+
+/// A tensor value known at compile time (weights, folded shapes, test inputs and outputs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub ty: TensorType,
+    data: Arc<Vec<u8>>,
+}
+
+impl Tensor {
+    /// Wraps raw little-endian bytes; `None` if the byte count does not match the type.
+    pub fn from_bytes(ty: TensorType, data: Vec<u8>) -> Option<Tensor> {
+        (data.len() == ty.num_bytes()).then(|| Tensor {
+            ty,
+            data: Arc::new(data),
+        })
+    }
+
+    pub fn zeros(ty: TensorType) -> Tensor {
+        let n = ty.num_bytes();
+        Tensor {
+            ty,
+            data: Arc::new(vec![0; n]),
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.ty.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.ty.shape
+    }
+
+    pub fn len(&self) -> usize {
+        self.ty.num_elements()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Builds a tensor of `dtype` from values given as f64 (rounded/truncated as a cast would).
+    pub fn from_f64s(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Tensor {
+        let ty = TensorType::new(dtype, shape);
+        assert_eq!(ty.num_elements(), values.len(), "value count must match the shape");
+        let mut data = Vec::with_capacity(ty.num_bytes());
+        for &v in values {
+            encode_f64(dtype, v, &mut data);
+        }
+        Tensor {
+            ty,
+            data: Arc::new(data),
+        }
+    }
+
+    /// Builds a tensor of `dtype` from integer values.
+    pub fn from_i64s(dtype: DType, shape: Vec<usize>, values: &[i64]) -> Tensor {
+        let ty = TensorType::new(dtype, shape);
+        assert_eq!(ty.num_elements(), values.len(), "value count must match the shape");
+        let mut data = Vec::with_capacity(ty.num_bytes());
+        for &v in values {
+            encode_i64(dtype, v, &mut data);
+        }
+        Tensor {
+            ty,
+            data: Arc::new(data),
+        }
+    }
+
+    pub fn from_f32s(shape: Vec<usize>, values: &[f32]) -> Tensor {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Tensor::from_bytes(TensorType::new(DType::F32, shape), data).expect("shape matches values")
+    }
+
+    /// Element `i` as f64 (exact for every integer up to 2^53 and for f32/f16/bf16).
+    pub fn get_f64(&self, i: usize) -> f64 {
+        let s = self.dtype().size();
+        let b = &self.data[i * s..(i + 1) * s];
+        match self.dtype() {
+            DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+            DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+            DType::F16 => f16_to_f32(u16::from_le_bytes(b.try_into().unwrap())) as f64,
+            DType::BF16 => f32::from_bits((u16::from_le_bytes(b.try_into().unwrap()) as u32) << 16) as f64,
+            _ => self.get_i64(i) as f64,
+        }
+    }
+
+    /// Element `i` as i64 (floats truncate toward zero; u64 above i64::MAX wraps).
+    pub fn get_i64(&self, i: usize) -> i64 {
+        let s = self.dtype().size();
+        let b = &self.data[i * s..(i + 1) * s];
+        match self.dtype() {
+            DType::Bool | DType::U8 => b[0] as i64,
+            DType::I8 => b[0] as i8 as i64,
+            DType::I16 => i16::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::U16 => u16::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::I64 => i64::from_le_bytes(b.try_into().unwrap()),
+            DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => self.get_f64(i) as i64,
+        }
+    }
+
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.len()).map(|i| self.get_f64(i)).collect()
+    }
+
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        (0..self.len()).map(|i| self.get_i64(i)).collect()
+    }
+
+    /// Same data under another shape with the same element count.
+    pub fn reshaped(&self, shape: Vec<usize>) -> Tensor {
+        assert_eq!(shape.iter().product::<usize>(), self.len());
+        Tensor {
+            ty: TensorType::new(self.dtype(), shape),
+            data: self.data.clone(),
+        }
+    }
+
+    /// Element-wise conversion to another element type, with the semantics of ONNX Cast
+    /// for the values shape arithmetic meets (integers and ordinary floats).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        if dtype.is_float() || self.dtype().is_float() {
+            let v: Vec<f64> = self.to_f64_vec();
+            let v: Vec<f64> = if dtype == DType::Bool {
+                v.iter().map(|x| (*x != 0.0) as i64 as f64).collect()
+            } else {
+                v
+            };
+            Tensor::from_f64s(dtype, self.shape().to_vec(), &v)
+        } else {
+            let v: Vec<i64> = self.to_i64_vec();
+            let v: Vec<i64> = if dtype == DType::Bool {
+                v.iter().map(|x| (*x != 0) as i64).collect()
+            } else {
+                v
+            };
+            Tensor::from_i64s(dtype, self.shape().to_vec(), &v)
+        }
+    }
+}
+
+fn encode_f64(dtype: DType, v: f64, out: &mut Vec<u8>) {
+    match dtype {
+        DType::F32 => out.extend((v as f32).to_le_bytes()),
+        DType::F64 => out.extend(v.to_le_bytes()),
+        DType::F16 => out.extend(f32_to_f16(v as f32).to_le_bytes()),
+        DType::BF16 => out.extend(f32_to_bf16(v as f32).to_le_bytes()),
+        DType::Bool => out.push((v != 0.0) as u8),
+        _ => encode_i64(dtype, v as i64, out),
+    }
+}
+
+fn encode_i64(dtype: DType, v: i64, out: &mut Vec<u8>) {
+    match dtype {
+        DType::Bool => out.push((v != 0) as u8),
+        DType::I8 | DType::U8 => out.push(v as u8),
+        DType::I16 | DType::U16 => out.extend((v as u16).to_le_bytes()),
+        DType::I32 | DType::U32 => out.extend((v as u32).to_le_bytes()),
+        DType::I64 | DType::U64 => out.extend(v.to_le_bytes()),
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64 => encode_f64(dtype, v as f64, out),
+    }
+}
+
+/// IEEE half to single precision.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) as u32) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, _) => {
+            // subnormal: normalise the mantissa
+            let shift = man.leading_zeros() - 21;
+            let man = (man << shift) & 0x3ff;
+            sign | ((127 - 15 + 1 - shift) << 23) | (man << 13)
+        }
+        (0x1f, _) => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 127 - 15) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Single to IEEE half precision, rounding to nearest even.
+pub fn f32_to_f16(f: f32) -> u16 {
+    let bits = f.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let man = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let man = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rounded = (man + half - 1 + ((man >> shift) & 1)) >> shift;
+        return sign | rounded as u16;
+    }
+    let rounded = man + 0xfff + ((man >> 13) & 1);
+    let (e, man) = if rounded & 0x80_0000 != 0 {
+        (e + 1, 0)
+    } else {
+        (e, rounded >> 13)
+    };
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    sign | ((e as u16) << 10) | man as u16
+}
+
+/// Single to bfloat16, rounding to nearest even.
+pub fn f32_to_bf16(f: f32) -> u16 {
+    let bits = f.to_bits();
+    if f.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trips_representable_values() {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 6.1035156e-5, 5.9604645e-8, 0.333251953125] {
+            assert_eq!(f16_to_f32(f32_to_f16(v)), v, "{v}");
+        }
+        assert!(f16_to_f32(f32_to_f16(1e6)).is_infinite());
+    }
+
+    #[test]
+    fn typed_access_reads_what_was_written() {
+        let t = Tensor::from_i64s(DType::I32, vec![3], &[-1, 0, 7]);
+        assert_eq!(t.to_i64_vec(), vec![-1, 0, 7]);
+        assert_eq!(t.cast(DType::F32).to_f64_vec(), vec![-1.0, 0.0, 7.0]);
+        assert_eq!(t.cast(DType::Bool).to_i64_vec(), vec![1, 0, 1]);
+    }
+}

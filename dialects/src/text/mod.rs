@@ -1,0 +1,23 @@
+//! The textual form of the mx IR. It prints every graph in a form that parses back to a graph
+//! that prints identically:
+//!
+//! ```text
+//! graph "main" (%arg0: tensor<1x4xf32> "x") {
+//!   %0 = mx.constant {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<1x4xf32>} : tensor<1x4xf32>
+//!   %1 = mx.add %arg0, %0 : tensor<1x4xf32>
+//!   return "y" = %1
+//! }
+//! ```
+//!
+//! Constants of more than `INLINE_LIMIT` elements are printed as `dense_resource<rN>` with
+//! their bytes in hex in a `resources { ... }` section after the graph.
+
+mod lexer;
+mod parse;
+mod print;
+
+pub use parse::parse;
+pub use print::print;
+
+/// Tensors with more elements than this are printed in the resources section.
+pub const INLINE_LIMIT: usize = 16;

@@ -1,0 +1,405 @@
+//! Parsing the textual form back into a verified graph.
+
+use super::lexer::{lex, Tok, Token};
+use crate::{verify, Attr, Attrs, DType, Graph, IrError, OpKind, Tensor, TensorType, ValueId};
+use std::collections::HashMap;
+
+/// Parses one graph (and its resources section) and verifies it.
+pub fn parse(src: &str) -> Result<Graph, IrError> {
+    let mut p = Parser {
+        tokens: lex(src)?,
+        pos: 0,
+        values: HashMap::new(),
+        pending: Vec::new(),
+    };
+    let mut g = p.graph()?;
+    let resources = p.resources()?;
+    p.expect_end()?;
+    for r in p.pending {
+        let bytes = resources.get(&r.name).ok_or_else(|| IrError::Parse {
+            line: r.line,
+            column: r.column,
+            message: format!("resource `{}` is not defined", r.name),
+        })?;
+        let tensor = Tensor::from_bytes(r.ty.clone(), bytes.clone()).ok_or_else(|| IrError::Parse {
+            line: r.line,
+            column: r.column,
+            message: format!("resource `{}` has {} bytes, {} needs {}", r.name, bytes.len(), r.ty, r.ty.num_bytes()),
+        })?;
+        g.ops[r.op].attrs.set(&r.attr, Attr::Tensor(tensor));
+    }
+    verify(&g)?;
+    Ok(g)
+}
+
+/// A `dense_resource<name>` whose bytes come from the resources section.
+struct PendingResource {
+    op: usize,
+    attr: String,
+    name: String,
+    ty: TensorType,
+    line: usize,
+    column: usize,
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+    values: HashMap<String, ValueId>,
+    pending: Vec<PendingResource>,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.tokens[self.pos].tok
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.tokens[self.pos].tok.clone();
+        if t != Tok::End {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn error<T>(&self, message: impl Into<String>) -> Result<T, IrError> {
+        let t = &self.tokens[self.pos];
+        Err(IrError::Parse {
+            line: t.line,
+            column: t.column,
+            message: message.into(),
+        })
+    }
+
+    fn found(&self) -> String {
+        match self.peek() {
+            Tok::End => "the end of the text".into(),
+            Tok::Value(v) => format!("`%{v}`"),
+            Tok::Str(s) => format!("\"{s}\""),
+            Tok::Ident(s) => format!("`{s}`"),
+            Tok::Type(t) => format!("`{t}`"),
+            Tok::Int(i) => format!("`{i}`"),
+            Tok::Float(f) => format!("`{f:?}`"),
+            Tok::Punct(c) => format!("`{c}`"),
+        }
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if *self.peek() == Tok::Punct(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<(), IrError> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            self.error(format!("expected `{c}`, found {}", self.found()))
+        }
+    }
+
+    fn keyword(&mut self, word: &str) -> Result<(), IrError> {
+        match self.peek() {
+            Tok::Ident(w) if w == word => {
+                self.pos += 1;
+                Ok(())
+            }
+            _ => self.error(format!("expected `{word}`, found {}", self.found())),
+        }
+    }
+
+    fn string(&mut self) -> Result<String, IrError> {
+        match self.next() {
+            Tok::Str(s) => Ok(s),
+            _ => {
+                self.pos -= 1;
+                self.error(format!("expected a string, found {}", self.found()))
+            }
+        }
+    }
+
+    fn ty(&mut self) -> Result<TensorType, IrError> {
+        match self.peek().clone() {
+            Tok::Type(t) => {
+                self.pos += 1;
+                Ok(t)
+            }
+            _ => self.error(format!("expected a tensor type, found {}", self.found())),
+        }
+    }
+
+    fn value_name(&mut self) -> Result<String, IrError> {
+        match self.peek().clone() {
+            Tok::Value(v) => {
+                self.pos += 1;
+                Ok(v)
+            }
+            _ => self.error(format!("expected a value like `%0`, found {}", self.found())),
+        }
+    }
+
+    fn use_value(&mut self) -> Result<ValueId, IrError> {
+        let name = self.value_name()?;
+        match self.values.get(&name) {
+            Some(v) => Ok(*v),
+            None => {
+                self.pos -= 1;
+                self.error(format!("value `%{name}` is used before it is defined"))
+            }
+        }
+    }
+
+    fn define(&mut self, name: String, v: ValueId) -> Result<(), IrError> {
+        if self.values.insert(name.clone(), v).is_some() {
+            return self.error(format!("value `%{name}` is defined twice"));
+        }
+        Ok(())
+    }
+
+    fn graph(&mut self) -> Result<Graph, IrError> {
+        self.keyword("graph")?;
+        let mut g = Graph::new(&self.string()?);
+        self.expect('(')?;
+        while !self.eat(')') {
+            if !g.inputs.is_empty() {
+                self.expect(',')?;
+            }
+            let name = self.value_name()?;
+            self.expect(':')?;
+            let ty = self.ty()?;
+            let port = self.string()?;
+            let v = g.add_input(&port, ty);
+            self.define(name, v)?;
+        }
+        self.expect('{')?;
+        loop {
+            if let Tok::Ident(w) = self.peek() {
+                if w == "return" {
+                    self.pos += 1;
+                    break;
+                }
+            }
+            self.op(&mut g)?;
+        }
+        while let Tok::Str(_) = self.peek() {
+            let name = self.string()?;
+            self.expect('=')?;
+            let v = self.use_value()?;
+            g.add_output(&name, v);
+            if !self.eat(',') {
+                break;
+            }
+        }
+        self.expect('}')?;
+        Ok(g)
+    }
+
+    fn op(&mut self, g: &mut Graph) -> Result<(), IrError> {
+        let mut names = vec![self.value_name()?];
+        while self.eat(',') {
+            names.push(self.value_name()?);
+        }
+        self.expect('=')?;
+        let kind = match self.next() {
+            Tok::Ident(w) => match w.strip_prefix("mx.").and_then(OpKind::from_name) {
+                Some(k) => k,
+                None => {
+                    self.pos -= 1;
+                    return self.error(format!("unknown op `{w}`"));
+                }
+            },
+            _ => {
+                self.pos -= 1;
+                return self.error(format!("expected an op name like `mx.add`, found {}", self.found()));
+            }
+        };
+        let mut operands = Vec::new();
+        if let Tok::Value(_) = self.peek() {
+            operands.push(self.use_value()?);
+            while self.eat(',') {
+                operands.push(self.use_value()?);
+            }
+        }
+        let attrs = if self.eat('{') { self.attrs(g.ops.len())? } else { Attrs::new() };
+        self.expect(':')?;
+        let mut types = vec![self.ty()?];
+        while self.eat(',') {
+            types.push(self.ty()?);
+        }
+        if types.len() != names.len() {
+            return self.error(format!("{} results are named but {} types are given", names.len(), types.len()));
+        }
+        let results = g.push_op(kind, operands, attrs, types);
+        for (name, v) in names.into_iter().zip(results) {
+            self.define(name, v)?;
+        }
+        Ok(())
+    }
+
+    /// The attribute dictionary after its `{`.
+    fn attrs(&mut self, op: usize) -> Result<Attrs, IrError> {
+        let mut attrs = Attrs::new();
+        while !self.eat('}') {
+            if !attrs.0.is_empty() {
+                self.expect(',')?;
+            }
+            let name = match self.next() {
+                Tok::Ident(w) => w,
+                _ => {
+                    self.pos -= 1;
+                    return self.error(format!("expected an attribute name, found {}", self.found()));
+                }
+            };
+            self.expect('=')?;
+            let value = self.attr(op, &name)?;
+            if attrs.get(&name).is_some() {
+                return self.error(format!("attribute `{name}` is given twice"));
+            }
+            attrs.set(&name, value);
+        }
+        Ok(attrs)
+    }
+
+    fn attr(&mut self, op: usize, attr_name: &str) -> Result<Attr, IrError> {
+        let (line, column) = (self.tokens[self.pos].line, self.tokens[self.pos].column);
+        match self.next() {
+            Tok::Int(i) => Ok(Attr::Int(self.int(i)?)),
+            Tok::Float(f) => Ok(Attr::Float(f)),
+            Tok::Str(s) => Ok(Attr::Str(s)),
+            Tok::Punct('[') => {
+                let items = self.numbers(']')?;
+                if items.iter().any(|t| matches!(t, Tok::Float(_))) {
+                    Ok(Attr::Floats(items.iter().map(as_f64).collect()))
+                } else {
+                    Ok(Attr::Ints(items.iter().map(|t| if let Tok::Int(i) = t { *i as i64 } else { 0 }).collect()))
+                }
+            }
+            Tok::Ident(w) if w == "dense" => {
+                self.expect('<')?;
+                self.expect('[')?;
+                let items = self.numbers(']')?;
+                self.expect('>')?;
+                self.expect(':')?;
+                let ty = self.ty()?;
+                if items.len() != ty.num_elements() {
+                    return self.error(format!("{} values given for {ty}", items.len()));
+                }
+                Ok(Attr::Tensor(dense(&ty, &items)))
+            }
+            Tok::Ident(w) if w == "dense_resource" => {
+                self.expect('<')?;
+                let name = match self.next() {
+                    Tok::Ident(n) => n,
+                    _ => return self.error("expected a resource name"),
+                };
+                self.expect('>')?;
+                self.expect(':')?;
+                let ty = self.ty()?;
+                self.pending.push(PendingResource {
+                    op,
+                    attr: attr_name.to_string(),
+                    name,
+                    ty: ty.clone(),
+                    line,
+                    column,
+                });
+                Ok(Attr::Tensor(Tensor::zeros(ty)))
+            }
+            Tok::Ident(w) => match DType::from_name(&w) {
+                Some(d) => Ok(Attr::DType(d)),
+                None => {
+                    self.pos -= 1;
+                    self.error(format!("`{w}` is not an attribute value"))
+                }
+            },
+            _ => {
+                self.pos -= 1;
+                self.error(format!("expected an attribute value, found {}", self.found()))
+            }
+        }
+    }
+
+    fn int(&self, i: i128) -> Result<i64, IrError> {
+        i64::try_from(i).or_else(|_| self.error(format!("{i} does not fit in 64 bits")))
+    }
+
+    /// Comma-separated numbers up to `close`.
+    fn numbers(&mut self, close: char) -> Result<Vec<Tok>, IrError> {
+        let mut items = Vec::new();
+        while !self.eat(close) {
+            if !items.is_empty() {
+                self.expect(',')?;
+            }
+            match self.next() {
+                t @ (Tok::Int(_) | Tok::Float(_)) => items.push(t),
+                _ => {
+                    self.pos -= 1;
+                    return self.error(format!("expected a number, found {}", self.found()));
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    fn resources(&mut self) -> Result<HashMap<String, Vec<u8>>, IrError> {
+        let mut out = HashMap::new();
+        if !matches!(self.peek(), Tok::Ident(w) if w == "resources") {
+            return Ok(out);
+        }
+        self.pos += 1;
+        self.expect('{')?;
+        while !self.eat('}') {
+            let name = match self.next() {
+                Tok::Ident(n) => n,
+                _ => {
+                    self.pos -= 1;
+                    return self.error(format!("expected a resource name, found {}", self.found()));
+                }
+            };
+            self.expect('=')?;
+            let hex = self.string()?;
+            let bytes = hex.strip_prefix("0x").and_then(decode_hex);
+            match bytes {
+                Some(b) => out.insert(name, b),
+                None => return self.error(format!("resource `{name}` is not `0x` followed by hex bytes")),
+            };
+        }
+        Ok(out)
+    }
+
+    fn expect_end(&self) -> Result<(), IrError> {
+        if *self.peek() == Tok::End {
+            Ok(())
+        } else {
+            self.error(format!("expected the end of the text, found {}", self.found()))
+        }
+    }
+}
+
+fn as_f64(t: &Tok) -> f64 {
+    match t {
+        Tok::Int(i) => *i as f64,
+        Tok::Float(f) => *f,
+        _ => unreachable!("numbers() yields only numbers"),
+    }
+}
+
+fn dense(ty: &TensorType, items: &[Tok]) -> Tensor {
+    let shape = ty.shape.clone();
+    if ty.dtype.is_float() {
+        Tensor::from_f64s(ty.dtype, shape, &items.iter().map(as_f64).collect::<Vec<_>>())
+    } else {
+        let ints: Vec<i64> = items.iter().map(|t| if let Tok::Int(i) = t { *i as i64 } else { as_f64(t) as i64 }).collect();
+        Tensor::from_i64s(ty.dtype, shape, &ints)
+    }
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}

@@ -1,0 +1,120 @@
+//! Printing a graph in the textual form.
+
+use super::INLINE_LIMIT;
+use crate::{Attr, DType, Def, Graph, Tensor, ValueId};
+use std::fmt::Write;
+
+/// The graph as text. Values are named `%argN` (inputs) and `%N` (op results, in order).
+pub fn print(g: &Graph) -> String {
+    let mut p = Printer {
+        g,
+        out: String::new(),
+        resources: Vec::new(),
+    };
+    p.graph();
+    p.out
+}
+
+struct Printer<'a> {
+    g: &'a Graph,
+    out: String,
+    resources: Vec<&'a Tensor>,
+}
+
+impl<'a> Printer<'a> {
+    fn name(&self, v: ValueId) -> String {
+        match self.g.def(v) {
+            Def::Input(i) => format!("%arg{i}"),
+            Def::Op { .. } => format!("%{}", self.op_result_number(v)),
+        }
+    }
+
+    /// Op results are numbered densely in definition order, skipping inputs.
+    fn op_result_number(&self, v: ValueId) -> usize {
+        let Def::Op { op, result } = self.g.def(v) else { unreachable!() };
+        self.g.ops[..op].iter().map(|o| o.results.len()).sum::<usize>() + result
+    }
+
+    fn graph(&mut self) {
+        let g = self.g;
+        let inputs: Vec<String> = g
+            .inputs
+            .iter()
+            .map(|p| format!("{}: {} {}", self.name(p.value), g.ty(p.value), quote(&p.name)))
+            .collect();
+        writeln!(self.out, "graph {} ({}) {{", quote(&g.name), inputs.join(", ")).unwrap();
+        for op in &g.ops {
+            let results: Vec<String> = op.results.iter().map(|r| self.name(*r)).collect();
+            write!(self.out, "  {} = {}", results.join(", "), op.kind).unwrap();
+            let operands: Vec<String> = op.operands.iter().map(|v| self.name(*v)).collect();
+            if !operands.is_empty() {
+                write!(self.out, " {}", operands.join(", ")).unwrap();
+            }
+            if !op.attrs.0.is_empty() {
+                let attrs: Vec<String> = op.attrs.0.iter().map(|(k, a)| format!("{k} = {}", self.attr(a))).collect();
+                write!(self.out, " {{{}}}", attrs.join(", ")).unwrap();
+            }
+            let types: Vec<String> = op.results.iter().map(|r| g.ty(*r).to_string()).collect();
+            writeln!(self.out, " : {}", types.join(", ")).unwrap();
+        }
+        let outputs: Vec<String> = g.outputs.iter().map(|p| format!("{} = {}", quote(&p.name), self.name(p.value))).collect();
+        writeln!(self.out, "  return {}", outputs.join(", ")).unwrap();
+        self.out.push_str("}\n");
+        if !self.resources.is_empty() {
+            self.out.push_str("resources {\n");
+            for (i, t) in self.resources.iter().enumerate() {
+                let hex: String = t.bytes().iter().map(|b| format!("{b:02x}")).collect();
+                writeln!(self.out, "  r{i} = \"0x{hex}\"").unwrap();
+            }
+            self.out.push_str("}\n");
+        }
+    }
+
+    fn attr(&mut self, a: &'a Attr) -> String {
+        match a {
+            Attr::Int(v) => v.to_string(),
+            Attr::Float(v) => float(*v),
+            Attr::Ints(v) => format!("[{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
+            Attr::Floats(v) => format!("[{}]", v.iter().map(|x| float(*x)).collect::<Vec<_>>().join(", ")),
+            Attr::Str(s) => quote(s),
+            Attr::DType(d) => d.name().to_string(),
+            Attr::Tensor(t) if t.len() > INLINE_LIMIT => {
+                self.resources.push(t);
+                format!("dense_resource<r{}> : {}", self.resources.len() - 1, t.ty)
+            }
+            Attr::Tensor(t) => {
+                let values: Vec<String> = (0..t.len()).map(|i| element(t, i)).collect();
+                format!("dense<[{}]> : {}", values.join(", "), t.ty)
+            }
+        }
+    }
+}
+
+/// A float attribute always shows a `.`, an exponent, `inf` or `NaN`, so it never reads as an integer.
+fn float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+fn element(t: &Tensor, i: usize) -> String {
+    match t.dtype() {
+        DType::F32 | DType::F16 | DType::BF16 => format!("{:?}", t.get_f64(i) as f32),
+        DType::F64 => format!("{:?}", t.get_f64(i)),
+        DType::U64 => (t.get_i64(i) as u64).to_string(),
+        _ => t.get_i64(i).to_string(),
+    }
+}
+
+/// A string literal with `"` and `\` escaped and non-printable characters as `\u{..}`.
+pub(crate) fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => write!(out, "\\u{{{:x}}}", c as u32).unwrap(),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

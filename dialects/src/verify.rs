@@ -1,0 +1,53 @@
+//! The verifier: a graph is valid when every operand is defined before use, every op's
+//! recorded result types are the ones its type rule gives, and the ports are well formed.
+
+use crate::{mx, Def, Graph, IrError};
+use std::collections::HashSet;
+
+pub fn verify(g: &Graph) -> Result<(), IrError> {
+    let mut defined = vec![false; g.num_values()];
+    let mut names = HashSet::new();
+    for (i, p) in g.inputs.iter().enumerate() {
+        if !names.insert(&p.name) {
+            return Err(IrError::Graph(format!("two inputs are named `{}`", p.name)));
+        }
+        if g.def(p.value) != Def::Input(i) {
+            return Err(IrError::Graph(format!("input `{}` is not bound to its own value", p.name)));
+        }
+        defined[p.value.index()] = true;
+    }
+    for (i, op) in g.ops.iter().enumerate() {
+        let at = |message: String| IrError::Op {
+            op: format!("op #{i} ({})", op.kind),
+            message,
+        };
+        for v in &op.operands {
+            if !defined.get(v.index()).copied().unwrap_or(false) {
+                return Err(at(format!("operand %{} is used before it is defined", v.0)));
+            }
+        }
+        let operand_types: Vec<_> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
+        let inferred = mx::infer(op.kind, &operand_types, &op.attrs).map_err(at)?;
+        let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
+        if inferred != recorded {
+            let show = |ts: &[crate::TensorType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+            return Err(at(format!("result types ({}) differ from the inferred ({})", show(&recorded), show(&inferred))));
+        }
+        for (r, v) in op.results.iter().enumerate() {
+            if g.def(*v) != (Def::Op { op: i, result: r }) {
+                return Err(at(format!("result {r} is not bound to this op")));
+            }
+            defined[v.index()] = true;
+        }
+    }
+    let mut names = HashSet::new();
+    for p in &g.outputs {
+        if !names.insert(&p.name) {
+            return Err(IrError::Graph(format!("two outputs are named `{}`", p.name)));
+        }
+        if !defined.get(p.value.index()).copied().unwrap_or(false) {
+            return Err(IrError::Graph(format!("output `{}` is not defined", p.name)));
+        }
+    }
+    Ok(())
+}

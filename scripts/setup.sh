@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Prepare a machine to build and test mxc. Idempotent: each step checks
+# whether its result is already there and skips itself if so.
+#
+#   1. LLVM/MLIR 22 from Debian's apt (only the packages that are missing)
+#   2. a Python venv in .cache/venv with onnx, onnxruntime and numpy (pinned)
+#   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
+#   4. the generated test models in .cache/models/<name>
+#
+# Environment:
+#   MXC_PYTHON   interpreter used to create the venv (default: python3)
+#   MXC_QUIET=1  print only what is done, not what is skipped
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache"
+VENV="$CACHE/venv"
+PY="$VENV/bin/python"
+
+APT_PACKAGES=(
+    llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev libzstd-dev
+    clang-22 lld-22 libclang-22-dev llvm-22-tools
+)
+PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+# The backend test data comes from this onnx release's wheel; the data is the
+# same in every wheel, so one fixed platform tag is used.
+BACKEND_ONNX_VERSION=1.22.0
+BACKEND_DIRS=(node simple pytorch-converted pytorch-operator)
+MODELS=(convnet encoder)
+
+say() { printf 'setup: %s\n' "$*"; }
+skip() { [[ "${MXC_QUIET:-0}" == 1 ]] || say "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [[ "$(id -u)" == 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+mkdir -p "$CACHE"
+export PYTHONDONTWRITEBYTECODE=1
+
+# --- 1. apt packages ----------------------------------------------------------
+apt_missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+        apt_missing+=("$pkg")
+    fi
+done
+if (( ${#apt_missing[@]} > 0 )); then
+    say "installing apt packages: ${apt_missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -q
+    as_root apt-get install -y -q "${apt_missing[@]}" </dev/null
+else
+    skip "apt packages present"
+fi
+for f in /usr/lib/llvm-22/bin/llvm-config /usr/lib/llvm-22/lib/libMLIR.so; do
+    [[ -e "$f" ]] || die "$f is missing after installing the LLVM packages"
+done
+
+# --- 2. Python venv -----------------------------------------------------------
+venv_stamp="$VENV/.mxc-stamp"
+venv_want="${PIP_PACKAGES[*]}"
+if [[ ! -f "$venv_stamp" || "$(cat "$venv_stamp")" != "$venv_want" ]] || ! "$PY" -c "" 2>/dev/null; then
+    say "creating venv $VENV (${venv_want})"
+    rm -rf "$VENV"
+    base_python="${MXC_PYTHON:-python3}"
+    command -v "$base_python" >/dev/null 2>&1 || die "no $base_python found"
+    if ! "$base_python" -m venv "$VENV"; then
+        # Debian's own python3 needs python3-venv for ensurepip.
+        rm -rf "$VENV"
+        say "python3 -m venv failed; installing python3-venv"
+        export DEBIAN_FRONTEND=noninteractive
+        as_root apt-get update -q
+        as_root apt-get install -y -q --no-install-recommends python3-venv </dev/null
+        "$base_python" -m venv "$VENV"
+    fi
+    "$PY" -m pip install -q --disable-pip-version-check --no-input "${PIP_PACKAGES[@]}"
+    "$PY" -c 'import onnx, onnxruntime, numpy'
+    printf '%s' "$venv_want" >"$venv_stamp"
+else
+    skip "venv present"
+fi
+
+# --- 3. ONNX backend test data ------------------------------------------------
+backend="$CACHE/onnx-backend-tests"
+backend_stamp="$backend/.mxc-stamp"
+backend_want="onnx==$BACKEND_ONNX_VERSION ${BACKEND_DIRS[*]}"
+if [[ ! -f "$backend_stamp" || "$(cat "$backend_stamp")" != "$backend_want" ]]; then
+    say "fetching ONNX backend tests from onnx==$BACKEND_ONNX_VERSION"
+    tmp="$backend.tmp"
+    rm -rf "$tmp"
+    wheels="$tmp/wheel"
+    mkdir -p "$wheels"
+    # cp311 manylinux x86_64, whichever glibc level the release was built for
+    # (pip does not widen a manylinux_2_N tag to older ones by itself).
+    platforms=(--platform manylinux2014_x86_64)
+    for glibc in $(seq 17 36); do platforms+=(--platform "manylinux_2_${glibc}_x86_64"); done
+    "$PY" -m pip download -q --disable-pip-version-check --no-input \
+        "onnx==$BACKEND_ONNX_VERSION" --no-deps --only-binary :all: \
+        --implementation cp --python-version 3.11 --abi cp311 "${platforms[@]}" \
+        -d "$wheels"
+    wheel=$(find "$wheels" -maxdepth 1 -name "onnx-$BACKEND_ONNX_VERSION-cp311-cp311-*x86_64*.whl" | head -n1)
+    [[ -n "$wheel" ]] || die "pip download gave no onnx $BACKEND_ONNX_VERSION wheel in $wheels"
+
+    prefix="onnx/backend/test/data"
+    if command -v unzip >/dev/null 2>&1; then
+        patterns=()
+        for d in "${BACKEND_DIRS[@]}"; do patterns+=("$prefix/$d/*"); done
+        unzip -q "$wheel" "${patterns[@]}" -d "$tmp/raw"
+    else
+        "$PY" - "$wheel" "$tmp/raw" "$prefix" "${BACKEND_DIRS[@]}" <<'EOF'
+import sys, zipfile
+wheel, dest, prefix, *dirs = sys.argv[1:]
+wanted = tuple(f"{prefix}/{d}/" for d in dirs)
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(dest, [n for n in z.namelist() if n.startswith(wanted)])
+EOF
+    fi
+    for d in "${BACKEND_DIRS[@]}"; do
+        [[ -d "$tmp/raw/$prefix/$d" ]] || die "$wheel has no $prefix/$d"
+        mv "$tmp/raw/$prefix/$d" "$tmp/$d"
+    done
+    rm -rf "$tmp/raw" "$wheels"
+    printf '%s' "$backend_want" >"$tmp/.mxc-stamp"
+    rm -rf "$backend"
+    mv "$tmp" "$backend"
+    count=$(find "$backend/node" -mindepth 2 -maxdepth 2 -name model.onnx | wc -l)
+    say "ONNX backend tests: $count node cases in $backend/node"
+else
+    count=$(find "$backend/node" -mindepth 2 -maxdepth 2 -name model.onnx | wc -l)
+    skip "ONNX backend tests present ($count node cases)"
+fi
+
+# --- 4. generated models ------------------------------------------------------
+# A model is regenerated when its script, the shared helper or the venv's
+# package pins change.
+models_dir="$CACHE/models"
+mkdir -p "$models_dir"
+for name in "${MODELS[@]}"; do
+    script="$ROOT/scripts/models/$name.py"
+    [[ -f "$script" ]] || die "missing $script"
+    hash=$( { cat "$script" "$ROOT/scripts/models/common.py"; printf '%s' "$venv_want"; } \
+        | sha256sum | cut -d' ' -f1)
+    out="$models_dir/$name"
+    if [[ -f "$out/.mxc-stamp" && "$(cat "$out/.mxc-stamp")" == "$hash" && -f "$out/model.onnx" ]]; then
+        skip "model $name present"
+        continue
+    fi
+    say "generating model $name"
+    rm -rf "$out.tmp"
+    "$PY" "$script" "$out.tmp"
+    printf '%s' "$hash" >"$out.tmp/.mxc-stamp"
+    rm -rf "$out"
+    mv "$out.tmp" "$out"
+done
+
+skip "done"
