@@ -1,1 +1,117 @@
-fn main(){}
+//! `mxc`, the command line: read, compile and run ONNX models.
+
+mod inputs;
+mod report;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use mxc_codegen::Target;
+use mxc_dialects::Tensor;
+use mxc_kernels::artifact::{self, Artifact};
+use mxc_kernels::Executable;
+use mxc_lowering::onnx::{import_file, ImportOptions};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "mxc", version, about = "An ONNX graph compiler: ONNX -> mx -> loops (MLIR) -> LLVM -> native kernels")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a model as mx IR.  Example: mxc read model.onnx
+    Read { model: PathBuf },
+    /// Run a model (.onnx, compiled now) or a compiled program (.mxr).  Example: mxc run model.onnx --input x=x.npy -o out/
+    Run {
+        model: PathBuf,
+        /// The target to compile an .onnx model for
+        #[arg(long, default_value = "cpu")]
+        target: Target,
+        /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Write each output to DIR/<name>.npy instead of printing a summary
+        #[arg(short = 'o', value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Compile a model to a file.  Example: mxc compile model.onnx -o model.mxr
+    Compile {
+        model: PathBuf,
+        #[arg(short = 'o', value_name = "OUT.mxr")]
+        out: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        target: Target,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Read { model } => {
+            let graph = import_file(&model, &ImportOptions::default())?;
+            print!("{}", mxc_dialects::text::print(&graph));
+            Ok(())
+        }
+        Command::Run { model, target, inputs, out } => {
+            let given = inputs::load(&inputs)?;
+            let exe = load_executable(&model, target, &given)?;
+            let values = inputs::complete(exe.program(), given);
+            let outputs = exe.run(&values)?;
+            match out {
+                Some(dir) => report::write_outputs(&dir, &outputs),
+                None => {
+                    report::print_summary(&outputs);
+                    Ok(())
+                }
+            }
+        }
+        Command::Compile { model, out, target } => {
+            let graph = import_file(&model, &ImportOptions::default())?;
+            let compiled = mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
+            let artifact = Artifact {
+                target: target.name().to_string(),
+                program: compiled.program,
+                library: compiled.library,
+            };
+            write_atomically(&out, &artifact::encode(&artifact))
+        }
+    }
+}
+
+/// A compiled program from an `.mxr` file, or from a model compiled now for `target` (the
+/// given inputs fix dynamic dimensions and values that must be known at compile time).
+fn load_executable(model: &Path, target: Target, given: &HashMap<String, Tensor>) -> Result<Executable> {
+    if model.extension().is_some_and(|e| e == "mxr") {
+        let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
+        let artifact = artifact::decode(&bytes, &model.display().to_string())?;
+        return Ok(Executable::load(artifact.program, &artifact.library)?);
+    }
+    let opts = ImportOptions {
+        input_shapes: given.iter().map(|(k, v)| (k.clone(), v.shape().to_vec())).collect(),
+        specialize: given.clone(),
+    };
+    let graph = import_file(model, &opts)?;
+    let compiled = mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
+    Ok(Executable::load(compiled.program, &compiled.library)?)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it, so that a failed write
+/// never leaves a half-written file behind.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("mxr.partial");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}

@@ -4,8 +4,10 @@
 mod attr;
 mod dtype;
 mod graph;
+pub mod eval;
 pub mod mx;
 mod op;
+pub mod program;
 pub mod tensor;
 pub mod text;
 mod ty;

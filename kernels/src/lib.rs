@@ -1,1 +1,22 @@
-//! placeholder
+//! The mxc runtime: loads a compiled program's kernels (a shared object) and runs its plan:
+//! allocates buffers, binds inputs, calls the kernels in order, returns the outputs. It links
+//! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and compiled-program files.
+
+pub mod artifact;
+mod buffer;
+mod executable;
+mod library;
+pub mod npy;
+
+pub use executable::Executable;
+
+/// Errors of loading and running programs.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("loading the kernels: {0}")]
+    Load(String),
+    #[error("input `{name}`: {message}")]
+    Input { name: String, message: String },
+    #[error("{0}")]
+    Io(String),
+}

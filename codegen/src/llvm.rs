@@ -1,0 +1,87 @@
+//! LLVM with inkwell: adds an array-of-pointers entry for every kernel, optimises for the
+//! target and emits a position-independent x86-64 object.
+
+use crate::{plan::llvm_entry_name, CodegenError, Target};
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::{AddressSpace, OptimizationLevel};
+
+const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+/// Compiles LLVM IR text whose kernels take one pointer per argument (`symbols` gives each
+/// kernel's name and argument count) into an object file's bytes.
+pub fn compile_object(ir: &str, symbols: &[(&str, usize)], target: Target) -> Result<Vec<u8>, CodegenError> {
+    let context = Context::create();
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "kernels");
+    let module = context.create_module_from_ir(buffer).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    add_entries(&context, &module, symbols)?;
+    let machine = target_machine(target)?;
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    module.verify().map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let pipeline = match target {
+        Target::Ref => "default<O1>",
+        Target::Cpu => "default<O3>",
+    };
+    module
+        .run_passes(pipeline, &machine, PassBuilderOptions::create())
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let object = machine
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    Ok(object.as_slice().to_vec())
+}
+
+/// For each kernel `k(ptr, ..., ptr)` adds `k_entry(ptr args)` calling `k(args[0], ...)`, and
+/// makes the kernel itself internal so that only the entries are exported.
+fn add_entries<'c>(context: &'c Context, module: &Module<'c>, symbols: &[(&str, usize)]) -> Result<(), CodegenError> {
+    let ptr = context.ptr_type(AddressSpace::default());
+    let i64t = context.i64_type();
+    let entry_type = context.void_type().fn_type(&[ptr.into()], false);
+    let builder = context.create_builder();
+    let err = |e: inkwell::builder::BuilderError| CodegenError::Llvm(e.to_string());
+    for &(symbol, arity) in symbols {
+        let kernel = module
+            .get_function(symbol)
+            .ok_or_else(|| CodegenError::Llvm(format!("kernel `{symbol}` is missing from the LLVM module")))?;
+        if kernel.count_params() as usize != arity {
+            return Err(CodegenError::Llvm(format!("kernel `{symbol}` takes {} pointers, the plan passes {arity}", kernel.count_params())));
+        }
+        kernel.set_linkage(Linkage::Internal);
+        let entry = module.add_function(&llvm_entry_name(symbol), entry_type, None);
+        builder.position_at_end(context.append_basic_block(entry, "entry"));
+        let args = entry.get_nth_param(0).expect("entry has one parameter").into_pointer_value();
+        let mut loaded = Vec::with_capacity(arity);
+        for i in 0..arity {
+            // SAFETY: the runtime passes an array of `arity` pointers; index i is in bounds.
+            let slot = unsafe { builder.build_gep(ptr, args, &[i64t.const_int(i as u64, false)], "slot") }.map_err(err)?;
+            loaded.push(builder.build_load(ptr, slot, "arg").map_err(err)?.into());
+        }
+        builder.build_call(kernel, &loaded, "").map_err(err)?;
+        builder.build_return(None).map_err(err)?;
+    }
+    Ok(())
+}
+
+fn target_machine(target: Target) -> Result<TargetMachine, CodegenError> {
+    LlvmTarget::initialize_x86(&InitializationConfig::default());
+    let triple = TargetTriple::create(TRIPLE);
+    let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let (cpu, features) = match target {
+        Target::Ref => ("x86-64".to_string(), String::new()),
+        Target::Cpu => (
+            TargetMachine::get_host_cpu_name().to_string(),
+            TargetMachine::get_host_cpu_features().to_string(),
+        ),
+    };
+    let level = match target {
+        Target::Ref => OptimizationLevel::Less,
+        Target::Cpu => OptimizationLevel::Aggressive,
+    };
+    llvm_target
+        .create_target_machine(&triple, &cpu, &features, level, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| CodegenError::Llvm(format!("no target machine for {TRIPLE} ({cpu})")))
+}

@@ -1,0 +1,41 @@
+//! The execution plan of a graph: one buffer per value, one step per kernel.
+
+use mxc_dialects::program::{Binding, Buffer, BufferKind, Program, Step};
+use mxc_dialects::{Def, Graph};
+use mxc_lowering::loops::KernelSpec;
+
+pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
+    let buffers = (0..g.num_values())
+        .map(|i| {
+            let v = mxc_dialects::ValueId(i as u32);
+            let kind = match (g.def(v), g.constant_value(v)) {
+                (Def::Input(n), _) => BufferKind::Input(n),
+                (_, Some(t)) => BufferKind::Constant(t.clone()),
+                _ => BufferKind::Temp,
+            };
+            Buffer { ty: g.ty(v).clone(), kind }
+        })
+        .collect();
+    let steps = kernels
+        .iter()
+        .map(|k| Step {
+            symbol: llvm_entry_name(&k.symbol),
+            args: k.args.iter().map(|v| v.index()).collect(),
+        })
+        .collect();
+    let bind = |p: &mxc_dialects::Port| Binding {
+        name: p.name.clone(),
+        buffer: p.value.index(),
+    };
+    Program {
+        buffers,
+        steps,
+        inputs: g.inputs.iter().map(bind).collect(),
+        outputs: g.outputs.iter().map(bind).collect(),
+    }
+}
+
+/// The exported symbol that calls kernel `symbol` with an array of buffer pointers.
+pub fn llvm_entry_name(symbol: &str) -> String {
+    format!("{symbol}_entry")
+}

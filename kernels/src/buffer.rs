@@ -1,0 +1,46 @@
+//! Heap buffers aligned for vector loads, which kernels read and write through raw pointers.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+const ALIGN: usize = 64;
+
+/// A zero-initialised, 64-byte aligned byte buffer (never of size zero, so it always has an address).
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("buffer size fits the address space");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, len, layout }
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(bytes.len());
+        b.as_mut_slice().copy_from_slice(bytes);
+        b
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for len bytes and uniquely borrowed through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with this layout and is freed once.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}

@@ -1,0 +1,102 @@
+//! A program ready to run: its plan, its loaded kernels and its constants in aligned memory.
+
+use crate::buffer::AlignedBuf;
+use crate::library::{KernelFn, Library};
+use crate::RunError;
+use mxc_dialects::program::{BufferKind, Program};
+use mxc_dialects::Tensor;
+use std::collections::HashMap;
+
+pub struct Executable {
+    program: Program,
+    kernels: Vec<KernelFn>,
+    constants: HashMap<usize, AlignedBuf>,
+    // Keeps the kernels mapped while `kernels` points into them.
+    _library: Library,
+}
+
+impl Executable {
+    /// Loads the kernels of `library` (a shared object's bytes) for `program`.
+    pub fn load(program: Program, library: &[u8]) -> Result<Executable, RunError> {
+        let lib = Library::from_bytes(library)?;
+        let kernels = program.steps.iter().map(|s| lib.kernel(&s.symbol)).collect::<Result<_, _>>()?;
+        let constants = program
+            .buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.kind {
+                BufferKind::Constant(t) => Some((i, AlignedBuf::from_bytes(t.bytes()))),
+                _ => None,
+            })
+            .collect();
+        Ok(Executable {
+            program,
+            kernels,
+            constants,
+            _library: lib,
+        })
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Runs the program on named inputs (every graph input exactly once) and returns the
+    /// outputs in the graph's order.
+    pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>, RunError> {
+        let p = &self.program;
+        for name in inputs.keys() {
+            if !p.inputs.iter().any(|b| &b.name == name) {
+                let known: Vec<&str> = p.inputs.iter().map(|b| b.name.as_str()).collect();
+                return Err(RunError::Input {
+                    name: name.clone(),
+                    message: format!("the model has no such input (its inputs: {})", known.join(", ")),
+                });
+            }
+        }
+        let mut owned: HashMap<usize, AlignedBuf> = HashMap::new();
+        for binding in &p.inputs {
+            let expected = &p.buffers[binding.buffer].ty;
+            let value = inputs.get(&binding.name).ok_or_else(|| RunError::Input {
+                name: binding.name.clone(),
+                message: format!("no value given (expected {expected})"),
+            })?;
+            if &value.ty != expected {
+                return Err(RunError::Input {
+                    name: binding.name.clone(),
+                    message: format!("expected {expected}, got {}", value.ty),
+                });
+            }
+            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes()));
+        }
+        for (i, b) in p.buffers.iter().enumerate() {
+            if b.kind == BufferKind::Temp {
+                owned.insert(i, AlignedBuf::zeroed(b.ty.num_bytes()));
+            }
+        }
+        let pointer = |i: usize| -> *mut u8 {
+            match self.constants.get(&i) {
+                Some(c) => c.as_ptr(),
+                None => owned[&i].as_ptr(),
+            }
+        };
+        for (step, kernel) in p.steps.iter().zip(&self.kernels) {
+            let args: Vec<*mut u8> = step.args.iter().map(|&i| pointer(i)).collect();
+            // SAFETY: each pointer addresses a live buffer of the size and type the kernel was
+            // compiled for (the plan and the kernels come from the same graph); kernels write
+            // only their result buffers, which are temps owned by this call.
+            unsafe { kernel(args.as_ptr()) };
+        }
+        Ok(p
+            .outputs
+            .iter()
+            .map(|o| {
+                let ty = p.buffers[o.buffer].ty.clone();
+                let n = ty.num_bytes();
+                // SAFETY: buffer o.buffer is live and holds n bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(pointer(o.buffer), n) }.to_vec();
+                (o.name.clone(), Tensor::from_bytes(ty, bytes).expect("buffer matches its type"))
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,133 @@
+//! Reading and writing NumPy `.npy` files (format versions 1 to 3, little-endian, C order).
+
+use crate::RunError;
+use mxc_dialects::{DType, Tensor, TensorType};
+use std::path::Path;
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+fn descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "|b1",
+        DType::I8 => "|i1",
+        DType::U8 => "|u1",
+        DType::I16 => "<i2",
+        DType::U16 | DType::BF16 => "<u2", // numpy has no bfloat16: its raw bits
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::U64 => "<u8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+    }
+}
+
+fn dtype_of(descr: &str) -> Option<DType> {
+    let d = match descr {
+        "|b1" => DType::Bool,
+        "|i1" => DType::I8,
+        "|u1" => DType::U8,
+        "<i2" => DType::I16,
+        "<u2" => DType::U16,
+        "<i4" => DType::I32,
+        "<u4" => DType::U32,
+        "<i8" => DType::I64,
+        "<u8" => DType::U64,
+        "<f2" => DType::F16,
+        "<f4" => DType::F32,
+        "<f8" => DType::F64,
+        _ => return None,
+    };
+    Some(d)
+}
+
+/// The bytes of a version-1 `.npy` file holding `t`.
+pub fn encode(t: &Tensor) -> Vec<u8> {
+    let shape: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!("({})", shape.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype()));
+    // pad so that the data starts on a 64-byte boundary; the header ends with a newline
+    let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + t.bytes().len());
+    out.extend(MAGIC);
+    out.extend([1, 0]);
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(t.bytes());
+    out
+}
+
+/// Parses the bytes of a `.npy` file; `what` names it in errors.
+pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
+    let bad = |m: &str| RunError::Io(format!("{what}: not a valid .npy file: {m}"));
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(bad("missing the \\x93NUMPY magic"));
+    }
+    let (header_len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12),
+        v => return Err(bad(&format!("unsupported format version {v}"))),
+    };
+    let header = bytes.get(start..start + header_len).ok_or_else(|| bad("truncated header"))?;
+    let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(header[at..].trim_start_matches([':', ' ']))
+    };
+    let descr = field("descr").and_then(|s| s.strip_prefix('\'')).and_then(|s| s.split('\'').next()).ok_or_else(|| bad("no descr"))?;
+    let dtype = dtype_of(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?;
+    if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
+        return Err(bad("Fortran-ordered arrays are not supported"));
+    }
+    let shape_text = field("shape").and_then(|s| s.strip_prefix('(')).and_then(|s| s.split(')').next()).ok_or_else(|| bad("no shape"))?;
+    let shape = shape_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().map_err(|_| bad(&format!("bad dimension '{s}'"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ty = TensorType::new(dtype, shape);
+    let data = &bytes[start + header_len..];
+    if data.len() != ty.num_bytes() {
+        return Err(bad(&format!("{ty} needs {} bytes of data, the file has {}", ty.num_bytes(), data.len())));
+    }
+    Ok(Tensor::from_bytes(ty, data.to_vec()).expect("length checked"))
+}
+
+pub fn read(path: &Path) -> Result<Tensor, RunError> {
+    let bytes = std::fs::read(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+    decode(&bytes, &path.display().to_string())
+}
+
+pub fn write(path: &Path, t: &Tensor) -> Result<(), RunError> {
+    std::fs::write(path, encode(t)).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_bytes() {
+        let t = Tensor::from_f32s(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let bytes = encode(&t);
+        assert_eq!((bytes.len() - t.bytes().len()) % 64, 0);
+        assert_eq!(decode(&bytes, "t").unwrap(), t);
+        let scalar = Tensor::from_i64s(DType::I64, vec![], &[7]);
+        assert_eq!(decode(&encode(&scalar), "s").unwrap(), scalar);
+    }
+
+    #[test]
+    fn rejects_truncated_data() {
+        let t = Tensor::from_f32s(vec![4], &[1.0, 2.0, 3.0, 4.0]);
+        let bytes = encode(&t);
+        let err = decode(&bytes[..bytes.len() - 1], "x.npy").unwrap_err().to_string();
+        assert!(err.contains("x.npy") && err.contains("needs 16 bytes"), "{err}");
+    }
+}

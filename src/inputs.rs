@@ -1,0 +1,67 @@
+//! Input values for `mxc run`: `NAME=FILE` arguments (.npy or TensorProto .pb) and seeded
+//! random values for the inputs not given.
+
+use anyhow::{bail, Result};
+use mxc_dialects::program::Program;
+use mxc_dialects::Tensor;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Parses and loads every `NAME=FILE` argument.
+pub fn load(args: &[String]) -> Result<HashMap<String, Tensor>> {
+    let mut out = HashMap::new();
+    for arg in args {
+        let Some((name, file)) = arg.split_once('=') else {
+            bail!("--input `{arg}`: expected NAME=FILE");
+        };
+        let path = Path::new(file);
+        let value = if file.ends_with(".npy") {
+            mxc_kernels::npy::read(path)?
+        } else {
+            mxc_lowering::onnx::read_tensor_file(path)?.1
+        };
+        if out.insert(name.to_string(), value).is_some() {
+            bail!("--input `{name}` is given twice");
+        }
+    }
+    Ok(out)
+}
+
+/// Adds a seeded pseudo-random value for every program input not in `given`:
+/// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
+pub fn complete(program: &Program, mut given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
+    let mut rng = SplitMix64(0x6d78_63);
+    for b in &program.inputs {
+        if given.contains_key(&b.name) {
+            continue;
+        }
+        let ty = &program.buffers[b.buffer].ty;
+        let n = ty.num_elements();
+        let value = if ty.dtype.is_float() {
+            let v: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
+            Tensor::from_f64s(ty.dtype, ty.shape.clone(), &v)
+        } else {
+            let v: Vec<i64> = (0..n).map(|_| (rng.next() & 1) as i64).collect();
+            Tensor::from_i64s(ty.dtype, ty.shape.clone(), &v)
+        };
+        given.insert(b.name.clone(), value);
+    }
+    given
+}
+
+/// A small, well-mixed generator (SplitMix64); reproducible across runs and platforms.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

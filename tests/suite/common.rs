@@ -1,0 +1,91 @@
+//! Shared helpers: where the test data lives, running the `mxc` binary, comparing tensors.
+
+use mxc_dialects::Tensor;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A folder under `.cache/` made by `scripts/setup.sh`; a missing one fails the test loudly.
+pub fn cache_dir(rel: &str) -> PathBuf {
+    let dir = repo().join(".cache").join(rel);
+    assert!(dir.is_dir(), "{} is missing: run `bash scripts/setup.sh` first", dir.display());
+    dir
+}
+
+pub fn mxc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mxc")).args(args).output().expect("the mxc binary runs")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `input_N.pb` / `output_N.pb` files of an ONNX test data set, in order.
+pub fn data_files(set: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<(usize, PathBuf)> = std::fs::read_dir(set)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            let n = name.strip_prefix(prefix)?.strip_suffix(".pb")?.parse().ok()?;
+            Some((n, p))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, p)| p).collect()
+}
+
+pub fn read_pb(path: &Path) -> (String, Tensor) {
+    mxc_lowering::onnx::read_tensor_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
+/// matching NaN), or `None` when it is.
+pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {
+    if actual.ty != expected.ty {
+        return Some(format!("type {} instead of {}", actual.ty, expected.ty));
+    }
+    let mut worst: Option<(usize, f64, f64)> = None;
+    for i in 0..actual.len() {
+        let (a, e) = (actual.get_f64(i), expected.get_f64(i));
+        let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= atol + rtol * e.abs();
+        if !ok && worst.is_none_or(|(_, wa, we)| (a - e).abs() > (wa - we).abs() || wa.is_nan()) {
+            worst = Some((i, a, e));
+        }
+    }
+    worst.map(|(i, a, e)| format!("element {i}: {a} instead of {e} (and maybe others)"))
+}
+
+/// Runs `mxc run` on a model with the inputs of a test data set and returns the outputs in
+/// the order of the expected `output_N.pb` files, or the error text.
+pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Result<Vec<Tensor>, String> {
+    let mut args: Vec<String> = vec!["run".into(), model.display().to_string(), "--target".into(), target.into(), "-o".into(), out_dir.display().to_string()];
+    for f in data_files(set, "input_") {
+        let (name, _) = read_pb(&f);
+        args.push("--input".into());
+        args.push(format!("{name}={}", f.display()));
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = mxc(&argv);
+    if !out.status.success() {
+        let err = stderr(&out);
+        return Err(if err.is_empty() { format!("exit status {}", out.status) } else { err.trim().to_string() });
+    }
+    data_files(set, "output_")
+        .iter()
+        .map(|f| {
+            let (name, _) = read_pb(f);
+            let file = out_dir.join(format!("{}.npy", sanitize(&name)));
+            mxc_kernels::npy::read(&file).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// The file stem `mxc run -o` uses for an output name.
+pub fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
+}

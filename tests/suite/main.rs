@@ -1,0 +1,9 @@
+//! Integration tests of the `mxc` command and the crates behind it: the ONNX backend node
+//! suite, the repo's real models against onnxruntime, the textual IR, and bad input.
+
+mod bad_input;
+mod common;
+mod models;
+mod node_suite;
+mod pipeline;
+mod text;

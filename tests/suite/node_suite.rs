@@ -1,0 +1,107 @@
+//! The ONNX backend node suite (onnx 1.22.0's `backend/test/data/node`), run through
+//! `mxc run` on the ref and cpu targets. Prints a scoreboard per target and fails when a
+//! case listed in `tests/node_expected_pass.txt` does not pass on both targets.
+
+use crate::common::{cache_dir, data_files, mismatch, read_pb, repo, run_case};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+const TARGETS: [&str; 2] = ["ref", "cpu"];
+/// The backend suite's own tolerances.
+const RTOL: f64 = 1e-3;
+const ATOL: f64 = 1e-7;
+
+#[derive(Clone, Debug, PartialEq)]
+enum Outcome {
+    Passed,
+    Unsupported(String),
+    Failed(String),
+}
+
+fn run_one(case: &Path, target: &str) -> Outcome {
+    let set = case.join("test_data_set_0");
+    let out_dir = tempfile_dir();
+    let result = run_case(&case.join("model.onnx"), &set, target, out_dir.path());
+    match result {
+        Err(e) if e.contains("no parser for this op") => Outcome::Unsupported(e),
+        Err(e) => Outcome::Failed(e),
+        Ok(actual) => {
+            for (a, f) in actual.iter().zip(data_files(&set, "output_")) {
+                let (name, expected) = read_pb(&f);
+                if let Some(why) = mismatch(a, &expected, RTOL, ATOL) {
+                    return Outcome::Failed(format!("output `{name}`: {why}"));
+                }
+            }
+            Outcome::Passed
+        }
+    }
+}
+
+fn tempfile_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary folder")
+}
+
+#[test]
+fn onnx_node_suite() {
+    let root = cache_dir("onnx-backend-tests/node");
+    let mut cases: Vec<_> = std::fs::read_dir(&root).expect("node suite folder").flatten().map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
+    cases.sort();
+    let expected_text = std::fs::read_to_string(repo().join("tests/node_expected_pass.txt")).expect("tests/node_expected_pass.txt");
+    let expected: BTreeSet<&str> = expected_text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+
+    let results: Mutex<Vec<(String, [Outcome; 2])>> = Mutex::new(Vec::new());
+    let next = Mutex::new(0usize);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    *n += 1;
+                    *n - 1
+                };
+                let Some(case) = cases.get(i) else { break };
+                let outcomes = TARGETS.map(|t| run_one(case, t));
+                let name = case.file_name().unwrap().to_string_lossy().into_owned();
+                results.lock().unwrap().push((name, outcomes));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let mut regressions = Vec::new();
+    let mut passing_both = Vec::new();
+    for (t, target) in TARGETS.iter().enumerate() {
+        let count = |f: fn(&Outcome) -> bool| results.iter().filter(|r| f(&r.1[t])).count();
+        let passed = count(|o| *o == Outcome::Passed);
+        let unsupported = count(|o| matches!(o, Outcome::Unsupported(_)));
+        let failed = count(|o| matches!(o, Outcome::Failed(_)));
+        println!("node suite, target {target}: {passed} passed, {failed} failed, {unsupported} unsupported (of {} cases)", results.len());
+    }
+    for (name, outcomes) in &results {
+        if outcomes.iter().all(|o| *o == Outcome::Passed) {
+            passing_both.push(name.clone());
+        }
+        for (o, target) in outcomes.iter().zip(TARGETS) {
+            match o {
+                Outcome::Failed(why) | Outcome::Unsupported(why) if expected.contains(name.as_str()) => {
+                    regressions.push(format!("{name} [{target}]: {}", why.lines().next().unwrap_or_default()));
+                }
+                Outcome::Failed(why) => println!("  failed {name} [{target}]: {}", why.lines().next().unwrap_or_default()),
+                _ => {}
+            }
+        }
+    }
+    let listed: BTreeSet<&str> = passing_both.iter().map(String::as_str).collect();
+    let new: Vec<&&str> = listed.difference(&expected).collect();
+    if !new.is_empty() {
+        println!("{} cases pass on both targets but are not in tests/node_expected_pass.txt:", new.len());
+        for n in &new {
+            println!("  {n}");
+        }
+    }
+    let missing: Vec<&&str> = expected.iter().filter(|e| !results.iter().any(|r| r.0 == **e)).collect();
+    assert!(missing.is_empty(), "expected-pass cases missing from the suite: {missing:?}");
+    assert!(regressions.is_empty(), "{} expected-pass cases fail:\n{}", regressions.len(), regressions.join("\n"));
+}
