@@ -39,8 +39,8 @@ pub fn data_files(set: &Path, prefix: &str) -> Vec<PathBuf> {
     files.into_iter().map(|(_, p)| p).collect()
 }
 
-pub fn read_pb(path: &Path) -> (String, Tensor) {
-    mxc_lowering::onnx::read_tensor_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
+    mxc_lowering::onnx::read_tensor_file(path).map_err(|e| e.to_string())
 }
 
 /// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
@@ -60,12 +60,24 @@ pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Opt
     worst.map(|(i, a, e)| format!("element {i}: {a} instead of {e} (and maybe others)"))
 }
 
-/// Runs `mxc run` on a model with the inputs of a test data set and returns the outputs in
-/// the order of the expected `output_N.pb` files, or the error text.
+/// The names of a model's graph inputs that are not initializers, and of its outputs.
+pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String> {
+    use prost::Message;
+    let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let m = mxc_lowering::onnx::proto::ModelProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", model.display()))?;
+    let g = m.graph.unwrap_or_default();
+    let initializers: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
+    let name = |v: &mxc_lowering::onnx::proto::ValueInfoProto| v.name.clone().unwrap_or_default();
+    let inputs = g.input.iter().map(name).filter(|n| !initializers.contains(&n.as_str())).collect();
+    Ok((inputs, g.output.iter().map(name).collect()))
+}
+
+/// Runs `mxc run` on a model with the inputs of a test data set (`input_N.pb` is the N-th
+/// graph input) and returns the outputs in graph order, or the error text.
 pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Result<Vec<Tensor>, String> {
+    let (input_names, output_names) = model_io_names(model)?;
     let mut args: Vec<String> = vec!["run".into(), model.display().to_string(), "--target".into(), target.into(), "-o".into(), out_dir.display().to_string()];
-    for f in data_files(set, "input_") {
-        let (name, _) = read_pb(&f);
+    for (name, f) in input_names.iter().zip(data_files(set, "input_")) {
         args.push("--input".into());
         args.push(format!("{name}={}", f.display()));
     }
@@ -75,13 +87,9 @@ pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Resul
         let err = stderr(&out);
         return Err(if err.is_empty() { format!("exit status {}", out.status) } else { err.trim().to_string() });
     }
-    data_files(set, "output_")
+    output_names
         .iter()
-        .map(|f| {
-            let (name, _) = read_pb(f);
-            let file = out_dir.join(format!("{}.npy", sanitize(&name)));
-            mxc_kernels::npy::read(&file).map_err(|e| e.to_string())
-        })
+        .map(|name| mxc_kernels::npy::read(&out_dir.join(format!("{}.npy", sanitize(name)))).map_err(|e| e.to_string()))
         .collect()
 }
 

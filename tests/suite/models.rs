@@ -15,7 +15,7 @@ fn matches_onnxruntime(model: &str, target: &str) {
     let expected = data_files(&set, "output_");
     assert_eq!(actual.len(), expected.len());
     for (a, f) in actual.iter().zip(expected) {
-        let (name, e) = read_pb(&f);
+        let (name, e) = read_pb(&f).unwrap();
         if let Some(why) = mismatch(a, &e, RTOL, ATOL) {
             panic!("{model} on {target}, output `{name}`: {why}");
         }

@@ -28,7 +28,10 @@ fn run_one(case: &Path, target: &str) -> Outcome {
         Err(e) => Outcome::Failed(e),
         Ok(actual) => {
             for (a, f) in actual.iter().zip(data_files(&set, "output_")) {
-                let (name, expected) = read_pb(&f);
+                let (name, expected) = match read_pb(&f) {
+                    Ok(t) => t,
+                    Err(e) => return Outcome::Failed(format!("expected output: {e}")),
+                };
                 if let Some(why) = mismatch(a, &expected, RTOL, ATOL) {
                     return Outcome::Failed(format!("output `{name}`: {why}"));
                 }

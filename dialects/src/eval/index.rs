@@ -1,0 +1,47 @@
+//! Index arithmetic shared by the evaluators: mapping result positions to operand positions
+//! under broadcasting, and building tensors by copying elements.
+
+use crate::{strides_of, Tensor, TensorType};
+
+/// For every element of a tensor of shape `out` (row-major), the offset of the element of a
+/// tensor of shape `shape` that numpy broadcasting reads for it.
+pub fn broadcast_offsets(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let own = strides_of(shape);
+    let lead = out.len() - shape.len();
+    let strides: Vec<usize> = (0..out.len())
+        .map(|d| match d.checked_sub(lead) {
+            Some(i) if shape[i] != 1 => own[i],
+            _ => 0,
+        })
+        .collect();
+    map_positions(out, |coords| coords.iter().zip(&strides).map(|(c, s)| c * s).sum())
+}
+
+/// Calls `f` with the coordinates of every position of `shape`, in row-major order.
+pub fn map_positions<T>(shape: &[usize], mut f: impl FnMut(&[usize]) -> T) -> Vec<T> {
+    let n: usize = shape.iter().product();
+    let mut coords = vec![0; shape.len()];
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(f(&coords));
+        for d in (0..shape.len()).rev() {
+            coords[d] += 1;
+            if coords[d] < shape[d] {
+                break;
+            }
+            coords[d] = 0;
+        }
+    }
+    out
+}
+
+/// A tensor of type `ty` whose element `i` is element `offsets[i]` of `src` (same dtype).
+pub fn pick(src: &Tensor, offsets: &[usize], ty: &TensorType) -> Tensor {
+    let size = src.dtype().size();
+    let bytes = src.bytes();
+    let data = offsets
+        .iter()
+        .flat_map(|&o| bytes[o * size..(o + 1) * size].iter().copied())
+        .collect();
+    Tensor::from_bytes(ty.clone(), data).expect("one element per position of the result")
+}

@@ -1,0 +1,88 @@
+//! Constant evaluation of `mx` ops on known tensors, used to fold shape arithmetic at import
+//! time. It follows the op definitions exactly (the ones the loop-level lowering implements):
+//!
+//! - float arithmetic is computed in f64 and rounded once to the element type, which gives the
+//!   correctly rounded result of `+ - * /`, `sqrt` and `reciprocal` in f16, bf16, f32 and f64;
+//! - integer arithmetic wraps around in the element type; integer division truncates toward
+//!   zero, and a zero divisor gives 0;
+//! - `max`/`min` of floats propagate NaN and order -0 below +0;
+//! - reductions accumulate in the compute type (f32 for f16, bf16 and f32; f64; the integer
+//!   type itself), starting from 0 (or the lowest value, for `reduce_max`), in increasing
+//!   index order;
+//! - `gather` accepts negative indices (counting from the end), and an index out of range is
+//!   an error.
+//!
+//! Transcendental functions (`exp`, `log`, `erf`, `pow`, ...) and the neural-network ops are
+//! not evaluated here: their results depend on the math library the target uses.
+
+mod elementwise;
+mod index;
+mod layout;
+mod reduce;
+
+use crate::{mx, Attrs, OpKind, Tensor, TensorType};
+
+/// Evaluates `kind` on `operands`: `None` when the op is not evaluable here, an error when the
+/// operands and attributes do not type-check (or a gather index is out of range).
+pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<Vec<Tensor>, String>> {
+    use OpKind::*;
+    let evaluable = matches!(
+        kind,
+        Identity
+            | Cast
+            | Reshape
+            | Transpose
+            | Concat
+            | Slice
+            | Gather
+            | Expand
+            | Add
+            | Sub
+            | Mul
+            | Div
+            | Max
+            | Min
+            | Equal
+            | Less
+            | Greater
+            | Where
+            | Not
+            | Neg
+            | Abs
+            | Sqrt
+            | Reciprocal
+            | Floor
+            | Ceil
+            | ReduceSum
+            | ReduceMean
+            | ReduceMax
+    );
+    if !evaluable {
+        return None;
+    }
+    let types: Vec<TensorType> = operands.iter().map(|t| t.ty.clone()).collect();
+    let result =
+        mx::infer(kind, &types, attrs).and_then(|tys| eval_typed(kind, operands, attrs, &tys[0]).map(|t| vec![t]));
+    Some(result)
+}
+
+/// Evaluates an op whose operands are known to type-check and whose result type is `out`.
+fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) -> Result<Tensor, String> {
+    use OpKind::*;
+    match kind {
+        Identity => Ok(ops[0].clone()),
+        Cast => Ok(ops[0].cast(out.dtype)),
+        Reshape => Ok(ops[0].reshaped(out.shape.clone())),
+        Transpose => Ok(layout::transpose(ops[0], &attrs.dims("perm")?, out)),
+        Concat => layout::concat(ops, attrs.int("axis")? as usize, out),
+        Slice => Ok(layout::slice(ops[0], attrs.ints("starts")?, attrs.ints("steps")?, out)),
+        Gather => layout::gather(ops[0], ops[1], attrs.int("axis")? as usize, out),
+        Expand => Ok(layout::expand(ops[0], out)),
+        Add | Sub | Mul | Div | Max | Min => Ok(elementwise::arithmetic(kind, ops[0], ops[1], out)),
+        Equal | Less | Greater => Ok(elementwise::compare(kind, ops[0], ops[1], out)),
+        Where => Ok(elementwise::select(ops[0], ops[1], ops[2], out)),
+        Not | Neg | Abs | Sqrt | Reciprocal | Floor | Ceil => Ok(elementwise::unary(kind, ops[0])),
+        ReduceSum | ReduceMean | ReduceMax => Ok(reduce::reduce(kind, ops[0], attrs.ints("axes")?, out)),
+        _ => Err(format!("{kind} is not evaluable")),
+    }
+}

@@ -1,0 +1,188 @@
+//! Kernel arguments as memrefs: their MLIR types, element loads and stores, the conversion
+//! between an element's storage type and the type kernels compute in, numpy-style
+//! broadcasting reads, and flat 1-D views.
+//!
+//! A buffer without elements is declared `memref<0xT>` (MLIR's bare-pointer convention
+//! rejects a zero extent after the first dimension) and never touched: no loop around an
+//! access to it runs, so its loads are written as a zero constant and its stores dropped.
+
+use super::emit::{Emitter, Ty, V};
+use mxc_dialects::DType;
+
+/// The MLIR type an element is stored as (`bool` is `i1`, one byte in memory).
+pub fn storage_ty(dtype: DType) -> Ty {
+    let int = |bits, signed| Ty::Int { bits, signed };
+    match dtype {
+        DType::Bool => Ty::I1,
+        DType::I8 => int(8, true),
+        DType::I16 => int(16, true),
+        DType::I32 => int(32, true),
+        DType::I64 => int(64, true),
+        DType::U8 => int(8, false),
+        DType::U16 => int(16, false),
+        DType::U32 => int(32, false),
+        DType::U64 => int(64, false),
+        DType::F16 => Ty::F16,
+        DType::BF16 => Ty::BF16,
+        DType::F32 => Ty::F32,
+        DType::F64 => Ty::F64,
+    }
+}
+
+/// The type kernels compute in for elements of `dtype`: f16 and bf16 widen to f32.
+pub fn compute_ty(dtype: DType) -> Ty {
+    match storage_ty(dtype) {
+        Ty::F16 | Ty::BF16 => Ty::F32,
+        t => t,
+    }
+}
+
+/// A kernel argument: a static-shaped memref with the identity layout.
+#[derive(Clone, Debug)]
+pub struct Buf {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl Buf {
+    pub fn new(name: &str, dtype: DType, shape: &[usize]) -> Buf {
+        Buf {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The memref type, e.g. `memref<2x3xf32>` or `memref<i1>` (`memref<0xf32>` when empty).
+    pub fn memref(&self) -> String {
+        if self.is_empty() {
+            return memref_type(&[0], self.dtype);
+        }
+        memref_type(&self.shape, self.dtype)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The type kernels compute elements of this buffer in.
+    pub fn ty(&self) -> Ty {
+        compute_ty(self.dtype)
+    }
+}
+
+fn memref_type(shape: &[usize], dtype: DType) -> String {
+    let dims: String = shape.iter().map(|d| format!("{d}x")).collect();
+    format!("memref<{dims}{}>", storage_ty(dtype).mlir())
+}
+
+fn index_list(idx: &[V]) -> String {
+    idx.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+impl Emitter {
+    /// Loads an element in its storage type.
+    pub fn load(&mut self, buf: &Buf, idx: &[V]) -> V {
+        let ty = storage_ty(buf.dtype);
+        if buf.is_empty() {
+            return if ty.is_float() {
+                self.float(ty, 0.0)
+            } else {
+                self.int(ty, 0)
+            };
+        }
+        self.op(
+            "x",
+            ty,
+            &format!("memref.load {}[{}] : {}", buf.name, index_list(idx), buf.memref()),
+        )
+    }
+
+    /// Stores a value of the storage type.
+    pub fn store(&mut self, buf: &Buf, idx: &[V], v: &V) {
+        if buf.is_empty() {
+            return;
+        }
+        self.line(&format!(
+            "memref.store {v}, {}[{}] : {}",
+            buf.name,
+            index_list(idx),
+            buf.memref()
+        ));
+    }
+
+    /// Loads an element as its compute type.
+    pub fn read(&mut self, buf: &Buf, idx: &[V]) -> V {
+        let v = self.load(buf, idx);
+        match v.ty {
+            Ty::F16 => self.f16_to_f32(&v),
+            Ty::BF16 => self.bf16_to_f32(&v),
+            _ => v,
+        }
+    }
+
+    /// Stores a value given in any compute type, converting it (ONNX Cast) to the element type.
+    pub fn write(&mut self, buf: &Buf, idx: &[V], v: &V) {
+        let v = self.convert(v, buf.ty());
+        let v = match storage_ty(buf.dtype) {
+            Ty::F16 => self.f32_to_f16(&v),
+            Ty::BF16 => self.f32_to_bf16(&v),
+            _ => v,
+        };
+        self.store(buf, idx, &v);
+    }
+
+    /// `acc + a[ai] * b[bi]`, the step of a dot product.
+    pub fn multiply_add(&mut self, acc: &V, a: &Buf, ai: &[V], b: &Buf, bi: &[V]) -> V {
+        let x = self.read(a, ai);
+        let y = self.read(b, bi);
+        let p = self.mul(&x, &y);
+        self.add(acc, &p)
+    }
+
+    /// Reads `buf` at the position numpy broadcasting maps output index `out` to: the
+    /// buffer's dimensions align with the trailing output dimensions, size-1 ones read 0.
+    pub fn read_bcast(&mut self, buf: &Buf, out: &[V]) -> V {
+        let idx = self.bcast_index(&buf.shape, out);
+        self.read(buf, &idx)
+    }
+
+    /// The index into a tensor of `shape` that output index `out` broadcasts from.
+    pub fn bcast_index(&mut self, shape: &[usize], out: &[V]) -> Vec<V> {
+        let skip = out.len() - shape.len();
+        shape
+            .iter()
+            .zip(&out[skip..])
+            .map(|(&d, i)| if d == 1 { self.idx(0) } else { i.clone() })
+            .collect()
+    }
+
+    /// A 1-D view of a whole buffer (`memref.reinterpret_cast`), for element-order loops.
+    pub fn flat(&mut self, buf: &Buf) -> Buf {
+        if buf.is_empty() {
+            return Buf::new(&buf.name, buf.dtype, &[0]);
+        }
+        if buf.rank() == 1 {
+            return buf.clone();
+        }
+        let view = Buf::new(&self.fresh("flat"), buf.dtype, &[buf.len()]);
+        self.line(&format!(
+            "{} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {}",
+            view.name,
+            buf.name,
+            buf.len(),
+            buf.memref(),
+            view.memref()
+        ));
+        view
+    }
+}

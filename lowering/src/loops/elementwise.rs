@@ -1,0 +1,247 @@
+//! Element-wise ops: identity, cast, arithmetic, pow, min/max, comparisons, select, logical
+//! not, clip and the unary math functions, with numpy broadcasting of the operands.
+//!
+//! One loop nest over the result; when no operand broadcasts, a single loop over flat views.
+
+use super::buffer::Buf;
+use super::emit::{Emitter, Ty, V};
+use super::scalar::Cmp;
+use mxc_dialects::{Attrs, OpKind};
+
+const F64: Ty = Ty::F64;
+const I64: Ty = Ty::Int { bits: 64, signed: true };
+
+pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
+    let out = &outs[0];
+    // clip's bounds are scalars read once; every other operand is element-wise
+    let (args, bounds) = if kind == OpKind::Clip {
+        (&ins[..1], &ins[1..])
+    } else {
+        (ins, &[][..])
+    };
+    let bounds: Vec<V> = bounds
+        .iter()
+        .map(|b| {
+            let zeros: Vec<V> = b.shape.iter().map(|_| e.idx(0)).collect();
+            e.read(b, &zeros)
+        })
+        .collect();
+    let alpha = if kind == OpKind::LeakyRelu {
+        attrs.float("alpha")?
+    } else {
+        0.0
+    };
+    let f = |e: &mut Emitter, x: &[V]| scalar(e, kind, x, &bounds, alpha);
+    if args.iter().all(|b| b.shape == out.shape) {
+        let views: Vec<Buf> = args.iter().map(|b| e.flat(b)).collect();
+        let flat_out = e.flat(out);
+        e.for_each(out.len(), |e, i| {
+            let idx = [i];
+            let x: Vec<V> = views.iter().map(|b| e.read(b, &idx)).collect();
+            let y = f(e, &x);
+            e.write(&flat_out, &idx, &y);
+        });
+    } else {
+        e.nest(&out.shape, |e, idx| {
+            let x: Vec<V> = args.iter().map(|b| e.read_bcast(b, idx)).collect();
+            let y = f(e, &x);
+            e.write(out, idx, &y);
+        });
+    }
+    Ok(())
+}
+
+/// The op on one element of each operand, in their compute types; `write` then converts
+/// the value to the result's element type (which is all `cast` needs).
+fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], bounds: &[V], alpha: f64) -> V {
+    use OpKind::*;
+    let ty = x[0].ty;
+    match kind {
+        Add => e.add(&x[0], &x[1]),
+        Sub => e.sub(&x[0], &x[1]),
+        Mul => e.mul(&x[0], &x[1]),
+        Div => e.div(&x[0], &x[1]),
+        Max => e.max(&x[0], &x[1]),
+        Min => e.min(&x[0], &x[1]),
+        Pow => pow(e, &x[0], &x[1]),
+        Equal => e.cmp(Cmp::Eq, &x[0], &x[1]),
+        Less => e.cmp(Cmp::Lt, &x[0], &x[1]),
+        Greater => e.cmp(Cmp::Gt, &x[0], &x[1]),
+        Where => e.select(&x[0], &x[1], &x[2]),
+        Not => e.not(&x[0]),
+        Sqrt => e.math("sqrt", &x[0]),
+        Exp => e.math("exp", &x[0]),
+        Log => e.math("log", &x[0]),
+        Erf => e.math("erf", &x[0]),
+        Tanh => e.math("tanh", &x[0]),
+        Floor => e.math("floor", &x[0]),
+        Ceil => e.math("ceil", &x[0]),
+        Neg => e.neg(&x[0]),
+        Abs => e.abs(&x[0]),
+        Reciprocal => {
+            let one = e.one(ty);
+            e.div(&one, &x[0])
+        }
+        Relu => {
+            let zero = e.zero(ty);
+            e.max(&x[0], &zero)
+        }
+        LeakyRelu => {
+            let zero = e.zero(ty);
+            let a = e.float(ty, alpha);
+            let scaled = e.mul(&x[0], &a);
+            let negative = e.cmp(Cmp::Lt, &x[0], &zero);
+            e.select(&negative, &scaled, &x[0])
+        }
+        Sigmoid => sigmoid(e, &x[0]),
+        Clip => {
+            let low = e.max(&x[0], &bounds[0]);
+            e.min(&low, &bounds[1])
+        }
+        // identity and cast: the conversion happens on the store
+        _ => x[0].clone(),
+    }
+}
+
+/// `1 / (1 + exp(-x))` for positive x, `exp(x) / (1 + exp(x))` otherwise (no overflow).
+fn sigmoid(e: &mut Emitter, x: &V) -> V {
+    let (zero, one) = (e.zero(x.ty), e.one(x.ty));
+    let positive = e.cmp(Cmp::Gt, x, &zero);
+    let neg_x = e.neg(x);
+    let negated = e.select(&positive, &neg_x, x);
+    let ex = e.math("exp", &negated);
+    let denominator = e.add(&one, &ex);
+    let numerator = e.select(&positive, &one, &ex);
+    e.div(&numerator, &denominator)
+}
+
+/// numpy `power`: floats with `powf` (in f64 when the exponent is an integer or the base
+/// is), integers by repeated squaring (a negative exponent gives `1/base` truncated).
+fn pow(e: &mut Emitter, base: &V, exp: &V) -> V {
+    if base.ty.is_float() || exp.ty.is_float() {
+        let ty = if base.ty == Ty::F32 && exp.ty == Ty::F32 {
+            Ty::F32
+        } else {
+            F64
+        };
+        let (b, x) = (e.convert(base, ty), e.convert(exp, ty));
+        let p = e.op("v", ty, &format!("math.powf {b}, {x} : {}", ty.mlir()));
+        return e.convert(&p, base.ty);
+    }
+    let ty = base.ty;
+    let x = e.convert(exp, I64);
+    let (zero64, one64) = (e.int(I64, 0), e.int(I64, 1));
+    let one = e.one(ty);
+    let positive = e.cmp(Cmp::Gt, &x, &zero64);
+    let x_or_zero = e.select(&positive, &x, &zero64);
+    let r = e.while_loop(
+        &[one.clone(), base.clone(), x_or_zero],
+        |e, v| e.cmp(Cmp::Ne, &v[2], &zero64),
+        |e, v| {
+            let (r, b, x) = (&v[0], &v[1], &v[2]);
+            let bit = e.and(x, &one64);
+            let odd = e.cmp(Cmp::Ne, &bit, &zero64);
+            let rb = e.mul(r, b);
+            let r = e.select(&odd, &rb, r);
+            let b = e.mul(b, b);
+            let x = e.op("v", I64, &format!("arith.shrui {x}, {one64} : i64"));
+            vec![r, b, x]
+        },
+    );
+    let power = r[0].clone();
+    if !exp.ty.is_signed() {
+        return power;
+    }
+    // a negative exponent: 1 for base 1, ±1 for base -1, else 0
+    let negative = e.cmp(Cmp::Lt, &x, &zero64);
+    let zero = e.zero(ty);
+    let minus_one = e.int(ty, -1);
+    let bit = e.and(&x, &one64);
+    let odd = e.cmp(Cmp::Ne, &bit, &zero64);
+    let sign = e.select(&odd, &minus_one, &one);
+    let is_one = e.cmp(Cmp::Eq, base, &one);
+    let is_minus_one = e.cmp(Cmp::Eq, base, &minus_one);
+    let r = e.select(&is_minus_one, &sign, &zero);
+    let r = e.select(&is_one, &one, &r);
+    e.select(&negative, &r, &power)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, loop_depth, lower_one, t};
+    use mxc_dialects::{Attr, Attrs, DType, OpKind};
+
+    #[test]
+    fn broadcasting_operands_get_a_loop_per_result_dimension() {
+        let m = lower_one(
+            OpKind::Add,
+            &[t(DType::F32, &[2, 3]), t(DType::F32, &[3])],
+            Attrs::new(),
+        );
+        assert_eq!(loop_depth(&m.mlir), 2, "{}", m.mlir);
+        check_in_order(
+            &m.mlir,
+            &[
+                "scf.for",
+                "scf.for",
+                "memref.load %in0[",
+                "memref.load %in1[",
+                "arith.addf",
+                "memref.store",
+            ],
+        );
+    }
+
+    #[test]
+    fn same_shaped_operands_use_one_flat_loop() {
+        let m = lower_one(
+            OpKind::Mul,
+            &[t(DType::I32, &[2, 3]), t(DType::I32, &[2, 3])],
+            Attrs::new(),
+        );
+        assert_eq!(loop_depth(&m.mlir), 1, "{}", m.mlir);
+        check_in_order(
+            &m.mlir,
+            &["memref.reinterpret_cast %in0", "to memref<6xi32>", "arith.muli"],
+        );
+    }
+
+    #[test]
+    fn signedness_picks_the_integer_ops() {
+        let signed = lower_one(OpKind::Div, &[t(DType::I8, &[4]), t(DType::I8, &[4])], Attrs::new());
+        assert!(signed.mlir.contains("arith.divsi"), "{}", signed.mlir);
+        let unsigned = lower_one(OpKind::Less, &[t(DType::U16, &[4]), t(DType::U16, &[4])], Attrs::new());
+        assert!(unsigned.mlir.contains("arith.cmpi ult"), "{}", unsigned.mlir);
+    }
+
+    #[test]
+    fn half_precision_is_computed_in_f32_without_runtime_conversions() {
+        let m = lower_one(OpKind::Exp, &[t(DType::F16, &[4])], Attrs::new());
+        check_in_order(
+            &m.mlir,
+            &[
+                "memref.load",
+                "arith.bitcast",
+                "math.exp",
+                "f32",
+                "arith.bitcast",
+                "memref.store",
+            ],
+        );
+        assert!(
+            !m.mlir.contains("arith.extf") && !m.mlir.contains("arith.truncf"),
+            "{}",
+            m.mlir
+        );
+    }
+
+    #[test]
+    fn cast_to_bool_compares_with_zero() {
+        let m = lower_one(
+            OpKind::Cast,
+            &[t(DType::F32, &[3])],
+            attrs(&[("to", Attr::DType(DType::Bool))]),
+        );
+        check_in_order(&m.mlir, &["arith.cmpf une", "memref.store", "memref<3xi1>"]);
+    }
+}

@@ -1,0 +1,549 @@
+//! A small writer of MLIR text for one kernel function: fresh SSA names, indentation,
+//! constants hoisted to the function entry, nested `scf.for` loops (with or without
+//! loop-carried values), `scf.if`, and index arithmetic that folds what is known statically.
+//!
+//! Scalar arithmetic on typed values lives in `scalar.rs`, memory access in `buffer.rs`.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// The MLIR scalar types kernels compute with. Integers are signless in MLIR; the signedness
+/// kept here picks the signed or unsigned variant of division, comparison and conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    Index,
+    I1,
+    Int { bits: u32, signed: bool },
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+impl Ty {
+    /// The type as MLIR spells it.
+    pub fn mlir(self) -> String {
+        match self {
+            Ty::Index => "index".into(),
+            Ty::I1 => "i1".into(),
+            Ty::Int { bits, .. } => format!("i{bits}"),
+            Ty::F16 => "f16".into(),
+            Ty::BF16 => "bf16".into(),
+            Ty::F32 => "f32".into(),
+            Ty::F64 => "f64".into(),
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, Ty::Int { signed: true, .. } | Ty::Index)
+    }
+
+    /// Bit width (`index` counts as 64).
+    pub fn bits(self) -> u32 {
+        match self {
+            Ty::Index => 64,
+            Ty::I1 => 1,
+            Ty::Int { bits, .. } => bits,
+            Ty::F16 | Ty::BF16 => 16,
+            Ty::F32 => 32,
+            Ty::F64 => 64,
+        }
+    }
+}
+
+/// A typed SSA value (or a constant the emitter knows the value of).
+#[derive(Clone, Debug, PartialEq)]
+pub struct V {
+    pub name: String,
+    pub ty: Ty,
+    /// The value of an `index` or integer constant, kept for folding.
+    pub known: Option<i64>,
+}
+
+impl std::fmt::Display for V {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// An open `scf.for` whose body is being written.
+pub struct OpenFor {
+    results: Vec<V>,
+    /// The loop-carried values as seen inside the body.
+    pub carried: Vec<V>,
+    pub iv: V,
+}
+
+/// Writes the body of one function.
+#[derive(Default)]
+pub struct Emitter {
+    body: String,
+    indent: usize,
+    next: usize,
+    constants: String,
+    constant_names: HashMap<(String, String), String>,
+}
+
+impl Emitter {
+    pub fn new() -> Emitter {
+        Emitter {
+            indent: 1,
+            ..Emitter::default()
+        }
+    }
+
+    /// A name not used before in this function, built from `hint`.
+    pub fn fresh(&mut self, hint: &str) -> String {
+        let n = self.next;
+        self.next += 1;
+        format!("%{hint}{n}")
+    }
+
+    /// Writes one line at the current indentation.
+    pub fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("  ");
+        }
+        self.body.push_str(text);
+        self.body.push('\n');
+    }
+
+    /// Writes `%name = rhs` and returns the new value of type `ty`.
+    pub fn op(&mut self, hint: &str, ty: Ty, rhs: &str) -> V {
+        let name = self.fresh(hint);
+        self.line(&format!("{name} = {rhs}"));
+        V { name, ty, known: None }
+    }
+
+    /// A constant of type `ty` written as `literal`, defined once at the function entry and
+    /// named `name` (or a fresh name).
+    fn hoisted(&mut self, literal: String, ty: Ty, name: Option<String>, known: Option<i64>) -> V {
+        let key = (literal, ty.mlir());
+        if let Some(name) = self.constant_names.get(&key) {
+            return V {
+                name: name.clone(),
+                ty,
+                known,
+            };
+        }
+        let name = name.unwrap_or_else(|| self.fresh("cst"));
+        // `true` and `false` carry their type (`i1`) themselves
+        let suffix = if ty == Ty::I1 {
+            String::new()
+        } else {
+            format!(" : {}", key.1)
+        };
+        let _ = writeln!(self.constants, "  {name} = arith.constant {}{suffix}", key.0);
+        self.constant_names.insert(key, name.clone());
+        V { name, ty, known }
+    }
+
+    /// An `index` constant.
+    pub fn idx(&mut self, value: i64) -> V {
+        // unique per value, so the name can say it: %c4, %c_neg1
+        let name = if value < 0 {
+            format!("%c_neg{}", -value)
+        } else {
+            format!("%c{value}")
+        };
+        self.hoisted(value.to_string(), Ty::Index, Some(name), Some(value))
+    }
+
+    /// An integer (or `i1`) constant, wrapped to the type's width.
+    pub fn int(&mut self, ty: Ty, value: i64) -> V {
+        if ty == Ty::Index {
+            return self.idx(value);
+        }
+        let bits = ty.bits();
+        let wrapped = if bits >= 64 {
+            value
+        } else {
+            (value << (64 - bits)) >> (64 - bits)
+        };
+        let literal = if ty == Ty::I1 {
+            (if value & 1 != 0 { "true" } else { "false" }).to_string()
+        } else {
+            wrapped.to_string()
+        };
+        self.hoisted(literal, ty, None, Some(wrapped))
+    }
+
+    /// A floating-point constant of type `ty` (infinities and NaN included).
+    pub fn float(&mut self, ty: Ty, value: f64) -> V {
+        let literal = float_literal(ty, value);
+        self.hoisted(literal, ty, None, None)
+    }
+
+    /// Opens `scf.for %iv = lo to hi step step` carrying `inits` through the iterations.
+    pub fn begin_for(&mut self, lo: i64, hi: i64, step: i64, inits: &[V]) -> OpenFor {
+        let (lo, hi, step) = (self.idx(lo), self.idx(hi), self.idx(step));
+        let iv = V {
+            name: self.fresh("i"),
+            ty: Ty::Index,
+            known: None,
+        };
+        let mut head = String::new();
+        let mut results = Vec::new();
+        if !inits.is_empty() {
+            let r = self.fresh("r");
+            results = result_names(&r, inits);
+            head = if inits.len() == 1 {
+                format!("{r} = ")
+            } else {
+                format!("{r}:{} = ", inits.len())
+            };
+        }
+        let mut text = format!("{head}scf.for {iv} = {lo} to {hi} step {step}");
+        let mut carried = Vec::new();
+        if !inits.is_empty() {
+            let pairs: Vec<String> = inits
+                .iter()
+                .map(|init| {
+                    let name = self.fresh("acc");
+                    carried.push(V {
+                        name: name.clone(),
+                        ty: init.ty,
+                        known: None,
+                    });
+                    format!("{name} = {init}")
+                })
+                .collect();
+            let _ = write!(text, " iter_args({}) -> ({})", pairs.join(", "), type_list(inits));
+        }
+        text.push_str(" {");
+        self.line(&text);
+        self.indent += 1;
+        OpenFor { results, carried, iv }
+    }
+
+    /// Closes a loop opened by `begin_for`, yielding `yields` (one per carried value), and
+    /// returns the loop's results.
+    pub fn end_for(&mut self, open: OpenFor, yields: &[V]) -> Vec<V> {
+        if !yields.is_empty() {
+            self.line(&format!("scf.yield {} : {}", name_list(yields), type_list(yields)));
+        }
+        self.indent -= 1;
+        self.line("}");
+        open.results
+    }
+
+    /// A loop over `0..n` without carried values.
+    pub fn for_each(&mut self, n: usize, body: impl FnOnce(&mut Emitter, V)) {
+        let open = self.begin_for(0, n as i64, 1, &[]);
+        let iv = open.iv.clone();
+        body(self, iv);
+        self.end_for(open, &[]);
+    }
+
+    /// A loop nest over every index of `shape` (row-major, outermost first).
+    pub fn nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
+        self.nest_acc(shape, &[], |e, idx, _| {
+            body(e, idx);
+            Vec::new()
+        });
+    }
+
+    /// A loop nest over `shape` carrying `inits` through every iteration; `body` gets the
+    /// indices and the current carried values and returns their next values. Returns the
+    /// final values (the inits themselves when the shape has no loops).
+    pub fn nest_acc(
+        &mut self,
+        shape: &[usize],
+        inits: &[V],
+        body: impl FnOnce(&mut Emitter, &[V], &[V]) -> Vec<V>,
+    ) -> Vec<V> {
+        let mut open = Vec::with_capacity(shape.len());
+        let mut carried = inits.to_vec();
+        for &n in shape {
+            let f = self.begin_for(0, n as i64, 1, &carried);
+            carried = f.carried.clone();
+            open.push(f);
+        }
+        let idx: Vec<V> = open.iter().map(|f| f.iv.clone()).collect();
+        let mut values = body(self, &idx, &carried);
+        while let Some(f) = open.pop() {
+            values = self.end_for(f, &values);
+        }
+        values
+    }
+
+    /// `scf.if` with results of types `tys`: each branch returns the values it yields.
+    pub fn if_else(
+        &mut self,
+        cond: &V,
+        tys: &[Ty],
+        then: impl FnOnce(&mut Emitter) -> Vec<V>,
+        otherwise: impl FnOnce(&mut Emitter) -> Vec<V>,
+    ) -> Vec<V> {
+        let r = self.fresh("r");
+        let results: Vec<V> = if tys.len() == 1 {
+            vec![V {
+                name: r.clone(),
+                ty: tys[0],
+                known: None,
+            }]
+        } else {
+            tys.iter()
+                .enumerate()
+                .map(|(i, &ty)| V {
+                    name: format!("{r}#{i}"),
+                    ty,
+                    known: None,
+                })
+                .collect()
+        };
+        let head = if tys.len() == 1 {
+            format!("{r} = ")
+        } else {
+            format!("{r}:{} = ", tys.len())
+        };
+        let types: Vec<String> = tys.iter().map(|t| t.mlir()).collect();
+        self.line(&format!("{head}scf.if {cond} -> ({}) {{", types.join(", ")));
+        self.indent += 1;
+        let yields = then(self);
+        self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
+        self.indent -= 1;
+        self.line("} else {");
+        self.indent += 1;
+        let yields = otherwise(self);
+        self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
+        self.indent -= 1;
+        self.line("}");
+        results
+    }
+
+    /// `scf.while` carrying `inits`: runs `body` while `cond` (given the current values) holds;
+    /// returns the values at exit.
+    pub fn while_loop(
+        &mut self,
+        inits: &[V],
+        cond: impl FnOnce(&mut Emitter, &[V]) -> V,
+        body: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>,
+    ) -> Vec<V> {
+        let r = self.fresh("w");
+        let results = result_names(&r, inits);
+        let head = if inits.len() == 1 {
+            format!("{r} = ")
+        } else {
+            format!("{r}:{} = ", inits.len())
+        };
+        let fresh_args = |e: &mut Emitter| -> Vec<V> {
+            inits
+                .iter()
+                .map(|v| V {
+                    name: e.fresh("arg"),
+                    ty: v.ty,
+                    known: None,
+                })
+                .collect()
+        };
+        let before = fresh_args(self);
+        let pairs: Vec<String> = before.iter().zip(inits).map(|(a, i)| format!("{a} = {i}")).collect();
+        let types = type_list(inits);
+        self.line(&format!(
+            "{head}scf.while ({}) : ({types}) -> ({types}) {{",
+            pairs.join(", ")
+        ));
+        self.indent += 1;
+        let c = cond(self, &before);
+        self.line(&format!("scf.condition({c}) {} : {types}", name_list(&before)));
+        self.indent -= 1;
+        self.line("} do {");
+        let after = fresh_args(self);
+        let args: Vec<String> = after.iter().map(|a| format!("{a}: {}", a.ty.mlir())).collect();
+        self.line(&format!("^bb0({}):", args.join(", ")));
+        self.indent += 1;
+        let next = body(self, &after);
+        self.line(&format!("scf.yield {} : {}", name_list(&next), type_list(&next)));
+        self.indent -= 1;
+        self.line("}");
+        results
+    }
+
+    /// The values `then` computes when all of `conds` hold, else `otherwise` (no `scf.if`
+    /// when there are no conditions).
+    pub fn when(&mut self, conds: &[V], otherwise: &[V], then: impl FnOnce(&mut Emitter) -> Vec<V>) -> Vec<V> {
+        if conds.is_empty() {
+            return then(self);
+        }
+        let cond = self.all(conds);
+        let tys: Vec<Ty> = otherwise.iter().map(|v| v.ty).collect();
+        self.if_else(&cond, &tys, then, |_| otherwise.to_vec())
+    }
+
+    /// `sum(coef * value) + constant` over `index` values, folding zero and unit terms.
+    pub fn lin(&mut self, terms: &[(&V, i64)], constant: i64) -> V {
+        let mut acc: Option<V> = None;
+        let mut constant = constant;
+        for &(v, coef) in terms {
+            if coef == 0 {
+                continue;
+            }
+            if let Some(k) = v.known {
+                constant += k * coef;
+                continue;
+            }
+            let term = if coef == 1 {
+                v.clone()
+            } else {
+                let c = self.idx(coef);
+                self.op("t", Ty::Index, &format!("arith.muli {v}, {c} : index"))
+            };
+            acc = Some(match acc {
+                None => term,
+                Some(a) => self.op("t", Ty::Index, &format!("arith.addi {a}, {term} : index")),
+            });
+        }
+        match acc {
+            None => self.idx(constant),
+            Some(a) if constant == 0 => a,
+            Some(a) => {
+                let c = self.idx(constant);
+                self.op("t", Ty::Index, &format!("arith.addi {a}, {c} : index"))
+            }
+        }
+    }
+
+    /// `a / k` over `index` (signed, truncating), for a positive constant `k`.
+    pub fn div_idx(&mut self, a: &V, k: i64) -> V {
+        let k = k.max(1);
+        match a.known {
+            Some(v) => self.idx(v / k),
+            None if k == 1 => a.clone(),
+            None => {
+                let c = self.idx(k);
+                self.op("t", Ty::Index, &format!("arith.divsi {a}, {c} : index"))
+            }
+        }
+    }
+
+    /// `a % k` over `index` (signed: takes the sign of `a`), for a positive constant `k`.
+    pub fn rem_idx(&mut self, a: &V, k: i64) -> V {
+        let k = k.max(1);
+        match a.known {
+            Some(v) => self.idx(v % k),
+            None if k == 1 => self.idx(0),
+            None => {
+                let c = self.idx(k);
+                self.op("t", Ty::Index, &format!("arith.remsi {a}, {c} : index"))
+            }
+        }
+    }
+
+    /// Compares two `index` values (`slt`, `sge`, `eq`, ...), giving an `i1`.
+    pub fn cmp_idx(&mut self, pred: &str, a: &V, b: &V) -> V {
+        self.op("p", Ty::I1, &format!("arith.cmpi {pred}, {a}, {b} : index"))
+    }
+
+    /// The conjunction of `i1` values (`true` when there are none).
+    pub fn all(&mut self, conds: &[V]) -> V {
+        let mut it = conds.iter();
+        let Some(first) = it.next() else {
+            return self.int(Ty::I1, 1);
+        };
+        let mut acc = first.clone();
+        for c in it {
+            acc = self.op("p", Ty::I1, &format!("arith.andi {acc}, {c} : i1"));
+        }
+        acc
+    }
+
+    /// The finished function text.
+    pub fn finish(self, signature: &str) -> String {
+        format!("{signature} {{\n{}{}  return\n}}\n", self.constants, self.body)
+    }
+}
+
+fn result_names(r: &str, inits: &[V]) -> Vec<V> {
+    if inits.len() == 1 {
+        return vec![V {
+            name: r.to_string(),
+            ty: inits[0].ty,
+            known: None,
+        }];
+    }
+    inits
+        .iter()
+        .enumerate()
+        .map(|(i, v)| V {
+            name: format!("{r}#{i}"),
+            ty: v.ty,
+            known: None,
+        })
+        .collect()
+}
+
+fn name_list(vs: &[V]) -> String {
+    vs.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn type_list(vs: &[V]) -> String {
+    vs.iter().map(|v| v.ty.mlir()).collect::<Vec<_>>().join(", ")
+}
+
+/// A float literal MLIR parses back to `value` in type `ty`: decimal for finite values,
+/// the bit pattern for infinities and NaN.
+fn float_literal(ty: Ty, value: f64) -> String {
+    let narrow = value as f32;
+    if ty == Ty::F64 && value.is_finite() || ty != Ty::F64 && narrow.is_finite() {
+        let s = if ty == Ty::F64 {
+            format!("{value:e}")
+        } else {
+            format!("{narrow:e}")
+        };
+        return match s.split_once('e') {
+            Some((mantissa, exp)) if !mantissa.contains('.') => format!("{mantissa}.0e{exp}"),
+            _ => s,
+        };
+    }
+    let bits: u64 = match ty {
+        Ty::F64 => value.to_bits(),
+        Ty::F32 => (value as f32).to_bits() as u64,
+        Ty::F16 => match (value.is_nan(), value > 0.0) {
+            (true, _) => 0x7e00,
+            (false, true) => 0x7c00,
+            (false, false) => 0xfc00,
+        },
+        _ => match (value.is_nan(), value > 0.0) {
+            (true, _) => 0x7fc0,
+            (false, true) => 0x7f80,
+            (false, false) => 0xff80,
+        },
+    };
+    format!("0x{bits:X}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_literals_parse_as_mlir_floats() {
+        assert_eq!(float_literal(Ty::F32, 1.0), "1.0e0");
+        assert_eq!(float_literal(Ty::F32, -0.25), "-2.5e-1");
+        assert_eq!(float_literal(Ty::F32, f64::INFINITY), "0x7F800000");
+        assert_eq!(float_literal(Ty::F64, f64::NEG_INFINITY), "0xFFF0000000000000");
+    }
+
+    #[test]
+    fn constants_are_hoisted_once_and_index_arithmetic_folds() {
+        let mut e = Emitter::new();
+        let a = e.idx(3);
+        let b = e.idx(3);
+        assert_eq!(a.name, b.name);
+        let i = e.begin_for(0, 4, 1, &[]);
+        let iv = i.iv.clone();
+        let same = e.lin(&[(&iv, 1), (&a, 0)], 0);
+        assert_eq!(same.name, iv.name);
+        let folded = e.lin(&[(&a, 2)], 1);
+        assert_eq!(folded.known, Some(7));
+        e.end_for(i, &[]);
+        let text = e.finish("func.func @f()");
+        assert_eq!(text.matches("arith.constant 3 : index").count(), 1);
+        assert!(text.contains("scf.for %i"), "{text}");
+    }
+}

@@ -1,0 +1,121 @@
+//! f16 and bf16 to and from f32 in integer arithmetic (round to nearest even), so that
+//! kernels on half-precision data need no conversion routines from a compiler runtime
+//! (`__extendhfsf2`, `__truncsfhf2`, ...) on targets without F16C.
+
+use super::emit::{Emitter, Ty, V};
+use super::scalar::Cmp;
+
+const I16: Ty = Ty::Int {
+    bits: 16,
+    signed: false,
+};
+const I32: Ty = Ty::Int {
+    bits: 32,
+    signed: false,
+};
+
+impl Emitter {
+    fn bitcast(&mut self, v: &V, to: Ty) -> V {
+        self.op(
+            "b",
+            to,
+            &format!("arith.bitcast {v} : {} to {}", v.ty.mlir(), to.mlir()),
+        )
+    }
+
+    fn bits_op(&mut self, op: &str, a: &V, b: &V) -> V {
+        self.op("b", a.ty, &format!("arith.{op} {a}, {b} : {}", a.ty.mlir()))
+    }
+
+    fn bits_const(&mut self, op: &str, a: &V, k: u32) -> V {
+        let c = self.int(a.ty, k as i32 as i64);
+        self.bits_op(op, a, &c)
+    }
+
+    /// An f16 value widened to f32 (exact).
+    pub fn f16_to_f32(&mut self, h: &V) -> V {
+        let h = self.bitcast(h, I16);
+        let h = self.convert(&h, I32);
+        let sign = self.bits_const("andi", &h, 0x8000);
+        let sign = self.bits_const("shli", &sign, 16);
+        let magnitude = self.bits_const("andi", &h, 0x7fff);
+        let shifted = self.bits_const("shli", &magnitude, 13);
+        let exp = self.bits_const("andi", &shifted, 0x0f80_0000);
+        // rebias the exponent from 15 to 127
+        let normal = self.bits_const("addi", &shifted, 0x3800_0000);
+        // infinities and NaN: the exponent field is all ones
+        let special = self.bits_const("addi", &normal, 0x3800_0000);
+        // zeros and subnormals: renormalise with a float subtraction
+        let renorm = self.bits_const("addi", &normal, 0x0080_0000);
+        let renorm = self.bitcast(&renorm, Ty::F32);
+        let magic = self.int(I32, 0x3880_0000);
+        let magic = self.bitcast(&magic, Ty::F32);
+        let sub = self.sub(&renorm, &magic);
+        let sub = self.bitcast(&sub, I32);
+        let all_ones = self.int(I32, 0x0f80_0000);
+        let zero = self.int(I32, 0);
+        let is_special = self.cmp(Cmp::Eq, &exp, &all_ones);
+        let is_small = self.cmp(Cmp::Eq, &exp, &zero);
+        let r = self.select(&is_small, &sub, &normal);
+        let r = self.select(&is_special, &special, &r);
+        let r = self.bits_op("ori", &r, &sign);
+        self.bitcast(&r, Ty::F32)
+    }
+
+    /// An f32 value rounded to f16 (nearest even; overflow gives infinity).
+    pub fn f32_to_f16(&mut self, f: &V) -> V {
+        let bits = self.bitcast(f, I32);
+        let sign = self.bits_const("andi", &bits, 0x8000_0000);
+        let a = self.bits_op("xori", &bits, &sign);
+        // too large for f16: infinity, or a quiet NaN
+        let f32_inf = self.int(I32, 0x7f80_0000);
+        let is_nan = self.cmp(Cmp::Gt, &a, &f32_inf);
+        let (qnan, inf) = (self.int(I32, 0x7e00), self.int(I32, 0x7c00));
+        let big = self.select(&is_nan, &qnan, &inf);
+        // subnormal results: let a float addition do the rounding
+        let denorm_magic = self.int(I32, 0x3f00_0000);
+        let af = self.bitcast(&a, Ty::F32);
+        let mf = self.bitcast(&denorm_magic, Ty::F32);
+        let sum = self.add(&af, &mf);
+        let sum = self.bitcast(&sum, I32);
+        let small = self.bits_op("subi", &sum, &denorm_magic);
+        // normal results: rebias, round to nearest even, shift
+        let odd = self.bits_const("shrui", &a, 13);
+        let odd = self.bits_const("andi", &odd, 1);
+        let rebiased = self.bits_const("addi", &a, 0xc800_0fff);
+        let rounded = self.bits_op("addi", &rebiased, &odd);
+        let normal = self.bits_const("shrui", &rounded, 13);
+        let (f16_limit, normal_min) = (self.int(I32, 0x4780_0000), self.int(I32, 0x3880_0000));
+        let is_big = self.cmp(Cmp::Ge, &a, &f16_limit);
+        let is_small = self.cmp(Cmp::Lt, &a, &normal_min);
+        let r = self.select(&is_small, &small, &normal);
+        let r = self.select(&is_big, &big, &r);
+        let sign16 = self.bits_const("shrui", &sign, 16);
+        let r = self.bits_op("ori", &r, &sign16);
+        let r = self.convert(&r, I16);
+        self.bitcast(&r, Ty::F16)
+    }
+
+    /// A bf16 value widened to f32 (exact).
+    pub fn bf16_to_f32(&mut self, h: &V) -> V {
+        let h = self.bitcast(h, I16);
+        let h = self.convert(&h, I32);
+        let h = self.bits_const("shli", &h, 16);
+        self.bitcast(&h, Ty::F32)
+    }
+
+    /// An f32 value rounded to bf16 (nearest even; NaN stays a quiet NaN).
+    pub fn f32_to_bf16(&mut self, f: &V) -> V {
+        let bits = self.bitcast(f, I32);
+        let high = self.bits_const("shrui", &bits, 16);
+        let odd = self.bits_const("andi", &high, 1);
+        let biased = self.bits_const("addi", &bits, 0x7fff);
+        let biased = self.bits_op("addi", &biased, &odd);
+        let rounded = self.bits_const("shrui", &biased, 16);
+        let quiet = self.bits_const("ori", &high, 0x40);
+        let is_nan = self.op("p", Ty::I1, &format!("arith.cmpf uno, {f}, {f} : f32"));
+        let r = self.select(&is_nan, &quiet, &rounded);
+        let r = self.convert(&r, I16);
+        self.bitcast(&r, Ty::BF16)
+    }
+}

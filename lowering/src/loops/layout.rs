@@ -1,0 +1,161 @@
+//! Data-movement ops: reshape (a flat copy), transpose, concat, slice, gather (negative
+//! indices count from the end) and expand (a broadcasting copy).
+
+use super::buffer::Buf;
+use super::emit::{Emitter, Ty, V};
+use super::scalar::Cmp;
+use mxc_dialects::{Attrs, OpKind};
+
+pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
+    let out = &outs[0];
+    match kind {
+        OpKind::Reshape => {
+            let (src, dst) = (e.flat(&ins[0]), e.flat(out));
+            e.for_each(dst.len(), |e, i| {
+                let v = e.load(&src, std::slice::from_ref(&i));
+                e.store(&dst, &[i], &v);
+            });
+        }
+        OpKind::Expand => copy_nest(e, &ins[0], out, |e, idx| e.bcast_index(&ins[0].shape, idx)),
+        OpKind::Transpose => {
+            let perm = attrs.dims("perm")?;
+            copy_nest(e, &ins[0], out, |_, idx| {
+                let mut src = idx.to_vec();
+                for (j, &p) in perm.iter().enumerate() {
+                    src[p] = idx[j].clone();
+                }
+                src
+            });
+        }
+        OpKind::Slice => {
+            let (starts, steps) = (attrs.ints("starts")?, attrs.ints("steps")?);
+            copy_nest(e, &ins[0], out, |e, idx| {
+                idx.iter()
+                    .enumerate()
+                    .map(|(d, i)| e.lin(&[(i, steps[d])], starts[d]))
+                    .collect()
+            });
+        }
+        OpKind::Concat => {
+            let axis = attrs.int("axis")? as usize;
+            let mut offset = 0;
+            for src in ins {
+                e.nest(&src.shape, |e, idx| {
+                    let v = e.load(src, idx);
+                    let mut dst = idx.to_vec();
+                    dst[axis] = e.lin(&[(&idx[axis], 1)], offset as i64);
+                    e.store(out, &dst, &v);
+                });
+                offset += src.shape[axis];
+            }
+        }
+        OpKind::Gather => gather(e, attrs.int("axis")? as usize, &ins[0], &ins[1], out),
+        _ => return Err(format!("{kind} is not a data-movement op")),
+    }
+    Ok(())
+}
+
+/// `out[idx] = src[source(idx)]` over every index of `out`.
+fn copy_nest(e: &mut Emitter, src: &Buf, out: &Buf, source: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>) {
+    e.nest(&out.shape, |e, idx| {
+        let from = source(e, idx);
+        let v = e.load(src, &from);
+        e.store(out, idx, &v);
+    });
+}
+
+/// `out[pre, j, post] = data[pre, indices[j], post]`; an index `i < 0` reads `i + extent`,
+/// and indices still out of range are clamped to the axis (never read out of bounds).
+fn gather(e: &mut Emitter, axis: usize, data: &Buf, indices: &Buf, out: &Buf) {
+    let extent = data.shape[axis] as i64;
+    let q = indices.rank();
+    e.nest(&out.shape, |e, idx| {
+        let raw = e.read(indices, &idx[axis..axis + q]);
+        let i = e.convert(&raw, Ty::Index);
+        let zero = e.idx(0);
+        let negative = e.cmp(Cmp::Lt, &i, &zero);
+        let wrapped = e.lin(&[(&i, 1)], extent);
+        let i = e.select(&negative, &wrapped, &i);
+        let last = e.idx((extent - 1).max(0));
+        let i = e.max(&i, &zero);
+        let i = e.min(&i, &last);
+        let mut from = idx[..axis].to_vec();
+        from.push(i);
+        from.extend_from_slice(&idx[axis + q..]);
+        let v = e.load(data, &from);
+        e.store(out, idx, &v);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, ints, loop_depth, lower_one, t};
+    use mxc_dialects::{Attr, DType, OpKind};
+
+    #[test]
+    fn reshape_is_a_flat_copy() {
+        let m = lower_one(
+            OpKind::Reshape,
+            &[t(DType::I64, &[2, 3])],
+            attrs(&[("shape", ints(&[3, 2]))]),
+        )
+        .mlir;
+        assert_eq!(loop_depth(&m), 1, "{m}");
+        check_in_order(
+            &m,
+            &[
+                "memref.reinterpret_cast %in0",
+                "memref.reinterpret_cast %out0",
+                "memref.load",
+                "memref.store",
+            ],
+        );
+    }
+
+    #[test]
+    fn gather_wraps_negative_indices() {
+        let m = lower_one(
+            OpKind::Gather,
+            &[t(DType::F32, &[5, 2]), t(DType::I32, &[3])],
+            attrs(&[("axis", Attr::Int(0))]),
+        )
+        .mlir;
+        check_in_order(
+            &m,
+            &[
+                "memref.load %in1",
+                "arith.index_cast",
+                "arith.cmpi slt",
+                "arith.select",
+                "memref.load %in0",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_reversed_slice_steps_down_from_its_start() {
+        let a = attrs(&[("starts", ints(&[4])), ("ends", ints(&[-1])), ("steps", ints(&[-2]))]);
+        let m = lower_one(OpKind::Slice, &[t(DType::F32, &[5])], a).mlir;
+        check_in_order(&m, &["memref<3xf32>", "arith.muli", "arith.addi", "memref.load %in0"]);
+    }
+
+    #[test]
+    fn concat_offsets_each_operand_along_the_axis() {
+        let m = lower_one(
+            OpKind::Concat,
+            &[t(DType::Bool, &[2, 1]), t(DType::Bool, &[2, 2])],
+            attrs(&[("axis", Attr::Int(1))]),
+        )
+        .mlir;
+        check_in_order(
+            &m,
+            &[
+                "memref.load %in0",
+                "memref.store",
+                "memref.load %in1",
+                "arith.addi",
+                "memref.store",
+            ],
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Matrix products: `gemm` (`alpha * A' * B' + beta * C`, C broadcast to the result) and
+//! `matmul` (numpy: batch dimensions broadcast, a 1-D operand is a row or column vector
+//! whose dimension is dropped from the result). One dot product per result element,
+//! accumulated in the compute type.
+
+use super::buffer::Buf;
+use super::emit::{Emitter, V};
+use mxc_dialects::{Attrs, OpKind};
+
+pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
+    match kind {
+        OpKind::Gemm => gemm(e, attrs, ins, &outs[0]),
+        OpKind::MatMul => {
+            matmul(e, &ins[0], &ins[1], &outs[0]);
+            Ok(())
+        }
+        _ => Err(format!("{kind} is not a matrix product")),
+    }
+}
+
+/// `sum over k of a[a_idx(k)] * b[b_idx(k)]` for `k` in `0..depth`.
+fn dot(
+    e: &mut Emitter,
+    depth: usize,
+    a: &Buf,
+    a_idx: impl Fn(&V) -> Vec<V>,
+    b: &Buf,
+    b_idx: impl Fn(&V) -> Vec<V>,
+) -> V {
+    let zero = e.zero(a.ty());
+    let acc = e.nest_acc(&[depth], &[zero], |e, k, acc| {
+        vec![e.multiply_add(&acc[0], a, &a_idx(&k[0]), b, &b_idx(&k[0]))]
+    });
+    acc[0].clone()
+}
+
+fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
+    let (a, b, c) = (&ins[0], &ins[1], ins.get(2));
+    let (alpha, beta) = (attrs.float("alpha")?, attrs.float("beta")?);
+    let (trans_a, trans_b) = (attrs.int("trans_a")? != 0, attrs.int("trans_b")? != 0);
+    let depth = if trans_a { a.shape[0] } else { a.shape[1] };
+    let ty = out.ty();
+    e.nest(&out.shape, |e, idx| {
+        let (m, n) = (&idx[0], &idx[1]);
+        let a_idx = |k: &V| {
+            if trans_a {
+                vec![k.clone(), m.clone()]
+            } else {
+                vec![m.clone(), k.clone()]
+            }
+        };
+        let b_idx = |k: &V| {
+            if trans_b {
+                vec![n.clone(), k.clone()]
+            } else {
+                vec![k.clone(), n.clone()]
+            }
+        };
+        let mut r = dot(e, depth, a, a_idx, b, b_idx);
+        if alpha != 1.0 {
+            let k = e.num(ty, alpha);
+            r = e.mul(&r, &k);
+        }
+        if let Some(c) = c.filter(|_| beta != 0.0) {
+            let mut cv = e.read_bcast(c, idx);
+            if beta != 1.0 {
+                let k = e.num(ty, beta);
+                cv = e.mul(&cv, &k);
+            }
+            r = e.add(&r, &cv);
+        }
+        e.write(out, idx, &r);
+    });
+    Ok(())
+}
+
+fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
+    let (ra, rb) = (a.rank(), b.rank());
+    let depth = a.shape[ra - 1];
+    let batch = out.rank() - usize::from(ra > 1) - usize::from(rb > 1);
+    e.nest(&out.shape, |e, idx| {
+        let (batch_idx, rest) = idx.split_at(batch);
+        let m = (ra > 1).then(|| rest[0].clone());
+        let n = (rb > 1).then(|| rest[rest.len() - 1].clone());
+        let a_batch = e.bcast_index(&a.shape[..ra.saturating_sub(2)], batch_idx);
+        let b_batch = e.bcast_index(&b.shape[..rb.saturating_sub(2)], batch_idx);
+        let a_idx = |k: &V| {
+            let mut i = a_batch.clone();
+            i.extend(m.clone());
+            i.push(k.clone());
+            i
+        };
+        let b_idx = |k: &V| {
+            let mut i = b_batch.clone();
+            i.push(k.clone());
+            i.extend(n.clone());
+            i
+        };
+        let r = dot(e, depth, a, a_idx, b, b_idx);
+        e.write(out, idx, &r);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, loop_depth, lower_one, t};
+    use mxc_dialects::{Attr, Attrs, DType, OpKind};
+
+    #[test]
+    fn batched_matmul_loops_over_the_result_then_the_inner_dimension() {
+        let m = lower_one(
+            OpKind::MatMul,
+            &[t(DType::F32, &[2, 1, 3, 4]), t(DType::F32, &[5, 4, 6])],
+            Attrs::new(),
+        );
+        assert_eq!(loop_depth(&m.mlir), 5, "{}", m.mlir);
+        check_in_order(
+            &m.mlir,
+            &[
+                "memref<2x5x3x6xf32>",
+                "iter_args",
+                "memref.load %in0",
+                "memref.load %in1",
+                "arith.mulf",
+                "arith.addf",
+            ],
+        );
+    }
+
+    #[test]
+    fn gemm_scales_only_when_asked() {
+        let a = |alpha: f64| {
+            attrs(&[
+                ("alpha", Attr::Float(alpha)),
+                ("beta", Attr::Float(1.0)),
+                ("trans_a", Attr::Int(0)),
+                ("trans_b", Attr::Int(1)),
+            ])
+        };
+        let tys = [t(DType::F32, &[3, 4]), t(DType::F32, &[5, 4]), t(DType::F32, &[5])];
+        let plain = lower_one(OpKind::Gemm, &tys, a(1.0)).mlir;
+        assert_eq!(plain.matches("arith.mulf").count(), 1, "{plain}");
+        let scaled = lower_one(OpKind::Gemm, &tys, a(0.5)).mlir;
+        check_in_order(
+            &scaled,
+            &["5.0e-1", "arith.mulf", "arith.mulf", "memref.load %in2", "arith.addf"],
+        );
+    }
+
+    #[test]
+    fn integer_matmul_accumulates_in_the_integer_type() {
+        let m = lower_one(
+            OpKind::MatMul,
+            &[t(DType::U8, &[4]), t(DType::U8, &[4, 2])],
+            Attrs::new(),
+        )
+        .mlir;
+        check_in_order(&m, &["arith.muli", "arith.addi", "memref<2xi8>"]);
+    }
+}

@@ -1,0 +1,136 @@
+//! `mx` → loop level: every op of a graph (but `mx.constant`) becomes one kernel, a
+//! `func.func` whose arguments are static-shaped memrefs (the op's operands, then its
+//! results) and whose body is the plain scalar definition of the op as `scf.for` nests over
+//! `memref.load`/`store`, `arith` and `math`. This is the `ref` oracle and the start of the
+//! `cpu` target. `llvm.rs` takes the MLIR text on to LLVM IR.
+//!
+//! The text is written by a small emitter (`emit.rs`: names, loops, index arithmetic;
+//! `scalar.rs`: typed arithmetic; `buffer.rs`: memrefs, loads and stores; `half.rs`: f16 and
+//! bf16 conversions), with one file per op family (`window.rs` serves conv and pool).
+
+mod buffer;
+mod conv;
+mod elementwise;
+mod emit;
+mod half;
+mod layout;
+mod llvm;
+mod matmul;
+mod norm;
+mod pool;
+mod reduce;
+mod scalar;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+mod window;
+
+pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
+
+use buffer::Buf;
+use emit::Emitter;
+use mxc_dialects::{Attrs, Graph, Op, OpKind, ValueId};
+
+/// The loop-level form of a graph: one MLIR module holding a kernel per op.
+#[derive(Clone, Debug)]
+pub struct LoopModule {
+    /// The MLIR module (`func`, `scf`, `memref`, `arith`, `math`) as text.
+    pub mlir: String,
+    /// The kernels in the graph's op order.
+    pub kernels: Vec<KernelSpec>,
+}
+
+/// One kernel: which op it computes and which values its arguments are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelSpec {
+    /// The function's name, `k<op index>_<op name>` (e.g. `k12_conv`).
+    pub symbol: String,
+    /// Index of the op in `Graph::ops`.
+    pub op: usize,
+    /// The op's operands, then its results: one memref (one pointer in LLVM IR) each.
+    pub args: Vec<ValueId>,
+}
+
+/// Errors of lowering to loops and of the way to LLVM IR.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("the graph is not valid: {0}")]
+    Invalid(#[from] mxc_dialects::IrError),
+    #[error("op #{index} ({op}): {message}")]
+    Op { index: usize, op: String, message: String },
+    #[error("MLIR {stage}: {message}")]
+    Mlir { stage: &'static str, message: String },
+}
+
+/// Lowers every op of a (valid) graph except constants to a kernel.
+pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
+    mxc_dialects::verify(g)?;
+    let mut mlir = String::from("module {\n");
+    let mut kernels = Vec::new();
+    for (index, op) in g.ops.iter().enumerate() {
+        if op.kind == OpKind::Constant {
+            continue;
+        }
+        let symbol = format!("k{index}_{}", op.kind.name());
+        let func = lower_op(g, op, &symbol).map_err(|message| LoopError::Op {
+            index,
+            op: op.kind.to_string(),
+            message,
+        })?;
+        mlir.push_str(&func);
+        kernels.push(KernelSpec {
+            symbol,
+            op: index,
+            args: op.operands.iter().chain(&op.results).copied().collect(),
+        });
+    }
+    mlir.push_str("}\n");
+    Ok(LoopModule { mlir, kernels })
+}
+
+/// The kernel function of one op.
+fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<String, String> {
+    let buf = |name: String, v: &ValueId| {
+        let ty = g.ty(*v);
+        Buf::new(&name, ty.dtype, &ty.shape)
+    };
+    let ins: Vec<Buf> = op
+        .operands
+        .iter()
+        .enumerate()
+        .map(|(i, v)| buf(format!("%in{i}"), v))
+        .collect();
+    let outs: Vec<Buf> = op
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, v)| buf(format!("%out{i}"), v))
+        .collect();
+    let args: Vec<String> = ins
+        .iter()
+        .chain(&outs)
+        .map(|b| format!("{}: {}", b.name, b.memref()))
+        .collect();
+    let mut e = Emitter::new();
+    lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?;
+    Ok(e.finish(&format!("func.func @{symbol}({})", args.join(", "))))
+}
+
+/// Writes the body of the kernel of an op of kind `kind` to `e`.
+fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
+    use OpKind::*;
+    match kind {
+        Constant => Err("constants have no kernel".into()),
+        Identity | Cast | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt
+        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Clip => {
+            elementwise::lower(e, kind, attrs, ins, outs)
+        }
+        Conv | ConvTranspose => conv::lower(e, kind, attrs, ins, outs),
+        MaxPool | AveragePool | GlobalAveragePool => pool::lower(e, kind, attrs, ins, outs),
+        Gemm | MatMul => matmul::lower(e, kind, attrs, ins, outs),
+        Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
+        Reshape | Transpose | Concat | Slice | Gather | Expand => layout::lower(e, kind, attrs, ins, outs),
+        ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
+    }
+}

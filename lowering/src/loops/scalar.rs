@@ -1,0 +1,237 @@
+//! Scalar arithmetic on typed values: each helper picks the float, signed or unsigned MLIR op
+//! for its operands' type, and `convert` implements ONNX Cast between compute types.
+//!
+//! Compute types are `i1`, the integers, `f32` and `f64` (f16 and bf16 are computed in f32;
+//! see `buffer.rs`). Integer division never traps: a zero divisor gives 0 and `MIN / -1`
+//! wraps, where LLVM would have undefined behaviour.
+
+use super::emit::{Emitter, Ty, V};
+
+/// Comparison predicates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    fn predicate(self, ty: Ty) -> &'static str {
+        use Cmp::*;
+        if ty.is_float() {
+            // ordered comparisons (false with NaN), except `!=`, which is true with NaN
+            return match self {
+                Eq => "oeq",
+                Ne => "une",
+                Lt => "olt",
+                Gt => "ogt",
+                Ge => "oge",
+            };
+        }
+        match (self, ty.is_signed()) {
+            (Eq, _) => "eq",
+            (Ne, _) => "ne",
+            (Lt, true) => "slt",
+            (Gt, true) => "sgt",
+            (Ge, true) => "sge",
+            (Lt, false) => "ult",
+            (Gt, false) => "ugt",
+            (Ge, false) => "uge",
+        }
+    }
+}
+
+impl Emitter {
+    fn binary(&mut self, float_op: &str, int_op: &str, a: &V, b: &V) -> V {
+        let op = if a.ty.is_float() { float_op } else { int_op };
+        self.op("v", a.ty, &format!("arith.{op} {a}, {b} : {}", a.ty.mlir()))
+    }
+
+    pub fn add(&mut self, a: &V, b: &V) -> V {
+        self.binary("addf", "addi", a, b)
+    }
+
+    pub fn sub(&mut self, a: &V, b: &V) -> V {
+        self.binary("subf", "subi", a, b)
+    }
+
+    pub fn mul(&mut self, a: &V, b: &V) -> V {
+        self.binary("mulf", "muli", a, b)
+    }
+
+    /// Division: IEEE for floats, truncating for integers (0 for a zero divisor).
+    pub fn div(&mut self, a: &V, b: &V) -> V {
+        if a.ty.is_float() {
+            return self.binary("divf", "divf", a, b);
+        }
+        let (zero, one) = (self.zero(a.ty), self.one(a.ty));
+        let by_zero = self.cmp(Cmp::Eq, b, &zero);
+        if !a.ty.is_signed() {
+            let safe = self.select(&by_zero, &one, b);
+            let q = self.binary("divui", "divui", a, &safe);
+            return self.select(&by_zero, &zero, &q);
+        }
+        // signed: a zero divisor gives 0 and a divisor of -1 gives the wrapping negation
+        let minus_one = self.int(a.ty, -1);
+        let by_minus_one = self.cmp(Cmp::Eq, b, &minus_one);
+        let special = self.op("p", Ty::I1, &format!("arith.ori {by_zero}, {by_minus_one} : i1"));
+        let safe = self.select(&special, &one, b);
+        let q = self.binary("divsi", "divsi", a, &safe);
+        let negated = self.sub(&zero, a);
+        let q = self.select(&by_minus_one, &negated, &q);
+        self.select(&by_zero, &zero, &q)
+    }
+
+    /// The larger value (NaN if either is NaN, as numpy's `maximum`).
+    pub fn max(&mut self, a: &V, b: &V) -> V {
+        let op = if a.ty.is_signed() { "maxsi" } else { "maxui" };
+        self.binary("maximumf", op, a, b)
+    }
+
+    /// The smaller value (NaN if either is NaN, as numpy's `minimum`).
+    pub fn min(&mut self, a: &V, b: &V) -> V {
+        let op = if a.ty.is_signed() { "minsi" } else { "minui" };
+        self.binary("minimumf", op, a, b)
+    }
+
+    pub fn neg(&mut self, a: &V) -> V {
+        if a.ty.is_float() {
+            return self.op("v", a.ty, &format!("arith.negf {a} : {}", a.ty.mlir()));
+        }
+        let zero = self.zero(a.ty);
+        self.sub(&zero, a)
+    }
+
+    /// Absolute value (the identity on unsigned integers).
+    pub fn abs(&mut self, a: &V) -> V {
+        match a.ty {
+            t if t.is_float() => self.op("v", t, &format!("math.absf {a} : {}", t.mlir())),
+            t if t.is_signed() => self.op("v", t, &format!("math.absi {a} : {}", t.mlir())),
+            _ => a.clone(),
+        }
+    }
+
+    pub fn cmp(&mut self, pred: Cmp, a: &V, b: &V) -> V {
+        let p = pred.predicate(a.ty);
+        let op = if a.ty.is_float() { "cmpf" } else { "cmpi" };
+        self.op("p", Ty::I1, &format!("arith.{op} {p}, {a}, {b} : {}", a.ty.mlir()))
+    }
+
+    pub fn select(&mut self, cond: &V, a: &V, b: &V) -> V {
+        self.op("v", a.ty, &format!("arith.select {cond}, {a}, {b} : {}", a.ty.mlir()))
+    }
+
+    /// Bitwise and of two integers of the same type.
+    pub fn and(&mut self, a: &V, b: &V) -> V {
+        self.op("v", a.ty, &format!("arith.andi {a}, {b} : {}", a.ty.mlir()))
+    }
+
+    /// Logical not of an `i1`.
+    pub fn not(&mut self, a: &V) -> V {
+        let t = self.int(Ty::I1, 1);
+        self.op("p", Ty::I1, &format!("arith.xori {a}, {t} : i1"))
+    }
+
+    /// A one-operand `math` op (`exp`, `log`, `sqrt`, `erf`, `tanh`, `floor`, `ceil`, ...).
+    pub fn math(&mut self, func: &str, a: &V) -> V {
+        self.op("v", a.ty, &format!("math.{func} {a} : {}", a.ty.mlir()))
+    }
+
+    pub fn zero(&mut self, ty: Ty) -> V {
+        self.num(ty, 0.0)
+    }
+
+    pub fn one(&mut self, ty: Ty) -> V {
+        self.num(ty, 1.0)
+    }
+
+    /// A constant of numeric type `ty` (floats exactly, integers truncated toward zero).
+    pub fn num(&mut self, ty: Ty, value: f64) -> V {
+        if ty.is_float() {
+            self.float(ty, value)
+        } else {
+            self.int(ty, value as i64)
+        }
+    }
+
+    /// The identity of `max`: -inf, or the least integer of the type.
+    pub fn lowest(&mut self, ty: Ty) -> V {
+        match ty {
+            t if t.is_float() => self.float(t, f64::NEG_INFINITY),
+            Ty::Int { bits, signed: true } => self.int(ty, i64::MIN >> (64 - bits)),
+            _ => self.int(ty, 0),
+        }
+    }
+
+    /// ONNX Cast between compute types: floats to integers truncate toward zero, anything to
+    /// `i1` is `!= 0`, `i1` to numbers is 0 or 1, integers extend by their own signedness.
+    pub fn convert(&mut self, v: &V, to: Ty) -> V {
+        let from = v.ty;
+        if from == to {
+            return v.clone();
+        }
+        let (f, t) = (from.mlir(), to.mlir());
+        if to == Ty::I1 {
+            let zero = self.zero(from);
+            return self.cmp(Cmp::Ne, v, &zero);
+        }
+        let op = match (from, to) {
+            (Ty::Index, _) | (_, Ty::Index) if from.is_float() || to.is_float() => {
+                // through i64
+                let mid = self.convert(v, Ty::Int { bits: 64, signed: true });
+                return self.convert(&mid, to);
+            }
+            (Ty::Index, _) | (_, Ty::Index) => {
+                if from.is_signed() {
+                    "index_cast"
+                } else {
+                    "index_castui"
+                }
+            }
+            (a, b) if a.is_float() && b.is_float() => {
+                if a.bits() < b.bits() {
+                    "extf"
+                } else {
+                    "truncf"
+                }
+            }
+            (a, b) if a.is_float() && b.bits() < 64 => {
+                // through i64, so that out-of-range values wrap as a C cast on x86 does
+                let mid = self.convert(v, Ty::Int { bits: 64, signed: true });
+                return self.convert(&mid, to);
+            }
+            (a, b) if a.is_float() => {
+                if b.is_signed() {
+                    "fptosi"
+                } else {
+                    "fptoui"
+                }
+            }
+            (a, b) if b.is_float() => {
+                if a.is_signed() {
+                    "sitofp"
+                } else {
+                    "uitofp"
+                }
+            }
+            (a, b) if a.bits() == b.bits() => {
+                return V {
+                    name: v.name.clone(),
+                    ty: to,
+                    known: v.known,
+                };
+            }
+            (a, b) if a.bits() > b.bits() => "trunci",
+            (a, _) => {
+                if a.is_signed() {
+                    "extsi"
+                } else {
+                    "extui"
+                }
+            }
+        };
+        self.op("v", to, &format!("arith.{op} {v} : {f} to {t}"))
+    }
+}

@@ -1,0 +1,72 @@
+//! Helpers for the text tests of the lowering: one-op graphs, FileCheck-style ordered
+//! matching and loop-depth measurement of the MLIR a kernel becomes.
+
+use super::{lower_graph, LoopModule};
+use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, TensorType};
+
+pub fn t(dtype: DType, shape: &[usize]) -> TensorType {
+    TensorType::new(dtype, shape.to_vec())
+}
+
+/// Attributes from `(name, value)` pairs.
+pub fn attrs(pairs: &[(&str, Attr)]) -> Attrs {
+    pairs.iter().fold(Attrs::new(), |a, (k, v)| a.with(k, v.clone()))
+}
+
+pub fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
+}
+
+/// A graph of one op over fresh inputs of the given types, all results returned.
+pub fn one_op(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> Graph {
+    let mut g = Graph::new("test");
+    let operands = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| g.add_input(&format!("x{i}"), ty.clone()))
+        .collect();
+    let results = g.build(kind, operands, attrs).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    for (i, r) in results.into_iter().enumerate() {
+        g.add_output(&format!("y{i}"), r);
+    }
+    g
+}
+
+/// The MLIR of a one-op graph.
+pub fn lower_one(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> LoopModule {
+    lower_graph(&one_op(kind, inputs, attrs)).unwrap_or_else(|e| panic!("{kind}: {e}"))
+}
+
+/// Checks that `patterns` occur in `text` in this order (like FileCheck's `CHECK:` lines).
+pub fn check_in_order(text: &str, patterns: &[&str]) {
+    let mut rest = text;
+    for p in patterns {
+        match rest.find(p) {
+            Some(at) => rest = &rest[at + p.len()..],
+            None => panic!("`{p}` not found (in order) in:\n{text}"),
+        }
+    }
+}
+
+/// The deepest nesting of `scf.for` loops in `text`.
+pub fn loop_depth(text: &str) -> usize {
+    let (mut open, mut depth, mut deepest) = (Vec::new(), 0, 0);
+    for line in text.lines().map(str::trim) {
+        let (opens, closes) = (line.ends_with('{'), line.starts_with('}'));
+        if opens && closes {
+            // `} else {`, `} do {`: one op's next region
+            continue;
+        }
+        if opens {
+            let is_for = line.contains("scf.for");
+            open.push(is_for);
+            if is_for {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+        } else if closes && open.pop() == Some(true) {
+            depth -= 1;
+        }
+    }
+    deepest
+}

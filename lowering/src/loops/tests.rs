@@ -1,0 +1,264 @@
+//! Tests across op families: every op kind but `mx.constant` lowers and translates to LLVM IR
+//! over every element type its type rule accepts, each kernel with the bare-pointer signature
+//! and no external calls but libm's.
+
+use super::testing::{attrs, ints, lower_one, t};
+use super::*;
+use mxc_dialects::{Attr, DType, TensorType};
+use std::collections::BTreeMap;
+
+/// A sample use of `kind` on elements of type `d`: operand types and attributes.
+fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
+    use OpKind::*;
+    let f = |v: f64| Attr::Float(v);
+    let i = Attr::Int;
+    let window = |extra: &[(&str, Attr)]| {
+        let mut a = attrs(&[
+            ("strides", ints(&[2, 1])),
+            ("pads", ints(&[1, 0, 1, 1])),
+            ("dilations", ints(&[1, 2])),
+        ]);
+        for (k, v) in extra {
+            a.set(k, v.clone());
+        }
+        a
+    };
+    let plain = |tys: Vec<TensorType>| vec![(tys, Attrs::new())];
+    match kind {
+        Constant => vec![],
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf => {
+            plain(vec![t(d, &[2, 3])])
+        }
+        LeakyRelu => vec![(vec![t(d, &[2, 3])], attrs(&[("alpha", f(0.01))]))],
+        Cast => DType::ALL
+            .iter()
+            .map(|&to| (vec![t(d, &[2, 3])], attrs(&[("to", Attr::DType(to))])))
+            .collect(),
+        Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater => plain(vec![t(d, &[2, 3]), t(d, &[3])]),
+        Pow => vec![
+            (vec![t(d, &[2, 3]), t(d, &[3])], Attrs::new()),
+            (vec![t(d, &[2, 3]), t(DType::I32, &[])], Attrs::new()),
+        ],
+        Where => plain(vec![t(DType::Bool, &[2, 1]), t(d, &[2, 3]), t(d, &[3])]),
+        Clip => plain(vec![t(d, &[2, 3]), t(d, &[]), t(d, &[1])]),
+        Softmax => vec![(vec![t(d, &[2, 3, 4])], attrs(&[("axis", i(1))]))],
+        Conv => vec![(
+            vec![t(d, &[1, 2, 5, 5]), t(d, &[4, 1, 3, 3]), t(d, &[4])],
+            window(&[("group", i(2))]),
+        )],
+        ConvTranspose => vec![(
+            vec![t(d, &[1, 2, 3, 3]), t(d, &[2, 2, 2, 2]), t(d, &[4])],
+            window(&[("group", i(2)), ("output_padding", ints(&[1, 0]))]),
+        )],
+        Gemm => vec![(
+            vec![t(d, &[4, 3]), t(d, &[4, 5]), t(d, &[5])],
+            attrs(&[
+                ("alpha", f(0.5)),
+                ("beta", f(2.0)),
+                ("trans_a", i(1)),
+                ("trans_b", i(0)),
+            ]),
+        )],
+        MatMul => vec![
+            (vec![t(d, &[2, 3, 4]), t(d, &[4])], Attrs::new()),
+            (vec![t(d, &[4]), t(d, &[2, 4, 5])], Attrs::new()),
+        ],
+        MaxPool | AveragePool => vec![(
+            vec![t(d, &[1, 2, 6, 7])],
+            window(&[
+                ("kernel", ints(&[3, 2])),
+                ("ceil_mode", i(1)),
+                ("count_include_pad", i(1)),
+            ]),
+        )],
+        GlobalAveragePool => plain(vec![t(d, &[1, 2, 3, 3])]),
+        BatchNorm => vec![(
+            vec![t(d, &[2, 3, 4]), t(d, &[3]), t(d, &[3]), t(d, &[3]), t(d, &[3])],
+            attrs(&[("epsilon", f(1e-5))]),
+        )],
+        LayerNorm => vec![
+            (
+                vec![t(d, &[2, 3, 4]), t(d, &[4]), t(d, &[3, 4])],
+                attrs(&[("axis", i(1)), ("epsilon", f(1e-5))]),
+            ),
+            (
+                vec![t(d, &[2, 3, 4]), t(d, &[1])],
+                attrs(&[("axis", i(2)), ("epsilon", f(1e-5))]),
+            ),
+        ],
+        Reshape => vec![(vec![t(d, &[2, 3])], attrs(&[("shape", ints(&[3, 1, 2]))]))],
+        Transpose => vec![(vec![t(d, &[2, 3, 4])], attrs(&[("perm", ints(&[2, 0, 1]))]))],
+        Concat => vec![(
+            vec![t(d, &[2, 3]), t(d, &[2, 1]), t(d, &[2, 3])],
+            attrs(&[("axis", i(1))]),
+        )],
+        Slice => vec![(
+            vec![t(d, &[4, 5])],
+            attrs(&[
+                ("starts", ints(&[3, 0])),
+                ("ends", ints(&[-1, 5])),
+                ("steps", ints(&[-2, 2])),
+            ]),
+        )],
+        Gather => vec![
+            (vec![t(d, &[3, 4]), t(DType::I64, &[2])], attrs(&[("axis", i(1))])),
+            (vec![t(d, &[3, 4]), t(DType::U8, &[2, 2])], attrs(&[("axis", i(0))])),
+        ],
+        Expand => vec![(vec![t(d, &[3, 1])], attrs(&[("shape", ints(&[2, 3, 4]))]))],
+        ReduceMean | ReduceSum | ReduceMax => vec![
+            (
+                vec![t(d, &[2, 3, 4])],
+                attrs(&[("axes", ints(&[0, 2])), ("keepdims", i(1))]),
+            ),
+            (
+                vec![t(d, &[2, 3, 4])],
+                attrs(&[("axes", ints(&[1])), ("keepdims", i(0))]),
+            ),
+            (vec![t(d, &[2, 3])], attrs(&[("axes", ints(&[])), ("keepdims", i(0))])),
+        ],
+    }
+}
+
+/// libm functions kernels may call (everything else must be inline or an LLVM intrinsic).
+const LIBM: &[&str] = &[
+    "expf", "exp", "logf", "log", "erff", "erf", "tanhf", "tanh", "powf", "pow", "floorf", "floor", "ceilf", "ceil",
+    "sqrtf", "sqrt",
+];
+
+fn declared_functions(ir: &str) -> Vec<String> {
+    ir.lines()
+        .filter(|l| l.starts_with("declare "))
+        .filter_map(|l| l.split('@').nth(1))
+        .map(|rest| rest.split('(').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn every_op_kind_translates_for_every_element_type_it_accepts() {
+    let translator = MlirToLlvm::new();
+    let mut covered: BTreeMap<OpKind, Vec<DType>> = BTreeMap::new();
+    for d in DType::ALL {
+        // one graph per element type holding every op that accepts it
+        let mut g = Graph::new("sweep");
+        for &kind in OpKind::ALL {
+            for (tys, a) in sample(kind, d) {
+                let operands = tys
+                    .iter()
+                    .map(|ty| g.add_input(&format!("x{}", g.inputs.len()), ty.clone()))
+                    .collect();
+                if g.build(kind, operands, a).is_ok() {
+                    covered.entry(kind).or_default().push(d);
+                }
+            }
+        }
+        let lowered = lower_graph(&g).unwrap_or_else(|e| panic!("{d}: {e}"));
+        let ir = translator
+            .translate(&lowered.mlir)
+            .unwrap_or_else(|e| panic!("{d}: {e}"));
+        for k in &lowered.kernels {
+            let ptrs: Vec<String> = (0..k.args.len()).map(|i| format!("ptr %{i}")).collect();
+            let signature = format!("define void @{}({})", k.symbol, ptrs.join(", "));
+            assert!(ir.contains(&signature), "{d}: no `{signature}`");
+        }
+        for f in declared_functions(&ir) {
+            assert!(
+                f.starts_with("llvm.") || LIBM.contains(&f.as_str()),
+                "{d}: external call to `{f}`"
+            );
+        }
+    }
+    for &kind in OpKind::ALL.iter().filter(|k| **k != OpKind::Constant) {
+        let dtypes = covered.get(&kind).cloned().unwrap_or_default();
+        let wanted: &[DType] = if kind == OpKind::Not {
+            &[DType::Bool]
+        } else {
+            &[DType::F16, DType::BF16, DType::F32, DType::F64]
+        };
+        assert!(
+            wanted.iter().all(|w| dtypes.contains(w)),
+            "{kind} covered for {dtypes:?} only"
+        );
+    }
+    // the integer-capable ops were covered on integers too
+    for kind in [
+        OpKind::Add,
+        OpKind::Div,
+        OpKind::Pow,
+        OpKind::Gather,
+        OpKind::MatMul,
+        OpKind::ReduceMax,
+        OpKind::Cast,
+    ] {
+        assert!(
+            covered[&kind].contains(&DType::U8) && covered[&kind].contains(&DType::I64),
+            "{kind}: {:?}",
+            covered[&kind]
+        );
+    }
+}
+
+#[test]
+fn an_add_kernel_takes_three_pointers() {
+    let m = lower_one(
+        OpKind::Add,
+        &[t(DType::F32, &[2, 3]), t(DType::F32, &[3])],
+        Attrs::new(),
+    );
+    let ir = to_llvm_ir(&m.mlir).unwrap();
+    assert!(ir.contains("define void @k0_add(ptr %0, ptr %1, ptr %2)"), "{ir}");
+    assert_eq!(m.kernels.len(), 1);
+    assert_eq!(m.kernels[0].symbol, "k0_add");
+}
+
+#[test]
+fn kernels_follow_the_graph_and_skip_constants() {
+    let mut g = Graph::new("g");
+    let x = g.add_input("x", t(DType::F32, &[4]));
+    let c = g.constant(mxc_dialects::Tensor::from_f32s(vec![4], &[1.0, 2.0, 3.0, 4.0]));
+    let y = g.build1(OpKind::Mul, vec![x, x], Attrs::new()).unwrap();
+    let z = g.build1(OpKind::Add, vec![y, c], Attrs::new()).unwrap();
+    g.add_output("z", z);
+    let m = lower_graph(&g).unwrap();
+    let symbols: Vec<&str> = m.kernels.iter().map(|k| k.symbol.as_str()).collect();
+    assert_eq!(symbols, ["k1_mul", "k2_add"]);
+    // a value used twice is passed twice
+    assert_eq!(m.kernels[0].args, vec![x, x, y]);
+    assert_eq!(m.kernels[1].args, vec![y, c, z]);
+    check_in_order_of_functions(&m.mlir);
+}
+
+fn check_in_order_of_functions(mlir: &str) {
+    super::testing::check_in_order(
+        mlir,
+        &[
+            "func.func @k1_mul(%in0: memref<4xf32>, %in1: memref<4xf32>, %out0: memref<4xf32>)",
+            "arith.mulf",
+            "func.func @k2_add(",
+            "arith.addf",
+        ],
+    );
+}
+
+#[test]
+fn an_invalid_graph_is_an_error_not_a_panic() {
+    let mut g = Graph::new("g");
+    let x = g.add_input("x", t(DType::F32, &[4]));
+    // recorded with a wrong result type, bypassing inference
+    let y = g.push_op(OpKind::Relu, vec![x], Attrs::new(), vec![t(DType::F32, &[5])])[0];
+    g.add_output("y", y);
+    let err = lower_graph(&g).unwrap_err().to_string();
+    assert!(err.contains("mx.relu"), "{err}");
+}
+
+#[test]
+fn empty_tensors_are_declared_flat_and_never_touched() {
+    let a = attrs(&[("axes", ints(&[1])), ("keepdims", Attr::Int(1))]);
+    let m = lower_one(OpKind::ReduceMax, &[t(DType::F32, &[2, 0, 4])], a);
+    assert!(
+        m.mlir.contains("%in0: memref<0xf32>") && !m.mlir.contains("memref.load %in0"),
+        "{}",
+        m.mlir
+    );
+    let ir = to_llvm_ir(&m.mlir).unwrap();
+    assert!(ir.contains("define void @k0_reduce_max(ptr %0, ptr %1)"), "{ir}");
+}

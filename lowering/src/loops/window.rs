@@ -1,0 +1,69 @@
+//! Sliding windows over the spatial dimensions, shared by convolution and pooling: where
+//! output position `o` with kernel offset `k` reads the input, and whether that lies inside
+//! a range (checked only in the dimensions where it can fall outside).
+
+use super::emit::{Emitter, V};
+use mxc_dialects::Attrs;
+
+/// Strides, dilations and pads (begins, then ends) of an N-d window.
+pub struct Window {
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads: Vec<usize>,
+}
+
+impl Window {
+    pub fn from_attrs(attrs: &Attrs) -> Result<Window, String> {
+        Ok(Window {
+            strides: attrs.dims("strides")?,
+            dilations: attrs.dims("dilations")?,
+            pads: attrs.dims("pads")?,
+        })
+    }
+
+    pub fn spatial(&self) -> usize {
+        self.strides.len()
+    }
+
+    pub fn pad_begin(&self, d: usize) -> i64 {
+        self.pads[d] as i64
+    }
+
+    pub fn pad_end(&self, d: usize) -> i64 {
+        self.pads[d + self.spatial()] as i64
+    }
+
+    /// The input positions `o * stride + k * dilation - pad_begin` of every spatial dimension.
+    pub fn positions(&self, e: &mut Emitter, o: &[V], k: &[V]) -> Vec<V> {
+        (0..self.spatial())
+            .map(|d| {
+                e.lin(
+                    &[(&o[d], self.strides[d] as i64), (&k[d], self.dilations[d] as i64)],
+                    -self.pad_begin(d),
+                )
+            })
+            .collect()
+    }
+
+    /// The conditions `lo[d] <= pos[d] < hi[d]`, leaving out those that hold for every output
+    /// position below `out[d]` and kernel offset below `kernel[d]`.
+    pub fn inside(&self, e: &mut Emitter, pos: &[V], bounds: &[(i64, i64)], out: &[usize], kernel: &[usize]) -> Vec<V> {
+        let mut conds = Vec::new();
+        for d in 0..self.spatial() {
+            let (lo, hi) = bounds[d];
+            let least = -self.pad_begin(d);
+            let most = (out[d] as i64 - 1) * self.strides[d] as i64
+                + (kernel[d] as i64 - 1) * self.dilations[d] as i64
+                + least;
+            if least < lo {
+                let c = e.idx(lo);
+                conds.push(e.cmp_idx("sge", &pos[d], &c));
+            }
+            if most >= hi {
+                let c = e.idx(hi);
+                conds.push(e.cmp_idx("slt", &pos[d], &c));
+            }
+        }
+        conds
+    }
+}

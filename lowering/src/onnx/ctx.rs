@@ -1,0 +1,180 @@
+//! What an op parser works with: the node (attributes), its operand values, compile-time
+//! values of operands (looking through constants, foldable ops and specialised inputs), and a
+//! builder that folds ops on small constants as it goes.
+
+use super::importer::Importer;
+use super::node::NodeView;
+use super::proto::GraphProto;
+use super::tensor::{check_size, decode_tensor};
+use mxc_dialects::eval::eval;
+use mxc_dialects::{mx, Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use std::collections::HashMap;
+
+/// Ops whose results have at most this many elements are evaluated when their operands are
+/// all constants.
+pub const FOLD_LIMIT: usize = 4096;
+
+/// How many producers deep a compile-time value is looked for.
+const KNOWN_DEPTH: usize = 64;
+
+/// The parsing context of one node.
+pub struct Ctx<'a> {
+    pub(super) imp: &'a mut Importer,
+    pub node: NodeView<'a>,
+    pub(super) inputs: Vec<Option<ValueId>>,
+    /// The opset version of the node's domain in this model.
+    pub opset: i64,
+}
+
+impl Ctx<'_> {
+    pub fn graph(&self) -> &Graph {
+        &self.imp.graph
+    }
+
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        self.imp.graph.ty(v)
+    }
+
+    /// Number of inputs the node declares, optional ones left empty included.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Input `i`, if the node gives it.
+    pub fn opt_input(&self, i: usize) -> Option<ValueId> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    /// Input `i`, which the op requires.
+    pub fn input(&self, i: usize) -> Result<ValueId, String> {
+        self.opt_input(i).ok_or_else(|| format!("missing input #{i}"))
+    }
+
+    /// All inputs of a variadic op; none may be left empty.
+    pub fn all_inputs(&self) -> Result<Vec<ValueId>, String> {
+        (0..self.inputs.len()).map(|i| self.input(i)).collect()
+    }
+
+    /// Whether the node asks for output `k` (it is present and its name is not empty).
+    pub fn wants_output(&self, k: usize) -> bool {
+        self.node.proto.output.get(k).is_some_and(|n| !n.is_empty())
+    }
+
+    /// The value of `v` if it can be known at compile time: a constant, a specialised graph
+    /// input, or the result of evaluable ops on such values.
+    pub fn known(&self, v: ValueId) -> Option<Tensor> {
+        let mut known = Known {
+            graph: &self.imp.graph,
+            specialized: &self.imp.specialized,
+            seen: HashMap::new(),
+        };
+        known.value(v, KNOWN_DEPTH)
+    }
+
+    /// Input `i` (named `name` in the op's schema) as a compile-time value.
+    pub fn const_input(&self, i: usize, name: &str) -> Result<Tensor, String> {
+        self.opt_const_input(i, name)?
+            .ok_or_else(|| format!("missing input \"{name}\""))
+    }
+
+    /// Like `const_input`, for an optional input: `None` when the node leaves it out.
+    pub fn opt_const_input(&self, i: usize, name: &str) -> Result<Option<Tensor>, String> {
+        match self.opt_input(i) {
+            None => Ok(None),
+            Some(v) => self
+                .known(v)
+                .map(Some)
+                .ok_or_else(|| format!("input \"{name}\" must be known at compile time")),
+        }
+    }
+
+    /// A tensor attribute (`Constant`'s `value`, `ConstantOfShape`'s `value`).
+    pub fn tensor_attr(&self, name: &str) -> Result<Option<Tensor>, String> {
+        match self.node.opt_tensor(name)? {
+            None => Ok(None),
+            Some(t) => decode_tensor(t, self.imp.model_dir.as_deref())
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    pub fn constant(&mut self, t: Tensor) -> ValueId {
+        self.imp.graph.constant(t)
+    }
+
+    /// A scalar constant of `dtype`.
+    pub fn scalar(&mut self, dtype: DType, value: f64) -> ValueId {
+        self.constant(Tensor::from_f64s(dtype, vec![], &[value]))
+    }
+
+    /// Builds an op (checking its types); when all operands are constants and the results are
+    /// small, the op is evaluated and its results become constants.
+    pub fn build(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs) -> Result<Vec<ValueId>, String> {
+        let g = &mut self.imp.graph;
+        let types: Vec<TensorType> = operands.iter().map(|v| g.ty(*v).clone()).collect();
+        let results = mx::infer(kind, &types, &attrs).map_err(|m| format!("{kind}: {m}"))?;
+        for t in &results {
+            check_size(&t.shape).map_err(|m| format!("{kind}: the result {m}"))?;
+        }
+        if results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
+            let values: Option<Vec<Tensor>> = operands.iter().map(|v| g.constant_value(*v).cloned()).collect();
+            if let Some(values) = values {
+                let refs: Vec<&Tensor> = values.iter().collect();
+                if let Some(folded) = eval(kind, &refs, &attrs) {
+                    let folded = folded.map_err(|m| format!("{kind}: {m}"))?;
+                    return Ok(folded.into_iter().map(|t| g.constant(t)).collect());
+                }
+            }
+        }
+        Ok(g.push_op(kind, operands, attrs, results))
+    }
+
+    /// `build` for ops with one result.
+    pub fn build1(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs) -> Result<ValueId, String> {
+        Ok(self.build(kind, operands, attrs)?[0])
+    }
+
+    /// Imports the nodes of a subgraph (a branch of `If`) into this graph, where it sees the
+    /// values of the enclosing graph, and returns the values of its outputs.
+    pub fn inline_subgraph(&mut self, g: &GraphProto) -> Result<Vec<ValueId>, String> {
+        self.imp
+            .inline(g)
+            .map_err(|e| format!("in subgraph \"{}\": {e}", g.name()))
+    }
+}
+
+/// Finds compile-time values, remembering each value it looked at (so shared operands are
+/// evaluated once).
+struct Known<'g> {
+    graph: &'g Graph,
+    specialized: &'g HashMap<ValueId, Tensor>,
+    seen: HashMap<ValueId, Option<Tensor>>,
+}
+
+impl Known<'_> {
+    fn value(&mut self, v: ValueId, depth: usize) -> Option<Tensor> {
+        if let Some(t) = self.graph.constant_value(v) {
+            return Some(t.clone());
+        }
+        if let Some(known) = self.seen.get(&v) {
+            return known.clone();
+        }
+        let known = match self.graph.def(v) {
+            Def::Input(_) => self.specialized.get(&v).cloned(),
+            Def::Op { op, result } => {
+                let op = &self.graph.ops[op];
+                let operands = op
+                    .operands
+                    .iter()
+                    .map(|&o| self.value(o, depth.checked_sub(1)?))
+                    .collect::<Option<Vec<Tensor>>>();
+                operands.and_then(|operands| {
+                    let refs: Vec<&Tensor> = operands.iter().collect();
+                    eval(op.kind, &refs, &op.attrs)?.ok()?.into_iter().nth(result)
+                })
+            }
+        };
+        self.seen.insert(v, known.clone());
+        known
+    }
+}

@@ -1,0 +1,333 @@
+//! The graph walk: initializers and inputs become constants and graph inputs, each node is
+//! handed to its parser, graph outputs are bound to the values that produce them, and the
+//! types the model declares are checked against the ones mx infers.
+
+use super::ctx::Ctx;
+use super::error::node_label;
+use super::proto::tensor_shape_proto::dimension::Value as Dim;
+use super::proto::type_proto::Value as TypeValue;
+use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
+use super::registry::Registry;
+use super::tensor::{check_size, decode_tensor, dtype_of, require_dtype};
+use super::{ImportError, ImportOptions};
+use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// The state of one import: the graph being built and the ONNX names in scope.
+pub struct Importer {
+    pub graph: Graph,
+    env: HashMap<String, ValueId>,
+    opsets: HashMap<String, i64>,
+    pub specialized: HashMap<ValueId, Tensor>,
+    pub model_dir: Option<PathBuf>,
+    registry: &'static Registry,
+}
+
+/// Imports a decoded model.
+pub fn import_model(
+    model: &ModelProto,
+    model_dir: Option<PathBuf>,
+    opts: &ImportOptions,
+) -> Result<Graph, ImportError> {
+    let g = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
+    let mut opsets = HashMap::new();
+    for o in &model.opset_import {
+        let domain = normal_domain(o.domain());
+        opsets.insert(domain.to_string(), o.version());
+    }
+    let mut imp = Importer {
+        graph: Graph::new(g.name()),
+        env: HashMap::new(),
+        opsets,
+        specialized: HashMap::new(),
+        model_dir,
+        registry: Registry::standard(),
+    };
+    imp.add_initializers(g)?;
+    imp.add_inputs(g, opts)?;
+    imp.import_nodes(&g.node)?;
+    imp.add_outputs(g)?;
+    for vi in &g.value_info {
+        if let Some(&v) = imp.env.get(vi.name()) {
+            imp.check_declared(vi, v)?;
+        }
+    }
+    Ok(imp.graph.prune())
+}
+
+/// `ai.onnx` is another name of the default domain.
+fn normal_domain(d: &str) -> &str {
+    if d == "ai.onnx" {
+        ""
+    } else {
+        d
+    }
+}
+
+/// The tensor type a value info declares: element type code and dims (`None` for a dim
+/// given by name or not at all); `None` when it declares no tensor type.
+fn declared(tp: Option<&TypeProto>) -> Option<(i32, Option<Vec<Option<i64>>>)> {
+    let Some(TypeValue::TensorType(t)) = tp.and_then(|t| t.value.as_ref()) else {
+        return None;
+    };
+    let dims = t.shape.as_ref().map(|s| {
+        s.dim
+            .iter()
+            .map(|d| match d.value {
+                Some(Dim::DimValue(v)) if v >= 0 => Some(v),
+                _ => None,
+            })
+            .collect()
+    });
+    Some((t.elem_type(), dims))
+}
+
+impl Importer {
+    fn add_initializers(&mut self, g: &GraphProto) -> Result<(), ImportError> {
+        for t in &g.initializer {
+            let value = decode_tensor(t, self.model_dir.as_deref())?;
+            let v = self.graph.constant(value);
+            self.env.insert(t.name().to_string(), v);
+        }
+        if let Some(s) = g.sparse_initializer.first() {
+            let name = s.values.as_ref().map_or("", |v| v.name());
+            return Err(ImportError::Tensor {
+                tensor: name.to_string(),
+                message: "sparse initializers are not supported".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn add_inputs(&mut self, g: &GraphProto, opts: &ImportOptions) -> Result<(), ImportError> {
+        for name in opts.input_shapes.keys().chain(opts.specialize.keys()) {
+            if !g.input.iter().any(|i| i.name() == name) {
+                return Err(ImportError::Input {
+                    input: name.clone(),
+                    message: "the model has no input of this name".into(),
+                });
+            }
+        }
+        for vi in &g.input {
+            let name = vi.name();
+            if self.env.contains_key(name) {
+                continue; // an initializer: a constant, not an input
+            }
+            let err = |message: String| ImportError::Input {
+                input: name.to_string(),
+                message,
+            };
+            let ty = input_type(vi, opts.input_shapes.get(name)).map_err(err)?;
+            let v = self.graph.add_input(name, ty.clone());
+            self.env.insert(name.to_string(), v);
+            if let Some(t) = opts.specialize.get(name) {
+                if t.ty != ty {
+                    return Err(err(format!(
+                        "the value given to specialise it is a {} but the input is a {ty}",
+                        t.ty
+                    )));
+                }
+                self.specialized.insert(v, t.clone());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn import_nodes(&mut self, nodes: &[NodeProto]) -> Result<(), ImportError> {
+        for (i, node) in nodes.iter().enumerate() {
+            self.import_node(i, node)?;
+        }
+        Ok(())
+    }
+
+    fn import_node(&mut self, index: usize, node: &NodeProto) -> Result<(), ImportError> {
+        let label = node_label(index, node.name(), &node.output);
+        let (op, domain) = (node.op_type(), normal_domain(node.domain()));
+        let Some(&opset) = self.opsets.get(domain) else {
+            return Err(ImportError::NoOpset {
+                node: label,
+                op: op.into(),
+                domain: domain.into(),
+            });
+        };
+        let Some(parse) = self.registry.find(domain, op, opset) else {
+            return Err(ImportError::UnsupportedOp {
+                node: label,
+                op: op.into(),
+                domain: domain.into(),
+                opset,
+            });
+        };
+        let node_err = |label: &str, message: String| ImportError::Node {
+            node: label.to_string(),
+            op: op.into(),
+            message,
+        };
+        let inputs = node
+            .input
+            .iter()
+            .map(|name| match name.as_str() {
+                "" => Ok(None),
+                _ => self
+                    .env
+                    .get(name)
+                    .map(|v| Some(*v))
+                    .ok_or_else(|| node_err(&label, format!("input \"{name}\" is not defined before this node"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ctx = Ctx {
+            imp: self,
+            node: super::node::NodeView { proto: node },
+            inputs,
+            opset,
+        };
+        let outputs = parse(&mut ctx).map_err(|m| node_err(&label, m))?;
+        for (k, name) in node.output.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let v = outputs
+                .get(k)
+                .ok_or_else(|| node_err(&label, format!("output #{k} (\"{name}\") is not supported")))?;
+            self.env.insert(name.clone(), *v);
+        }
+        Ok(())
+    }
+
+    /// Imports a subgraph's nodes into the current graph and returns its output values; the
+    /// names it defines go out of scope afterwards.
+    pub fn inline(&mut self, g: &GraphProto) -> Result<Vec<ValueId>, ImportError> {
+        let saved = self.env.clone();
+        let result = self
+            .add_initializers(g)
+            .and_then(|()| self.import_nodes(&g.node))
+            .and_then(|()| {
+                g.output
+                    .iter()
+                    .map(|o| self.produced(o.name()))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+        self.env = saved;
+        result
+    }
+
+    fn produced(&self, name: &str) -> Result<ValueId, ImportError> {
+        self.env.get(name).copied().ok_or_else(|| ImportError::Value {
+            value: name.to_string(),
+            message: "is an output but no node, initializer or input defines it".into(),
+        })
+    }
+
+    fn add_outputs(&mut self, g: &GraphProto) -> Result<(), ImportError> {
+        for vi in &g.output {
+            let mut v = self.produced(vi.name())?;
+            let passthrough = match self.graph.def(v) {
+                Def::Input(_) => true,
+                Def::Op { op, .. } => self.graph.ops[op].kind == OpKind::Constant,
+            };
+            if passthrough {
+                let ty = self.graph.ty(v).clone();
+                v = self.graph.push_op(OpKind::Identity, vec![v], Attrs::new(), vec![ty])[0];
+            }
+            self.check_declared(vi, v)?;
+            self.graph.add_output(vi.name(), v);
+        }
+        Ok(())
+    }
+
+    /// Checks the element type and the fixed dims a value info declares against `v`'s type.
+    fn check_declared(&self, vi: &ValueInfoProto, v: ValueId) -> Result<(), ImportError> {
+        let Some((code, dims)) = declared(vi.r#type.as_ref()) else {
+            return Ok(());
+        };
+        let ty = self.graph.ty(v);
+        let dtype_ok = dtype_of(code).is_none_or(|d| d == ty.dtype);
+        let dims_ok = dims.is_none_or(|dims| {
+            dims.len() == ty.rank()
+                && dims
+                    .iter()
+                    .zip(&ty.shape)
+                    .all(|(d, &s)| d.is_none_or(|d| d as usize == s))
+        });
+        if dtype_ok && dims_ok {
+            return Ok(());
+        }
+        Err(ImportError::Value {
+            value: vi.name().to_string(),
+            message: format!("the model declares {} but the nodes compute {ty}", show_declared(vi)),
+        })
+    }
+}
+
+fn show_declared(vi: &ValueInfoProto) -> String {
+    let Some((code, dims)) = declared(vi.r#type.as_ref()) else {
+        return "no tensor type".into();
+    };
+    let dims = dims.map_or("?".into(), |d| {
+        let d: Vec<String> = d.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+        format!("[{}]", d.join(", "))
+    });
+    format!("{} {dims}", super::tensor::type_name(code))
+}
+
+/// The type of a graph input: its declared element type and shape, named dims taken from
+/// `given` (the shape the user gave for this input).
+fn input_type(vi: &ValueInfoProto, given: Option<&Vec<usize>>) -> Result<TensorType, String> {
+    let ty = declared_input_type(vi, given)?;
+    check_size(&ty.shape)?;
+    Ok(ty)
+}
+
+fn declared_input_type(vi: &ValueInfoProto, given: Option<&Vec<usize>>) -> Result<TensorType, String> {
+    let (code, dims) = declared(vi.r#type.as_ref()).ok_or("only tensor inputs are supported")?;
+    let dtype = require_dtype(code)?;
+    match (dims, given) {
+        (None, None) => Err("its shape is not declared; give the input's shape".into()),
+        (None, Some(g)) => Ok(TensorType::new(dtype, g.clone())),
+        (Some(dims), Some(g)) => {
+            let agrees = dims.len() == g.len() && dims.iter().zip(g).all(|(d, &s)| d.is_none_or(|d| d as usize == s));
+            if !agrees {
+                return Err(format!(
+                    "the shape given, {g:?}, does not fit the declared {}",
+                    show_declared(vi)
+                ));
+            }
+            Ok(TensorType::new(dtype, g.clone()))
+        }
+        (Some(dims), None) => {
+            let shape = dims
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    d.map(|d| d as usize).ok_or_else(|| {
+                        format!(
+                            "dimension {i} ({}) is not fixed; give the input's shape",
+                            dim_name(vi, i)
+                        )
+                    })
+                })
+                .collect::<Result<Vec<usize>, String>>()?;
+            Ok(TensorType::new(dtype, shape))
+        }
+    }
+}
+
+/// How a dim that is not fixed is named: its `dim_param`, or "unnamed".
+fn dim_name(vi: &ValueInfoProto, i: usize) -> String {
+    let Some(TypeValue::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return "unnamed".into();
+    };
+    match t
+        .shape
+        .as_ref()
+        .and_then(|s| s.dim.get(i))
+        .and_then(|d| d.value.as_ref())
+    {
+        Some(Dim::DimParam(p)) => format!("\"{p}\""),
+        _ => "unnamed".into(),
+    }
+}

@@ -1,0 +1,24 @@
+//! ONNX import: a `ModelProto` becomes an mx `Graph`.
+//!
+//! The model is decoded with the generated protobuf types (`proto`), initializers and
+//! `Constant` nodes become `mx.constant`s, and every node is handed to the parser registered
+//! for its (domain, op type, opset) (`registry`, `ops/`). Parsers normalise ONNX attributes to
+//! the explicit form the mx ops take, and ops on small constants are folded as they are built,
+//! so the shape arithmetic exporters emit collapses to literals.
+
+mod ctx;
+mod error;
+mod external;
+mod importer;
+mod model;
+mod node;
+mod ops;
+pub mod proto;
+mod registry;
+mod tensor;
+#[cfg(test)]
+mod testutil;
+
+pub use error::ImportError;
+pub use model::{import_bytes, import_file, read_tensor_file, ImportOptions};
+mod suite_probe;

@@ -1,0 +1,420 @@
+//! Activations: `LeakyRelu`, `Clip`, `Softmax` map to their mx ops; `LogSoftmax`, `Gelu`,
+//! `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Elu`, `Selu`, `Celu`, `ThresholdedRelu`,
+//! `PRelu`, `Mish` and `Swish` are built from mx ops following their ONNX definitions.
+
+use super::super::ctx::Ctx;
+use super::super::registry::{ParseFn, Registry, LATEST};
+use super::axes;
+use super::shape::reshape;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+
+pub fn register(r: &mut Registry) {
+    for (op, parse) in [
+        ("LeakyRelu", leaky_relu as ParseFn),
+        ("Gelu", gelu),
+        ("HardSigmoid", hard_sigmoid),
+        ("HardSwish", hard_swish),
+        ("Softplus", softplus),
+        ("Softsign", softsign),
+        ("Elu", elu),
+        ("Selu", selu),
+        ("Celu", celu),
+        ("ThresholdedRelu", thresholded_relu),
+        ("PRelu", prelu),
+        ("Mish", mish),
+        ("Swish", swish),
+    ] {
+        r.add_all(op, parse);
+    }
+    r.add("", "Clip", 1, 10, clip_attributes);
+    r.add("", "Clip", 11, LATEST, clip_inputs);
+    r.add("", "Softmax", 1, 12, |ctx| along_axis(ctx, true, softmax));
+    r.add("", "Softmax", 13, LATEST, |ctx| along_axis(ctx, false, softmax));
+    r.add("", "LogSoftmax", 1, 12, |ctx| along_axis(ctx, true, log_softmax));
+    r.add("", "LogSoftmax", 13, LATEST, |ctx| along_axis(ctx, false, log_softmax));
+}
+
+/// A small expression builder over one input `x`: ops with no attributes, and scalars of x's
+/// element type.
+struct Expr<'c, 'a> {
+    ctx: &'c mut Ctx<'a>,
+    dtype: DType,
+}
+
+impl<'c, 'a> Expr<'c, 'a> {
+    fn new(ctx: &'c mut Ctx<'a>, x: ValueId) -> Self {
+        let dtype = ctx.ty(x).dtype;
+        Expr { ctx, dtype }
+    }
+
+    fn k(&mut self, value: f64) -> ValueId {
+        self.ctx.scalar(self.dtype, value)
+    }
+
+    fn op(&mut self, kind: OpKind, operands: &[ValueId]) -> Result<ValueId, String> {
+        self.ctx.build1(kind, operands.to_vec(), Attrs::new())
+    }
+
+    /// `a * x + b` for scalars `a` and `b` (a factor of 1 and a term of 0 are left out).
+    fn affine(&mut self, a: f64, x: ValueId, b: f64) -> Result<ValueId, String> {
+        let mut y = x;
+        if a != 1.0 {
+            let a = self.k(a);
+            y = self.op(OpKind::Mul, &[a, y])?;
+        }
+        if b != 0.0 {
+            let b = self.k(b);
+            y = self.op(OpKind::Add, &[y, b])?;
+        }
+        Ok(y)
+    }
+
+    /// `clip(x, lo, hi)` for scalars.
+    fn clamp(&mut self, x: ValueId, lo: f64, hi: f64) -> Result<ValueId, String> {
+        let (lo, hi) = (self.k(lo), self.k(hi));
+        self.op(OpKind::Clip, &[x, lo, hi])
+    }
+
+    /// `log(exp(x) + 1)`.
+    fn softplus(&mut self, x: ValueId) -> Result<ValueId, String> {
+        let e = self.op(OpKind::Exp, &[x])?;
+        let one = self.k(1.0);
+        let s = self.op(OpKind::Add, &[e, one])?;
+        self.op(OpKind::Log, &[s])
+    }
+}
+
+fn leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 0.01)? as f64;
+    Ok(vec![ctx.build1(
+        OpKind::LeakyRelu,
+        vec![x],
+        Attrs::new().with("alpha", Attr::Float(alpha)),
+    )?])
+}
+
+/// The lowest and highest values of `dtype` (±infinity for floats when `infinite`).
+fn limits(dtype: DType, infinite: bool) -> (Tensor, Tensor) {
+    let (lo, hi): (i64, i64) = match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::I64 => (i64::MIN, i64::MAX),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        DType::U64 => (0, -1), // the bit pattern of u64::MAX
+        DType::Bool => (0, 1),
+        _ => {
+            let max = match dtype {
+                _ if infinite => f64::INFINITY,
+                DType::F16 => 65504.0,
+                DType::BF16 => 3.3895313892515355e38,
+                DType::F32 => f32::MAX as f64,
+                _ => f64::MAX,
+            };
+            let t = |v: f64| Tensor::from_f64s(dtype, vec![], &[v]);
+            return (t(-max), t(max));
+        }
+    };
+    (
+        Tensor::from_i64s(dtype, vec![], &[lo]),
+        Tensor::from_i64s(dtype, vec![], &[hi]),
+    )
+}
+
+/// Clip before opset 11: bounds are attributes, missing ones the type's limits.
+fn clip_attributes(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let dtype = ctx.ty(x).dtype;
+    let (lowest, highest) = limits(dtype, false);
+    let bound = |v: Option<f32>, default: Tensor| v.map_or(default, |v| Tensor::from_f64s(dtype, vec![], &[v as f64]));
+    let lo = bound(ctx.node.opt_float("min")?, lowest);
+    let hi = bound(ctx.node.opt_float("max")?, highest);
+    let (lo, hi) = (ctx.constant(lo), ctx.constant(hi));
+    Ok(vec![ctx.build1(OpKind::Clip, vec![x, lo, hi], Attrs::new())?])
+}
+
+/// Clip from opset 11: bounds are optional scalar inputs, missing ones ±infinity (the type's
+/// limits for integers).
+fn clip_inputs(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let (lowest, highest) = limits(ctx.ty(x).dtype, true);
+    let lo = match ctx.opt_input(1) {
+        Some(v) => v,
+        None => ctx.constant(lowest),
+    };
+    let hi = match ctx.opt_input(2) {
+        Some(v) => v,
+        None => ctx.constant(highest),
+    };
+    Ok(vec![ctx.build1(OpKind::Clip, vec![x, lo, hi], Attrs::new())?])
+}
+
+/// A normalisation along one axis (`along(ctx, v, axis)`), applied the ONNX way: before opset
+/// 13 (`legacy`) the input is seen as a matrix (the dims before `axis` by the dims from it
+/// on) and each row is normalised; from 13 it is normalised along `axis`.
+fn along_axis(
+    ctx: &mut Ctx,
+    legacy: bool,
+    along: fn(&mut Ctx, ValueId, usize) -> Result<ValueId, String>,
+) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let shape = ctx.ty(x).shape.clone();
+    let axis = axes::axis(ctx.node.int("axis", if legacy { 1 } else { -1 })?, shape.len())?;
+    if !legacy || axis + 1 == shape.len() {
+        return Ok(vec![along(ctx, x, axis)?]);
+    }
+    let (outer, inner) = shape.split_at(axis);
+    let flat = reshape(ctx, x, &[outer.iter().product(), inner.iter().product()])?;
+    let y = along(ctx, flat, 1)?;
+    Ok(vec![reshape(ctx, y, &shape)?])
+}
+
+fn softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {
+    ctx.build1(
+        OpKind::Softmax,
+        vec![x],
+        Attrs::new().with("axis", Attr::Int(axis as i64)),
+    )
+}
+
+/// `d - log(sum(exp(d)))` along the axis, with `d = x - max(x)` (the stable form).
+fn log_softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {
+    let over = Attrs::new()
+        .with("axes", Attr::Ints(vec![axis as i64]))
+        .with("keepdims", Attr::Int(1));
+    let m = ctx.build1(OpKind::ReduceMax, vec![x], over.clone())?;
+    let mut e = Expr::new(ctx, x);
+    let d = e.op(OpKind::Sub, &[x, m])?;
+    let ex = e.op(OpKind::Exp, &[d])?;
+    let s = e.ctx.build1(OpKind::ReduceSum, vec![ex], over)?;
+    let l = e.op(OpKind::Log, &[s])?;
+    e.op(OpKind::Sub, &[d, l])
+}
+
+fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let approximate = ctx.node.string("approximate", "none")?;
+    let mut e = Expr::new(ctx, x);
+    let inner = match approximate.as_str() {
+        // erf(x / sqrt(2))
+        "none" => {
+            let scaled = e.affine(std::f64::consts::FRAC_1_SQRT_2, x, 0.0)?;
+            e.op(OpKind::Erf, &[scaled])?
+        }
+        // tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))
+        "tanh" => {
+            let x2 = e.op(OpKind::Mul, &[x, x])?;
+            let x3 = e.op(OpKind::Mul, &[x2, x])?;
+            let c = e.k(0.044715);
+            let cx3 = e.op(OpKind::Mul, &[c, x3])?;
+            let sum = e.op(OpKind::Add, &[x, cx3])?;
+            let scaled = e.affine((2.0 / std::f64::consts::PI).sqrt(), sum, 0.0)?;
+            e.op(OpKind::Tanh, &[scaled])?
+        }
+        other => return Err(format!("unknown approximation \"{other}\"")),
+    };
+    // 0.5 * x * (1 + inner)
+    let one_plus = e.affine(1.0, inner, 1.0)?;
+    let half_x = e.affine(0.5, x, 0.0)?;
+    Ok(vec![e.op(OpKind::Mul, &[half_x, one_plus])?])
+}
+
+/// `clip(alpha * x + beta, 0, 1)`.
+fn hard_sigmoid(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let (alpha, beta) = (
+        ctx.node.float("alpha", 0.2)? as f64,
+        ctx.node.float("beta", 0.5)? as f64,
+    );
+    let mut e = Expr::new(ctx, x);
+    let a = e.affine(alpha, x, beta)?;
+    Ok(vec![e.clamp(a, 0.0, 1.0)?])
+}
+
+/// `x * clip(x / 6 + 1/2, 0, 1)`.
+fn hard_swish(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let mut e = Expr::new(ctx, x);
+    let a = e.affine(1.0 / 6.0, x, 0.5)?;
+    let s = e.clamp(a, 0.0, 1.0)?;
+    Ok(vec![e.op(OpKind::Mul, &[x, s])?])
+}
+
+fn softplus(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    Ok(vec![Expr::new(ctx, x).softplus(x)?])
+}
+
+/// `x / (1 + |x|)`.
+fn softsign(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let mut e = Expr::new(ctx, x);
+    let a = e.op(OpKind::Abs, &[x])?;
+    let d = e.affine(1.0, a, 1.0)?;
+    Ok(vec![e.op(OpKind::Div, &[x, d])?])
+}
+
+/// `alpha * (exp(x) - 1)` where `x < 0`, else `x`.
+fn elu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    let mut e = Expr::new(ctx, x);
+    let ex = e.op(OpKind::Exp, &[x])?;
+    let em1 = e.affine(1.0, ex, -1.0)?;
+    let neg = e.affine(alpha, em1, 0.0)?;
+    let zero = e.k(0.0);
+    let c = e.op(OpKind::Less, &[x, zero])?;
+    Ok(vec![e.op(OpKind::Where, &[c, neg, x])?])
+}
+
+/// `gamma * x` where `x > 0`, else `gamma * (alpha * exp(x) - alpha)`.
+fn selu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 1.673_263_2)? as f64;
+    let gamma = ctx.node.float("gamma", 1.050_701)? as f64;
+    let mut e = Expr::new(ctx, x);
+    let ex = e.op(OpKind::Exp, &[x])?;
+    let neg = e.affine(alpha, ex, -alpha)?;
+    let zero = e.k(0.0);
+    let c = e.op(OpKind::Greater, &[x, zero])?;
+    let y = e.op(OpKind::Where, &[c, x, neg])?;
+    Ok(vec![e.affine(gamma, y, 0.0)?])
+}
+
+/// `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
+fn celu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    let mut e = Expr::new(ctx, x);
+    let zero = e.k(0.0);
+    let pos = e.op(OpKind::Max, &[zero, x])?;
+    let scaled = e.affine(1.0 / alpha, x, 0.0)?;
+    let ex = e.op(OpKind::Exp, &[scaled])?;
+    let em1 = e.affine(1.0, ex, -1.0)?;
+    let a = e.affine(alpha, em1, 0.0)?;
+    let neg = e.op(OpKind::Min, &[zero, a])?;
+    Ok(vec![e.op(OpKind::Add, &[pos, neg])?])
+}
+
+/// `x` where `x > alpha`, else 0.
+fn thresholded_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    let mut e = Expr::new(ctx, x);
+    let t = e.k(alpha);
+    let c = e.op(OpKind::Greater, &[x, t])?;
+    let zero = e.k(0.0);
+    Ok(vec![e.op(OpKind::Where, &[c, x, zero])?])
+}
+
+/// `slope * x` where `x < 0`, else `x`.
+fn prelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (x, slope) = (ctx.input(0)?, ctx.input(1)?);
+    let mut e = Expr::new(ctx, x);
+    let zero = e.k(0.0);
+    let c = e.op(OpKind::Less, &[x, zero])?;
+    let sx = e.op(OpKind::Mul, &[slope, x])?;
+    Ok(vec![e.op(OpKind::Where, &[c, sx, x])?])
+}
+
+/// `x * sigmoid(alpha * x)`.
+fn swish(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    let mut e = Expr::new(ctx, x);
+    let ax = e.affine(alpha, x, 0.0)?;
+    let s = e.op(OpKind::Sigmoid, &[ax])?;
+    Ok(vec![e.op(OpKind::Mul, &[x, s])?])
+}
+
+/// `x * tanh(softplus(x))`.
+fn mish(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let mut e = Expr::new(ctx, x);
+    let sp = e.softplus(x)?;
+    let t = e.op(OpKind::Tanh, &[sp])?;
+    Ok(vec![e.op(OpKind::Mul, &[x, t])?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::*;
+
+    fn softmax(opset: i64, attrs: Vec<super::super::super::proto::AttributeProto>) -> String {
+        ModelBuilder::new(opset)
+            .input("x", DataType::Float, &[2, 3, 4])
+            .node(node("Softmax", &["x"], &["y"], attrs))
+            .output("y")
+            .text()
+    }
+
+    #[test]
+    fn softmax_before_13_normalises_the_flattened_tail() {
+        let expected = "graph \"test\" (%arg0: tensor<2x3x4xf32> \"x\") {
+  %0 = mx.reshape %arg0 {shape = [2, 12]} : tensor<2x12xf32>
+  %1 = mx.softmax %0 {axis = 1} : tensor<2x12xf32>
+  %2 = mx.reshape %1 {shape = [2, 3, 4]} : tensor<2x3x4xf32>
+  return \"y\" = %2
+}
+";
+        assert_eq!(softmax(11, vec![]), expected);
+        assert!(softmax(11, vec![int_attr("axis", -1)]).contains("mx.softmax %arg0 {axis = 2}"));
+    }
+
+    #[test]
+    fn softmax_from_13_normalises_one_axis() {
+        assert!(softmax(13, vec![]).contains("%0 = mx.softmax %arg0 {axis = 2} : tensor<2x3x4xf32>"));
+        assert!(softmax(13, vec![int_attr("axis", 1)]).contains("%0 = mx.softmax %arg0 {axis = 1} : tensor<2x3x4xf32>"));
+    }
+
+    #[test]
+    fn clip_bounds_default_to_the_limits() {
+        let text = ModelBuilder::new(13)
+            .input("x", DataType::Float, &[2])
+            .init(f32_tensor("lo", &[], &[-1.0]))
+            .node(node("Clip", &["x", "lo"], &["y"], vec![]))
+            .output("y")
+            .text();
+        assert!(text.contains("dense<[inf]> : tensor<f32>"), "{text}");
+        let text = ModelBuilder::new(13)
+            .input("x", DataType::Int32, &[2])
+            .node(node("Clip", &["x"], &["y"], vec![]))
+            .output("y")
+            .text();
+        assert!(text.contains("dense<[-2147483648]> : tensor<i32>"), "{text}");
+        assert!(text.contains("dense<[2147483647]> : tensor<i32>"), "{text}");
+        let mut max = int_attr("max", 0);
+        max.i = None;
+        max.f = Some(6.0);
+        max.r#type = Some(super::super::super::proto::attribute_proto::AttributeType::Float as i32);
+        let text = ModelBuilder::new(6)
+            .input("x", DataType::Float, &[2])
+            .node(node("Clip", &["x"], &["y"], vec![max]))
+            .output("y")
+            .text();
+        assert!(text.contains("dense<[6.0]>"), "{text}");
+        assert!(text.contains("dense<[-3.4028235e38]>"), "{text}");
+    }
+
+    #[test]
+    fn gelu_follows_its_definition() {
+        let text = ModelBuilder::new(20)
+            .input("x", DataType::Float, &[2])
+            .node(node("Gelu", &["x"], &["y"], vec![]))
+            .output("y")
+            .text();
+        for op in ["mx.mul", "mx.erf", "mx.add"] {
+            assert!(text.contains(op), "{text}");
+        }
+        let err = ModelBuilder::new(20)
+            .input("x", DataType::Float, &[2])
+            .node(node("Gelu", &["x"], &["y"], vec![str_attr("approximate", "fast")]))
+            .output("y")
+            .error();
+        assert_eq!(err, "node #0 (output \"y\") (Gelu): unknown approximation \"fast\"");
+    }
+}

@@ -1,0 +1,273 @@
+//! Constants and type conversion: `Constant`, `ConstantOfShape`, `EyeLike` and a constant
+//! `Range` become `mx.constant`; `Cast`, `CastLike`; and the inference-time identities
+//! `Identity` and `Dropout`.
+
+use super::super::ctx::Ctx;
+use super::super::registry::Registry;
+use super::super::tensor::{check_size, require_dtype};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
+
+pub fn register(r: &mut Registry) {
+    r.add_all("Constant", constant);
+    r.add_all("ConstantOfShape", constant_of_shape);
+    r.add_all("EyeLike", eye_like);
+    r.add_all("Range", range);
+    r.add_all("Cast", cast);
+    r.add_all("CastLike", cast_like);
+    r.add_all("Identity", identity);
+    r.add_all("Dropout", dropout);
+}
+
+fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let n = &ctx.node;
+    let value = if let Some(t) = ctx.tensor_attr("value")? {
+        t
+    } else if let Some(f) = n.opt_float("value_float")? {
+        Tensor::from_f64s(DType::F32, vec![], &[f as f64])
+    } else if let Some(fs) = n.opt_floats("value_floats")? {
+        Tensor::from_f64s(
+            DType::F32,
+            vec![fs.len()],
+            &fs.iter().map(|&f| f as f64).collect::<Vec<_>>(),
+        )
+    } else if let Some(i) = n.opt_int("value_int")? {
+        Tensor::from_i64s(DType::I64, vec![], &[i])
+    } else if let Some(is) = n.opt_ints("value_ints")? {
+        Tensor::from_i64s(DType::I64, vec![is.len()], &is)
+    } else if let Some(other) = ["sparse_value", "value_string", "value_strings"]
+        .into_iter()
+        .find(|a| n.has(a))
+    {
+        return Err(format!("attribute `{other}` is not supported"));
+    } else {
+        return Err("no value attribute".into());
+    };
+    Ok(vec![ctx.constant(value)])
+}
+
+/// The largest constant an op here makes (from a shape, not from data in the model).
+const MAX_CONSTANT_BYTES: usize = 1 << 30;
+
+/// Checks that a constant of `ty` is not too large to make.
+fn check_constant(ty: &TensorType) -> Result<(), String> {
+    check_size(&ty.shape)?;
+    if ty.num_bytes() > MAX_CONSTANT_BYTES {
+        return Err(format!("a constant {ty} is too large to make"));
+    }
+    Ok(())
+}
+
+/// A tensor of `ty` with every element equal to the single element of `value`.
+fn filled(ty: TensorType, value: &Tensor) -> Result<Tensor, String> {
+    if value.len() != 1 {
+        return Err(format!(
+            "the fill value must have one element, got shape {:?}",
+            value.shape()
+        ));
+    }
+    check_constant(&ty)?;
+    let data = value.bytes().repeat(ty.num_elements());
+    Tensor::from_bytes(ty, data).ok_or_else(|| "fill value of the wrong size".into())
+}
+
+fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let dims = ctx.const_input(0, "input")?.to_i64_vec();
+    let shape = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("shape {dims:?} has a negative entry")))
+        .collect::<Result<Vec<usize>, String>>()?;
+    let value = ctx
+        .tensor_attr("value")?
+        .unwrap_or_else(|| Tensor::from_f32s(vec![1], &[0.0]));
+    let t = filled(TensorType::new(value.dtype(), shape), &value)?;
+    Ok(vec![ctx.constant(t)])
+}
+
+fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let ty = ctx.ty(x).clone();
+    let dtype = match ctx.node.opt_int("dtype")? {
+        Some(code) => require_dtype(code as i32)?,
+        None => ty.dtype,
+    };
+    let [rows, cols] = ty.shape[..] else {
+        return Err(format!("input must be a matrix, got shape {:?}", ty.shape));
+    };
+    check_constant(&ty.with_dtype(dtype))?;
+    let k = ctx.node.int("k", 0)?;
+    let values: Vec<i64> = (0..rows * cols)
+        .map(|i| ((i % cols) as i64 - (i / cols) as i64 == k) as i64)
+        .collect();
+    Ok(vec![ctx.constant(Tensor::from_i64s(dtype, vec![rows, cols], &values))])
+}
+
+/// The most elements a `Range` may have (it becomes a constant).
+const RANGE_LIMIT: usize = 1 << 24;
+
+fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let start = ctx.const_input(0, "start")?;
+    let limit = ctx.const_input(1, "limit")?;
+    let delta = ctx.const_input(2, "delta")?;
+    if [&start, &limit, &delta].iter().any(|t| t.len() != 1) {
+        return Err("start, limit and delta must be scalars".into());
+    }
+    let dtype = start.dtype();
+    let count = |n: f64| {
+        if n > RANGE_LIMIT as f64 {
+            Err(format!("a range of {n} elements is too large"))
+        } else {
+            Ok(n.max(0.0) as usize)
+        }
+    };
+    let t = if dtype.is_float() {
+        let (s, l, d) = (start.get_f64(0), limit.get_f64(0), delta.get_f64(0));
+        if d == 0.0 {
+            return Err("delta is zero".into());
+        }
+        let n = count(((l - s) / d).ceil())?;
+        let values: Vec<f64> = (0..n).map(|i| s + i as f64 * d).collect();
+        Tensor::from_f64s(dtype, vec![values.len()], &values)
+    } else {
+        let (s, l, d) = (
+            start.get_i64(0) as i128,
+            limit.get_i64(0) as i128,
+            delta.get_i64(0) as i128,
+        );
+        if d == 0 {
+            return Err("delta is zero".into());
+        }
+        let n = count(((l - s) as f64 / d as f64).ceil())?;
+        let values: Vec<i64> = (0..n as i128).map(|i| (s + i * d) as i64).collect();
+        Tensor::from_i64s(dtype, vec![n], &values)
+    };
+    Ok(vec![ctx.constant(t)])
+}
+
+fn cast_to(ctx: &mut Ctx, x: ValueId, dtype: DType) -> Result<Vec<ValueId>, String> {
+    if ctx.ty(x).dtype == dtype {
+        return Ok(vec![x]);
+    }
+    Ok(vec![ctx.build1(
+        OpKind::Cast,
+        vec![x],
+        Attrs::new().with("to", Attr::DType(dtype)),
+    )?])
+}
+
+fn cast(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let code = ctx.node.opt_int("to")?.ok_or("missing attribute `to`")?;
+    let dtype = require_dtype(code as i32)?;
+    cast_to(ctx, x, dtype)
+}
+
+fn cast_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (x, like) = (ctx.input(0)?, ctx.input(1)?);
+    let dtype = ctx.ty(like).dtype;
+    cast_to(ctx, x, dtype)
+}
+
+fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    Ok(vec![ctx.input(0)?])
+}
+
+/// Dropout at inference: the input unchanged, and a mask of all ones (bool from opset 7,
+/// the input's type before). Training mode (an input from opset 12) is accepted only when it
+/// drops nothing; before opset 7, `is_test` is ignored, as inference runtimes do.
+fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    if ctx.opset >= 12
+        && ctx
+            .opt_const_input(2, "training_mode")?
+            .is_some_and(|t| t.get_i64(0) != 0)
+    {
+        let ratio = ctx.opt_const_input(1, "ratio")?.map_or(0.5, |t| t.get_f64(0));
+        if ratio != 0.0 {
+            return Err(format!(
+                "training-mode dropout (ratio {ratio}) is random and not supported"
+            ));
+        }
+    }
+    let mut outputs = vec![x];
+    if ctx.wants_output(1) {
+        let ty = ctx.ty(x).clone();
+        let mask_dtype = if ctx.opset >= 7 { DType::Bool } else { ty.dtype };
+        let one = Tensor::from_f64s(mask_dtype, vec![], &[1.0]);
+        let mask = filled(ty.with_dtype(mask_dtype), &one)?;
+        outputs.push(ctx.constant(mask));
+    }
+    Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::*;
+
+    #[test]
+    fn constants_of_every_attribute_form() {
+        let text = ModelBuilder::new(13)
+            .node(node("Constant", &[], &["a"], vec![ints_attr("value_ints", &[1, 2])]))
+            .node(node(
+                "Constant",
+                &[],
+                &["b"],
+                vec![tensor_attr("value", f32_tensor("", &[1], &[0.5]))],
+            ))
+            .node(node(
+                "ConstantOfShape",
+                &["a"],
+                &["c"],
+                vec![tensor_attr("value", i64_tensor("", &[1], &[7]))],
+            ))
+            .output("a")
+            .output("b")
+            .output("c")
+            .text();
+        assert!(text.contains("dense<[1, 2]> : tensor<2xi64>"), "{text}");
+        assert!(text.contains("dense<[0.5]> : tensor<1xf32>"), "{text}");
+        assert!(text.contains("dense<[7, 7]> : tensor<1x2xi64>"), "{text}");
+        let err = ModelBuilder::new(13)
+            .node(node("Constant", &[], &["a"], vec![str_attr("value_string", "hi")]))
+            .output("a")
+            .error();
+        assert_eq!(
+            err,
+            "node #0 (output \"a\") (Constant): attribute `value_string` is not supported"
+        );
+    }
+
+    #[test]
+    fn range_and_cast_fold() {
+        let text = ModelBuilder::new(13)
+            .init(i64_tensor("start", &[], &[10]))
+            .init(i64_tensor("limit", &[], &[4]))
+            .init(i64_tensor("delta", &[], &[-3]))
+            .node(node("Range", &["start", "limit", "delta"], &["r"], vec![]))
+            .node(node(
+                "Cast",
+                &["r"],
+                &["y"],
+                vec![int_attr("to", DataType::Float as i64)],
+            ))
+            .output("y")
+            .text();
+        assert!(
+            text.contains("mx.constant {value = dense<[10.0, 7.0]> : tensor<2xf32>}"),
+            "{text}"
+        );
+        assert!(!text.contains("mx.cast"), "{text}");
+    }
+
+    #[test]
+    fn dropout_is_an_identity_with_a_full_mask() {
+        let text = ModelBuilder::new(13)
+            .input("x", DataType::Float, &[2])
+            .node(node("Dropout", &["x"], &["y", "mask"], vec![]))
+            .output("y")
+            .output("mask")
+            .text();
+        assert!(text.contains("dense<[1, 1]> : tensor<2xbool>"), "{text}");
+        assert!(text.contains("mx.identity %arg0"), "{text}");
+    }
+}

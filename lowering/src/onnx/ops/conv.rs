@@ -1,0 +1,179 @@
+//! Convolutions: `Conv` and `ConvTranspose`, with `auto_pad`, `output_shape` and
+//! `output_padding` resolved to explicit pads and output padding.
+
+use super::super::ctx::Ctx;
+use super::super::registry::Registry;
+use super::axes::ints;
+use super::padding::{check_extents, kernel_shape, per_dim, sizes, split_total, window};
+use mxc_dialects::{Attr, OpKind, ValueId};
+
+pub fn register(r: &mut Registry) {
+    r.add_all("Conv", conv);
+    r.add_all("ConvTranspose", conv_transpose);
+}
+
+/// The operands (X, W and the optional bias B) and the spatial extents of X and of the kernel.
+struct Operands {
+    values: Vec<ValueId>,
+    input: Vec<usize>,
+    kernel: Vec<usize>,
+}
+
+fn operands(ctx: &Ctx) -> Result<Operands, String> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let (xs, ws) = (&ctx.ty(x).shape, &ctx.ty(w).shape);
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(format!(
+            "X must be N x C x spatial... and W of the same rank, got {xs:?} and {ws:?}"
+        ));
+    }
+    let kernel = kernel_shape(&ctx.node, Some(&ws[2..]))?;
+    let mut values = vec![x, w];
+    values.extend(ctx.opt_input(2));
+    Ok(Operands {
+        values,
+        input: xs[2..].to_vec(),
+        kernel,
+    })
+}
+
+fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let Operands { values, input, kernel } = operands(ctx)?;
+    let attrs = window(&ctx.node, &input, &kernel)?
+        .attrs()
+        .with("group", Attr::Int(ctx.node.int("group", 1)?));
+    Ok(vec![ctx.build1(OpKind::Conv, values, attrs)?])
+}
+
+/// ConvTranspose. The full output of dim i has `s*(in-1) + output_padding + (k-1)*d + 1`
+/// elements; pads take from it. With `output_shape` (or `SAME_*` auto padding, which asks for
+/// `in * s`), the pads are what makes the output that long, split as `auto_pad` says; a
+/// negative total becomes extra output padding at the end (where ONNX puts it, except for
+/// `SAME_UPPER`, which would put it at the begin and is refused).
+fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let Operands { values, input, kernel } = operands(ctx)?;
+    let n = input.len();
+    let node = &ctx.node;
+    let strides = per_dim(node, "strides", n)?;
+    let dilations = per_dim(node, "dilations", n)?;
+    check_extents(&input, "spatial extents")?;
+    check_extents(&kernel, "kernel extents")?;
+    if input.contains(&0) || kernel.contains(&0) {
+        return Err(format!(
+            "spatial extents {input:?} and kernel {kernel:?} must not be empty"
+        ));
+    }
+    let mut output_padding = match node.opt_ints("output_padding")? {
+        None => vec![0; n],
+        Some(p) if p.len() == n => sizes("output_padding", &p, 0)?,
+        Some(p) => return Err(format!("`output_padding` {p:?} must have {n} entries")),
+    };
+    let auto_pad = node.string("auto_pad", "NOTSET")?;
+    let same = auto_pad.starts_with("SAME_");
+    let output_shape = match node.opt_ints("output_shape")? {
+        Some(o) if o.len() == n => Some(sizes("output_shape", &o, 0)?),
+        Some(o) if o.len() == n + 2 => Some(sizes("output_shape", &o[2..], 0)?),
+        Some(o) => return Err(format!("`output_shape` {o:?} must have {n} entries")),
+        None if same => Some((0..n).map(|i| input[i] * strides[i]).collect()),
+        None => None,
+    };
+    let pads = match output_shape {
+        Some(out) => {
+            let mut pads = vec![0; 2 * n];
+            for i in 0..n {
+                let full = (strides[i] * (input[i].max(1) - 1)
+                    + output_padding[i]
+                    + dilations[i] * (kernel[i].max(1) - 1)
+                    + 1) as i128;
+                let total = full - out[i] as i128;
+                if total < 0 && auto_pad == "SAME_UPPER" {
+                    return Err(format!(
+                        "output_shape {out:?} would need padding before the output, which is not supported"
+                    ));
+                } else if total < 0 {
+                    output_padding[i] += (-total) as usize;
+                } else {
+                    (pads[i], pads[i + n]) = split_total(total as usize, auto_pad == "SAME_UPPER");
+                }
+            }
+            pads
+        }
+        None => window(node, &input, &kernel)?.pads,
+    };
+    let attrs = mxc_dialects::Attrs::new()
+        .with("strides", ints(&strides))
+        .with("dilations", ints(&dilations))
+        .with("pads", ints(&pads))
+        .with("output_padding", ints(&output_padding))
+        .with("group", Attr::Int(node.int("group", 1)?));
+    Ok(vec![ctx.build1(OpKind::ConvTranspose, values, attrs)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::*;
+
+    fn attrs_of(text: &str, op: &str) -> String {
+        let line = text
+            .lines()
+            .find(|l| l.contains(op))
+            .unwrap_or_else(|| panic!("{text}"));
+        line.split_once('{').map_or("", |(_, rest)| rest).to_string()
+    }
+
+    #[test]
+    fn conv_auto_pad_becomes_explicit_pads() {
+        let conv = |auto_pad: &str| {
+            let text = ModelBuilder::new(17)
+                .input("x", DataType::Float, &[1, 1, 5, 6])
+                .input("w", DataType::Float, &[2, 1, 3, 2])
+                .node(node(
+                    "Conv",
+                    &["x", "w"],
+                    &["y"],
+                    vec![str_attr("auto_pad", auto_pad), ints_attr("strides", &[2, 2])],
+                ))
+                .output("y")
+                .text();
+            attrs_of(&text, "mx.conv")
+        };
+        assert_eq!(
+            conv("SAME_UPPER"),
+            "dilations = [1, 1], group = 1, pads = [1, 0, 1, 0], strides = [2, 2]} : tensor<1x2x3x3xf32>"
+        );
+        assert_eq!(
+            conv("SAME_LOWER"),
+            "dilations = [1, 1], group = 1, pads = [1, 0, 1, 0], strides = [2, 2]} : tensor<1x2x3x3xf32>"
+        );
+        assert_eq!(
+            conv("VALID"),
+            "dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [2, 2]} : tensor<1x2x2x3xf32>"
+        );
+    }
+
+    #[test]
+    fn conv_transpose_output_shape_sets_the_pads() {
+        let convt = |attrs| {
+            let text = ModelBuilder::new(17)
+                .input("x", DataType::Float, &[1, 1, 3, 3])
+                .input("w", DataType::Float, &[1, 2, 3, 3])
+                .node(node("ConvTranspose", &["x", "w"], &["y"], attrs))
+                .output("y")
+                .text();
+            attrs_of(&text, "mx.conv_transpose")
+        };
+        let out = convt(vec![ints_attr("strides", &[3, 2]), ints_attr("output_shape", &[10, 8])]);
+        assert_eq!(out, "dilations = [1, 1], group = 1, output_padding = [1, 1], pads = [0, 0, 0, 0], strides = [3, 2]} : tensor<1x2x10x8xf32>");
+        let out = convt(vec![ints_attr("strides", &[2, 2]), ints_attr("output_shape", &[6, 7])]);
+        assert_eq!(out, "dilations = [1, 1], group = 1, output_padding = [0, 0], pads = [1, 0, 0, 0], strides = [2, 2]} : tensor<1x2x6x7xf32>");
+        let out = convt(vec![ints_attr("strides", &[2, 2]), str_attr("auto_pad", "SAME_UPPER")]);
+        assert_eq!(out, "dilations = [1, 1], group = 1, output_padding = [0, 0], pads = [0, 0, 1, 1], strides = [2, 2]} : tensor<1x2x6x6xf32>");
+        let out = convt(vec![
+            ints_attr("pads", &[1, 2, 1, 2]),
+            ints_attr("output_padding", &[1, 1]),
+            ints_attr("strides", &[3, 3]),
+        ]);
+        assert_eq!(out, "dilations = [1, 1], group = 1, output_padding = [1, 1], pads = [1, 2, 1, 2], strides = [3, 3]} : tensor<1x2x8x6xf32>");
+    }
+}

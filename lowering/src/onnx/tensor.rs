@@ -1,0 +1,212 @@
+//! ONNX element types and `TensorProto` decoding: every in-file encoding (`raw_data` and the
+//! typed fields) and external data, into an mx `Tensor`.
+
+use super::external::read_external;
+use super::proto::tensor_proto::{DataLocation, DataType};
+use super::proto::TensorProto;
+use super::ImportError;
+use mxc_dialects::{DType, Tensor, TensorType};
+use std::path::Path;
+
+/// The mx element type of an ONNX `TensorProto.DataType` code, if mx has one.
+pub fn dtype_of(code: i32) -> Option<DType> {
+    Some(match DataType::try_from(code).ok()? {
+        DataType::Float => DType::F32,
+        DataType::Uint8 => DType::U8,
+        DataType::Int8 => DType::I8,
+        DataType::Uint16 => DType::U16,
+        DataType::Int16 => DType::I16,
+        DataType::Int32 => DType::I32,
+        DataType::Int64 => DType::I64,
+        DataType::Bool => DType::Bool,
+        DataType::Float16 => DType::F16,
+        DataType::Double => DType::F64,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
+        DataType::Bfloat16 => DType::BF16,
+        _ => return None,
+    })
+}
+
+/// The ONNX name of a type code (`STRING`, `COMPLEX64`, ...) for messages.
+pub fn type_name(code: i32) -> String {
+    match DataType::try_from(code) {
+        Ok(t) => t.as_str_name().to_string(),
+        Err(_) => format!("type code {code}"),
+    }
+}
+
+/// The element type of an ONNX type code, or a message naming the unsupported type.
+pub fn require_dtype(code: i32) -> Result<DType, String> {
+    dtype_of(code).ok_or_else(|| format!("element type {} is not supported", type_name(code)))
+}
+
+/// Checks that a tensor of `shape` could exist (its byte count fits in memory addresses), so
+/// that element counts computed from it cannot overflow.
+pub fn check_size(shape: &[usize]) -> Result<(), String> {
+    let max = isize::MAX as usize / 8;
+    let mut nonzero = shape.iter().filter(|&&d| d != 0);
+    match nonzero.try_fold(1usize, |n, &d| n.checked_mul(d).filter(|&n| n <= max)) {
+        Some(_) => Ok(()),
+        None => Err(format!("shape {shape:?} is too large")),
+    }
+}
+
+/// Decodes a tensor; `model_dir` is the folder external data paths are relative to.
+pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor, ImportError> {
+    let name = t.name().to_string();
+    let err = |message: String| ImportError::Tensor {
+        tensor: name.clone(),
+        message,
+    };
+    let dtype = require_dtype(t.data_type()).map_err(&err)?;
+    let shape = t
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dimension {d} in shape {:?}", t.dims))))
+        .collect::<Result<Vec<usize>, _>>()?;
+    check_size(&shape).map_err(&err)?;
+    let ty = TensorType::new(dtype, shape);
+    let count = ty.num_elements();
+    let bytes = if t.data_location() == DataLocation::External {
+        read_external(t, model_dir)?
+    } else if let Some(raw) = &t.raw_data {
+        raw.clone()
+    } else {
+        typed_field_bytes(t, dtype, count).map_err(&err)?
+    };
+    if bytes.len() != ty.num_bytes() {
+        return Err(err(format!(
+            "holds {} bytes, but {count} elements of {dtype} take {}",
+            bytes.len(),
+            ty.num_bytes()
+        )));
+    }
+    Tensor::from_bytes(ty, bytes).ok_or_else(|| err("data does not match its type".into()))
+}
+
+/// The little-endian bytes of the values held in the typed field that fits `dtype`.
+fn typed_field_bytes(t: &TensorProto, dtype: DType, count: usize) -> Result<Vec<u8>, String> {
+    let (held, bytes): (usize, Vec<u8>) = match dtype {
+        DType::F32 => (
+            t.float_data.len(),
+            t.float_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        DType::F64 => (
+            t.double_data.len(),
+            t.double_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        DType::I64 => (
+            t.int64_data.len(),
+            t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        DType::U32 => (
+            t.uint64_data.len(),
+            t.uint64_data.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect(),
+        ),
+        DType::U64 => (
+            t.uint64_data.len(),
+            t.uint64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        // int32_data holds every type of 32 bits or fewer, f16 and bf16 as their bit patterns
+        DType::I32 => (
+            t.int32_data.len(),
+            t.int32_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => (
+            t.int32_data.len(),
+            t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect(),
+        ),
+        DType::I8 | DType::U8 => (t.int32_data.len(), t.int32_data.iter().map(|&v| v as u8).collect()),
+        DType::Bool => (
+            t.int32_data.len(),
+            t.int32_data.iter().map(|&v| (v != 0) as u8).collect(),
+        ),
+    };
+    if held != count {
+        return Err(format!("holds {held} values for {count} elements"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mxc_dialects::tensor::f32_to_f16;
+
+    fn proto(dtype: DataType, dims: &[i64]) -> TensorProto {
+        TensorProto {
+            name: Some("t".into()),
+            dims: dims.to_vec(),
+            data_type: Some(dtype as i32),
+            ..Default::default()
+        }
+    }
+
+    fn decode(t: &TensorProto) -> Result<Tensor, String> {
+        decode_tensor(t, None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn typed_fields_decode() {
+        let mut t = proto(DataType::Float16, &[2]);
+        t.int32_data = vec![f32_to_f16(1.5) as i32, f32_to_f16(-2.0) as i32];
+        assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![1.5, -2.0]));
+        let mut t = proto(DataType::Bool, &[3]);
+        t.int32_data = vec![1, 0, 1];
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![1, 0, 1]));
+        let mut t = proto(DataType::Int8, &[2]);
+        t.int32_data = vec![-3, 127];
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![-3, 127]));
+        let mut t = proto(DataType::Uint16, &[1]);
+        t.int32_data = vec![65535];
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![65535]));
+        let mut t = proto(DataType::Double, &[]);
+        t.double_data = vec![0.25];
+        assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![0.25]));
+        let mut t = proto(DataType::Uint32, &[1]);
+        t.uint64_data = vec![4_000_000_000];
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![4_000_000_000]));
+        let mut t = proto(DataType::Int64, &[1, 2]);
+        t.int64_data = vec![7, -7];
+        assert_eq!(
+            decode(&t).map(|t| (t.shape().to_vec(), t.to_i64_vec())),
+            Ok((vec![1, 2], vec![7, -7]))
+        );
+        let mut t = proto(DataType::Bfloat16, &[1]);
+        t.int32_data = vec![0x3fc0]; // 1.5
+        assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![1.5]));
+    }
+
+    #[test]
+    fn raw_data_decodes() {
+        let mut t = proto(DataType::Int32, &[2]);
+        t.raw_data = Some([5i32, -6].iter().flat_map(|v| v.to_le_bytes()).collect());
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![5, -6]));
+    }
+
+    #[test]
+    fn bad_tensors_are_named() {
+        let mut t = proto(DataType::Float, &[3]);
+        t.float_data = vec![1.0];
+        assert_eq!(decode(&t), Err("tensor \"t\": holds 1 values for 3 elements".into()));
+        let mut t = proto(DataType::Float, &[2]);
+        t.raw_data = Some(vec![0; 7]);
+        assert_eq!(
+            decode(&t),
+            Err("tensor \"t\": holds 7 bytes, but 2 elements of f32 take 8".into())
+        );
+        let t = proto(DataType::String, &[1]);
+        assert_eq!(
+            decode(&t),
+            Err("tensor \"t\": element type STRING is not supported".into())
+        );
+        let t = proto(DataType::Float, &[-1]);
+        assert!(decode(&t).is_err());
+        let t = proto(DataType::Float, &[1 << 40, 1 << 40]);
+        assert_eq!(
+            decode(&t),
+            Err(format!("tensor \"t\": shape {:?} is too large", [1u64 << 40, 1 << 40]))
+        );
+    }
+}
