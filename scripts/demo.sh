@@ -25,3 +25,6 @@ step "mxc compile $MODEL -o $TARGET_DIR/tiny_cnn.mxr --target cpu"
 
 step "mxc run $MODEL --target cpu"
 "$MXC" run "$MODEL" --target cpu
+
+step "mxc run $TARGET_DIR/tiny_cnn.mxr (the compiled file: no compilation at load)"
+"$MXC" run "$TARGET_DIR/tiny_cnn.mxr"

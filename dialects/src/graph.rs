@@ -93,7 +93,13 @@ impl Graph {
     }
 
     /// Appends an op whose result types are given (the verifier checks them later).
-    pub fn push_op(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs, result_types: Vec<TensorType>) -> Vec<ValueId> {
+    pub fn push_op(
+        &mut self,
+        kind: OpKind,
+        operands: Vec<ValueId>,
+        attrs: Attrs,
+        result_types: Vec<TensorType>,
+    ) -> Vec<ValueId> {
         let op = self.ops.len();
         let results: Vec<ValueId> = result_types
             .into_iter()
@@ -167,7 +173,11 @@ impl Graph {
             map[p.value.index()] = Some(out.add_input(&p.name, self.ty(p.value).clone()));
         }
         for (op, _) in self.ops.iter().zip(&keep).filter(|(_, k)| **k) {
-            let operands = op.operands.iter().map(|v| map[v.index()].expect("operand defined")).collect();
+            let operands = op
+                .operands
+                .iter()
+                .map(|v| map[v.index()].expect("operand defined"))
+                .collect();
             let types = op.results.iter().map(|r| self.ty(*r).clone()).collect();
             let results = out.push_op(op.kind, operands, op.attrs.clone(), types);
             for (old, new) in op.results.iter().zip(results) {

@@ -3,8 +3,8 @@
 
 mod attr;
 mod dtype;
-mod graph;
 pub mod eval;
+mod graph;
 pub mod mx;
 mod op;
 pub mod program;
@@ -29,5 +29,9 @@ pub enum IrError {
     #[error("invalid graph: {0}")]
     Graph(String),
     #[error("line {line}, column {column}: {message}")]
-    Parse { line: usize, column: usize, message: String },
+    Parse {
+        line: usize,
+        column: usize,
+        message: String,
+    },
 }

@@ -12,7 +12,10 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             return Err(IrError::Graph(format!("two inputs are named `{}`", p.name)));
         }
         if g.def(p.value) != Def::Input(i) {
-            return Err(IrError::Graph(format!("input `{}` is not bound to its own value", p.name)));
+            return Err(IrError::Graph(format!(
+                "input `{}` is not bound to its own value",
+                p.name
+            )));
         }
         defined[p.value.index()] = true;
     }
@@ -31,7 +34,11 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
         if inferred != recorded {
             let show = |ts: &[crate::TensorType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(at(format!("result types ({}) differ from the inferred ({})", show(&recorded), show(&inferred))));
+            return Err(at(format!(
+                "result types ({}) differ from the inferred ({})",
+                show(&recorded),
+                show(&inferred)
+            )));
         }
         for (r, v) in op.results.iter().enumerate() {
             if g.def(*v) != (Def::Op { op: i, result: r }) {

@@ -26,7 +26,13 @@ fn tiny_cnn() -> String {
 
 fn float_input(name: &str, dims: &[i64]) -> proto::ValueInfoProto {
     use proto::tensor_shape_proto::{dimension::Value, Dimension};
-    let dim = dims.iter().map(|&d| Dimension { value: Some(Value::DimValue(d)), ..Default::default() }).collect();
+    let dim = dims
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(Value::DimValue(d)),
+            ..Default::default()
+        })
+        .collect();
     proto::ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(proto::TypeProto {
@@ -51,7 +57,10 @@ fn one_node_model(dir: &Path, op: &str, external: Option<&str>) -> String {
     match external {
         Some(location) => {
             w.data_location = Some(proto::tensor_proto::DataLocation::External as i32);
-            w.external_data = vec![proto::StringStringEntryProto { key: Some("location".into()), value: Some(location.into()) }];
+            w.external_data = vec![proto::StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some(location.into()),
+            }];
         }
         None => w.float_data = vec![1.0, 2.0],
     }
@@ -64,7 +73,10 @@ fn one_node_model(dir: &Path, op: &str, external: Option<&str>) -> String {
     };
     let model = proto::ModelProto {
         ir_version: Some(8),
-        opset_import: vec![proto::OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        opset_import: vec![proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
         graph: Some(proto::GraphProto {
             name: Some("g".into()),
             node: vec![node],
@@ -114,13 +126,30 @@ fn unknown_op_names_node_op_domain_and_opset() {
 fn input_of_the_wrong_shape_or_type() {
     let dir = tempfile::tempdir().unwrap();
     let small = dir.path().join("small.npy");
-    mxc_kernels::npy::write(&small, &Tensor::zeros(mxc_dialects::TensorType::new(DType::F32, vec![1, 3, 4, 4]))).unwrap();
+    mxc_kernels::npy::write(
+        &small,
+        &Tensor::zeros(mxc_dialects::TensorType::new(DType::F32, vec![1, 3, 4, 4])),
+    )
+    .unwrap();
     let doubles = dir.path().join("doubles.npy");
-    mxc_kernels::npy::write(&doubles, &Tensor::zeros(mxc_dialects::TensorType::new(DType::F64, vec![1, 3, 8, 8]))).unwrap();
+    mxc_kernels::npy::write(
+        &doubles,
+        &Tensor::zeros(mxc_dialects::TensorType::new(DType::F64, vec![1, 3, 8, 8])),
+    )
+    .unwrap();
     let model = tiny_cnn();
-    fails_naming(&["run", &model, "--input", &format!("image={}", small.display())], &["image", "[1, 3, 8, 8]", "[1, 3, 4, 4]"]);
-    fails_naming(&["run", &model, "--input", &format!("image={}", doubles.display())], &["image", "f32", "f64"]);
-    fails_naming(&["run", &model, "--input", &format!("nope={}", small.display())], &["nope"]);
+    fails_naming(
+        &["run", &model, "--input", &format!("image={}", small.display())],
+        &["image", "[1, 3, 8, 8]", "[1, 3, 4, 4]"],
+    );
+    fails_naming(
+        &["run", &model, "--input", &format!("image={}", doubles.display())],
+        &["image", "f32", "f64"],
+    );
+    fails_naming(
+        &["run", &model, "--input", &format!("nope={}", small.display())],
+        &["nope"],
+    );
 }
 
 #[test]
@@ -133,5 +162,9 @@ fn missing_or_escaping_external_data() {
     std::fs::write(dir.path().join("weights.bin"), [0u8; 8]).unwrap();
     let model = one_node_model(dir.path(), "Add", Some("weights.bin"));
     let out = mxc(&["read", &model]);
-    assert!(out.status.success(), "external data next to the model loads: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "external data next to the model loads: {}",
+        stderr(&out)
+    );
 }

@@ -11,12 +11,19 @@ pub fn repo() -> PathBuf {
 /// A folder under `.cache/` made by `scripts/setup.sh`; a missing one fails the test loudly.
 pub fn cache_dir(rel: &str) -> PathBuf {
     let dir = repo().join(".cache").join(rel);
-    assert!(dir.is_dir(), "{} is missing: run `bash scripts/setup.sh` first", dir.display());
+    assert!(
+        dir.is_dir(),
+        "{} is missing: run `bash scripts/setup.sh` first",
+        dir.display()
+    );
     dir
 }
 
 pub fn mxc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mxc")).args(args).output().expect("the mxc binary runs")
+    Command::new(env!("CARGO_BIN_EXE_mxc"))
+        .args(args)
+        .output()
+        .expect("the mxc binary runs")
 }
 
 pub fn stderr(out: &Output) -> String {
@@ -64,11 +71,17 @@ pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Opt
 pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String> {
     use prost::Message;
     let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
-    let m = mxc_lowering::onnx::proto::ModelProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", model.display()))?;
+    let m = mxc_lowering::onnx::proto::ModelProto::decode(bytes.as_slice())
+        .map_err(|e| format!("{}: {e}", model.display()))?;
     let g = m.graph.unwrap_or_default();
     let initializers: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
     let name = |v: &mxc_lowering::onnx::proto::ValueInfoProto| v.name.clone().unwrap_or_default();
-    let inputs = g.input.iter().map(name).filter(|n| !initializers.contains(&n.as_str())).collect();
+    let inputs = g
+        .input
+        .iter()
+        .map(name)
+        .filter(|n| !initializers.contains(&n.as_str()))
+        .collect();
     Ok((inputs, g.output.iter().map(name).collect()))
 }
 
@@ -76,7 +89,14 @@ pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String
 /// graph input) and returns the outputs in graph order, or the error text.
 pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Result<Vec<Tensor>, String> {
     let (input_names, output_names) = model_io_names(model)?;
-    let mut args: Vec<String> = vec!["run".into(), model.display().to_string(), "--target".into(), target.into(), "-o".into(), out_dir.display().to_string()];
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        model.display().to_string(),
+        "--target".into(),
+        target.into(),
+        "-o".into(),
+        out_dir.display().to_string(),
+    ];
     for (name, f) in input_names.iter().zip(data_files(set, "input_")) {
         args.push("--input".into());
         args.push(format!("{name}={}", f.display()));
@@ -85,7 +105,11 @@ pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Resul
     let out = mxc(&argv);
     if !out.status.success() {
         let err = stderr(&out);
-        return Err(if err.is_empty() { format!("exit status {}", out.status) } else { err.trim().to_string() });
+        return Err(if err.is_empty() {
+            format!("exit status {}", out.status)
+        } else {
+            err.trim().to_string()
+        });
     }
     output_names
         .iter()
@@ -95,5 +119,13 @@ pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Resul
 
 /// The file stem `mxc run -o` uses for an output name.
 pub fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }

@@ -3,6 +3,8 @@
 
 mod bad_input;
 mod common;
+mod compiled_file;
+mod eval_vs_ref;
 mod models;
 mod node_suite;
 mod pipeline;

@@ -11,7 +11,8 @@ fn matches_onnxruntime(model: &str, target: &str) {
     let dir = cache_dir(&format!("models/{model}"));
     let set = dir.join("test_data_set_0");
     let out = tempfile::tempdir().unwrap();
-    let actual = run_case(&dir.join("model.onnx"), &set, target, out.path()).unwrap_or_else(|e| panic!("{model} on {target}: {e}"));
+    let actual = run_case(&dir.join("model.onnx"), &set, target, out.path())
+        .unwrap_or_else(|e| panic!("{model} on {target}: {e}"));
     let expected = data_files(&set, "output_");
     assert_eq!(actual.len(), expected.len());
     for (a, f) in actual.iter().zip(expected) {
@@ -28,7 +29,11 @@ fn read_round_trips(model: &str) {
     assert!(out.status.success(), "mxc read {model}: {}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     let graph = mxc_dialects::text::parse(&text).unwrap_or_else(|e| panic!("{model}: printed IR does not parse: {e}"));
-    assert_eq!(mxc_dialects::text::print(&graph), text, "{model}: IR changed in a print-parse-print round trip");
+    assert_eq!(
+        mxc_dialects::text::print(&graph),
+        text,
+        "{model}: IR changed in a print-parse-print round trip"
+    );
 }
 
 #[test]

@@ -48,10 +48,20 @@ fn tempfile_dir() -> tempfile::TempDir {
 #[test]
 fn onnx_node_suite() {
     let root = cache_dir("onnx-backend-tests/node");
-    let mut cases: Vec<_> = std::fs::read_dir(&root).expect("node suite folder").flatten().map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
+    let mut cases: Vec<_> = std::fs::read_dir(&root)
+        .expect("node suite folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
     cases.sort();
-    let expected_text = std::fs::read_to_string(repo().join("tests/node_expected_pass.txt")).expect("tests/node_expected_pass.txt");
-    let expected: BTreeSet<&str> = expected_text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let expected_text =
+        std::fs::read_to_string(repo().join("tests/node_expected_pass.txt")).expect("tests/node_expected_pass.txt");
+    let expected: BTreeSet<&str> = expected_text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
 
     let results: Mutex<Vec<(String, [Outcome; 2])>> = Mutex::new(Vec::new());
     let next = Mutex::new(0usize);
@@ -80,7 +90,10 @@ fn onnx_node_suite() {
         let passed = count(|o| *o == Outcome::Passed);
         let unsupported = count(|o| matches!(o, Outcome::Unsupported(_)));
         let failed = count(|o| matches!(o, Outcome::Failed(_)));
-        println!("node suite, target {target}: {passed} passed, {failed} failed, {unsupported} unsupported (of {} cases)", results.len());
+        println!(
+            "node suite, target {target}: {passed} passed, {failed} failed, {unsupported} unsupported (of {} cases)",
+            results.len()
+        );
     }
     for (name, outcomes) in &results {
         if outcomes.iter().all(|o| *o == Outcome::Passed) {
@@ -91,7 +104,9 @@ fn onnx_node_suite() {
                 Outcome::Failed(why) | Outcome::Unsupported(why) if expected.contains(name.as_str()) => {
                     regressions.push(format!("{name} [{target}]: {}", why.lines().next().unwrap_or_default()));
                 }
-                Outcome::Failed(why) => println!("  failed {name} [{target}]: {}", why.lines().next().unwrap_or_default()),
+                Outcome::Failed(why) => {
+                    println!("  failed {name} [{target}]: {}", why.lines().next().unwrap_or_default())
+                }
                 _ => {}
             }
         }
@@ -99,12 +114,26 @@ fn onnx_node_suite() {
     let listed: BTreeSet<&str> = passing_both.iter().map(String::as_str).collect();
     let new: Vec<&&str> = listed.difference(&expected).collect();
     if !new.is_empty() {
-        println!("{} cases pass on both targets but are not in tests/node_expected_pass.txt:", new.len());
+        println!(
+            "{} cases pass on both targets but are not in tests/node_expected_pass.txt:",
+            new.len()
+        );
         for n in &new {
             println!("  {n}");
         }
     }
-    let missing: Vec<&&str> = expected.iter().filter(|e| !results.iter().any(|r| r.0 == **e)).collect();
-    assert!(missing.is_empty(), "expected-pass cases missing from the suite: {missing:?}");
-    assert!(regressions.is_empty(), "{} expected-pass cases fail:\n{}", regressions.len(), regressions.join("\n"));
+    let missing: Vec<&&str> = expected
+        .iter()
+        .filter(|e| !results.iter().any(|r| r.0 == **e))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "expected-pass cases missing from the suite: {missing:?}"
+    );
+    assert!(
+        regressions.is_empty(),
+        "{} expected-pass cases fail:\n{}",
+        regressions.len(),
+        regressions.join("\n")
+    );
 }

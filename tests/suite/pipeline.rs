@@ -51,7 +51,10 @@ fn matmul_matches_a_direct_product() {
             expected[i * 5 + j] = (0..4).map(|k| av[i * 4 + k] as f64 * bv[k * 5 + j] as f64).sum();
         }
     }
-    let inputs = [("a", Tensor::from_f32s(vec![3, 4], &av)), ("b", Tensor::from_f32s(vec![4, 5], &bv))];
+    let inputs = [
+        ("a", Tensor::from_f32s(vec![3, 4], &av)),
+        ("b", Tensor::from_f32s(vec![4, 5], &bv)),
+    ];
     for target in [Target::Ref, Target::Cpu] {
         assert_eq!(run(&g, target, &inputs)[0].to_f64_vec(), expected, "{target}");
     }
@@ -64,13 +67,19 @@ fn integer_and_bool_ops_run() {
     let three = g.constant(Tensor::from_i64s(DType::I64, vec![], &[3]));
     let q = g.build1(OpKind::Div, vec![x, three], Attrs::new()).unwrap();
     let eq = g.build1(OpKind::Equal, vec![q, three], Attrs::new()).unwrap();
-    let f = g.build1(OpKind::Cast, vec![eq], Attrs::new().with("to", Attr::DType(DType::F32))).unwrap();
+    let f = g
+        .build1(OpKind::Cast, vec![eq], Attrs::new().with("to", Attr::DType(DType::F32)))
+        .unwrap();
     g.add_output("q", q);
     g.add_output("f", f);
     let x = Tensor::from_i64s(DType::I64, vec![4], &[-7, 9, 10, 2]);
     for target in [Target::Ref, Target::Cpu] {
         let out = run(&g, target, &[("x", x.clone())]);
-        assert_eq!(out[0].to_i64_vec(), vec![-2, 3, 3, 0], "integer division truncates on {target}");
+        assert_eq!(
+            out[0].to_i64_vec(),
+            vec![-2, 3, 3, 0],
+            "integer division truncates on {target}"
+        );
         assert_eq!(out[1].to_f64_vec(), vec![0.0, 1.0, 1.0, 0.0], "{target}");
     }
 }

@@ -66,14 +66,22 @@ fn wrong_result_type_is_refused_by_the_verifier() {
 }
 "#,
     );
-    assert!(err.contains("mx.relu") && err.contains("tensor<3xf32>") && err.contains("tensor<2xf32>"), "{err}");
+    assert!(
+        err.contains("mx.relu") && err.contains("tensor<3xf32>") && err.contains("tensor<2xf32>"),
+        "{err}"
+    );
 }
 
 #[test]
 fn parse_errors_name_line_and_column() {
     let err = parse_error("graph \"g\" (%arg0: tensor<2xf32> \"x\") {\n  %0 = mx.frobnicate %arg0 : tensor<2xf32>\n  return \"y\" = %0\n}\n");
-    assert!(err.starts_with("line 2, column 8") && err.contains("mx.frobnicate"), "{err}");
-    let err = parse_error("graph \"g\" (%arg0: tensor<2xf32> \"x\") {\n  %0 = mx.relu %nope : tensor<2xf32>\n  return \"y\" = %0\n}\n");
+    assert!(
+        err.starts_with("line 2, column 8") && err.contains("mx.frobnicate"),
+        "{err}"
+    );
+    let err = parse_error(
+        "graph \"g\" (%arg0: tensor<2xf32> \"x\") {\n  %0 = mx.relu %nope : tensor<2xf32>\n  return \"y\" = %0\n}\n",
+    );
     assert!(err.starts_with("line 2, column 16") && err.contains("%nope"), "{err}");
     let err = parse_error("graph \"g\" (%arg0: tensor<2xq7> \"x\") {}");
     assert!(err.starts_with("line 1, column 19") && err.contains("q7"), "{err}");

@@ -26,7 +26,10 @@ pub fn arithmetic(ops: &[TensorType]) -> Result<TensorType, String> {
     if ops[0].dtype == DType::Bool {
         return Err("arithmetic on bool tensors".into());
     }
-    Ok(TensorType::new(ops[0].dtype, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+    Ok(TensorType::new(
+        ops[0].dtype,
+        broadcast_shapes(&ops[0].shape, &ops[1].shape)?,
+    ))
 }
 
 /// `pow` lets the exponent have its own numeric type; the result has the base's.
@@ -34,12 +37,18 @@ pub fn pow(ops: &[TensorType]) -> Result<TensorType, String> {
     if ops[0].dtype == DType::Bool || ops[1].dtype == DType::Bool {
         return Err("pow of bool tensors".into());
     }
-    Ok(TensorType::new(ops[0].dtype, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+    Ok(TensorType::new(
+        ops[0].dtype,
+        broadcast_shapes(&ops[0].shape, &ops[1].shape)?,
+    ))
 }
 
 pub fn compare(ops: &[TensorType]) -> Result<TensorType, String> {
     same_dtype(&ops[0], &ops[1], "operands")?;
-    Ok(TensorType::new(DType::Bool, broadcast_shapes(&ops[0].shape, &ops[1].shape)?))
+    Ok(TensorType::new(
+        DType::Bool,
+        broadcast_shapes(&ops[0].shape, &ops[1].shape)?,
+    ))
 }
 
 pub fn select(ops: &[TensorType]) -> Result<TensorType, String> {

@@ -12,7 +12,11 @@ use crate::{Attrs, TensorType};
 pub fn reshape(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let shape = attrs.dims("shape")?;
     if shape.iter().product::<usize>() != x.num_elements() {
-        return Err(format!("cannot reshape {:?} ({} elements) to {shape:?}", x.shape, x.num_elements()));
+        return Err(format!(
+            "cannot reshape {:?} ({} elements) to {shape:?}",
+            x.shape,
+            x.num_elements()
+        ));
     }
     Ok(x.with_shape(shape))
 }
@@ -20,7 +24,11 @@ pub fn reshape(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
 pub fn transpose(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let perm = attrs.dims("perm")?;
     let mut seen = vec![false; x.rank()];
-    if perm.len() != x.rank() || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true)) {
+    if perm.len() != x.rank()
+        || perm
+            .iter()
+            .any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true))
+    {
         return Err(format!("perm {perm:?} is not a permutation of the {} axes", x.rank()));
     }
     Ok(x.with_shape(perm.iter().map(|&p| x.shape[p]).collect()))
@@ -34,7 +42,10 @@ pub fn concat(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
         same_dtype(first, t, "operands")?;
         let agrees = t.rank() == first.rank() && (0..t.rank()).all(|d| d == axis || t.shape[d] == first.shape[d]);
         if !agrees {
-            return Err(format!("operand shapes {:?} and {:?} differ off axis {axis}", first.shape, t.shape));
+            return Err(format!(
+                "operand shapes {:?} and {:?} differ off axis {axis}",
+                first.shape, t.shape
+            ));
         }
         shape[axis] += t.shape[axis];
     }

@@ -19,10 +19,21 @@ pub fn gemm(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     attrs.float("alpha")?;
     attrs.float("beta")?;
     if a.rank() != 2 || b.rank() != 2 {
-        return Err(format!("A and B must be matrices, got shapes {:?} and {:?}", a.shape, b.shape));
+        return Err(format!(
+            "A and B must be matrices, got shapes {:?} and {:?}",
+            a.shape, b.shape
+        ));
     }
-    let (m, ka) = if attrs.int("trans_a")? != 0 { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
-    let (kb, n) = if attrs.int("trans_b")? != 0 { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
+    let (m, ka) = if attrs.int("trans_a")? != 0 {
+        (a.shape[1], a.shape[0])
+    } else {
+        (a.shape[0], a.shape[1])
+    };
+    let (kb, n) = if attrs.int("trans_b")? != 0 {
+        (b.shape[1], b.shape[0])
+    } else {
+        (b.shape[0], b.shape[1])
+    };
     if ka != kb {
         return Err(format!("inner dimensions differ: A gives {ka}, B gives {kb}"));
     }
@@ -42,8 +53,16 @@ pub fn matmul(ops: &[TensorType]) -> Result<TensorType, String> {
     if a.rank() == 0 || b.rank() == 0 {
         return Err("matmul operands must have rank 1 or more".into());
     }
-    let a_shape = if a.rank() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
-    let b_shape = if b.rank() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let a_shape = if a.rank() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.clone()
+    };
+    let b_shape = if b.rank() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.clone()
+    };
     let (ra, rb) = (a_shape.len(), b_shape.len());
     if a_shape[ra - 1] != b_shape[rb - 2] {
         return Err(format!("inner dimensions differ: {:?} x {:?}", a.shape, b.shape));

@@ -33,7 +33,9 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
         Where => elementwise::select(operands).map(|t| vec![t]),
         Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
-        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => elementwise::float_unary(&operands[0]).map(|t| vec![t]),
+        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
+            elementwise::float_unary(&operands[0]).map(|t| vec![t])
+        }
         Neg | Abs | Relu => elementwise::numeric_unary(&operands[0]).map(|t| vec![t]),
         LeakyRelu => {
             attrs.float("alpha")?;

@@ -21,7 +21,10 @@ fn window(attrs: &Attrs, spatial: usize) -> Result<Window, String> {
         dilations: attrs.dims("dilations")?,
     };
     if w.strides.len() != spatial || w.dilations.len() != spatial || w.pads.len() != 2 * spatial {
-        return Err(format!("strides, dilations and pads must have {spatial}, {spatial} and {} entries", 2 * spatial));
+        return Err(format!(
+            "strides, dilations and pads must have {spatial}, {spatial} and {} entries",
+            2 * spatial
+        ));
     }
     if w.strides.contains(&0) || w.dilations.contains(&0) {
         return Err("strides and dilations must be positive".into());
@@ -40,14 +43,23 @@ fn check_float_image(x: &TensorType) -> Result<usize, String> {
 }
 
 /// Output extent of a sliding window, or an error when the window does not fit.
-fn out_extent(input: usize, kernel: usize, stride: usize, pads: (usize, usize), dilation: usize, ceil: bool) -> Result<usize, String> {
+fn out_extent(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pads: (usize, usize),
+    dilation: usize,
+    ceil: bool,
+) -> Result<usize, String> {
     let span = dilation * (kernel.max(1) - 1) + 1;
     let padded = input + pads.0 + pads.1;
     if padded < span {
-        return Err(format!("window of extent {span} does not fit the padded input of extent {padded}"));
+        return Err(format!(
+            "window of extent {span} does not fit the padded input of extent {padded}"
+        ));
     }
     let mut out = (padded - span) / stride + 1;
-    if ceil && (padded - span) % stride != 0 {
+    if ceil && !(padded - span).is_multiple_of(stride) {
         out += 1;
         // the last window must start inside the input or its begin padding
         if (out - 1) * stride >= input + pads.0 {
@@ -67,10 +79,16 @@ pub fn conv(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
         return Err(format!("weights must have rank {}, got shape {:?}", x.rank(), w.shape));
     }
     if group < 1 || x.shape[1] % group as usize != 0 || w.shape[0] % group as usize != 0 {
-        return Err(format!("group {group} must divide the input channels {} and output channels {}", x.shape[1], w.shape[0]));
+        return Err(format!(
+            "group {group} must divide the input channels {} and output channels {}",
+            x.shape[1], w.shape[0]
+        ));
     }
     if w.shape[1] * group as usize != x.shape[1] {
-        return Err(format!("weights take {} channels per group, input has {} channels in {group} groups", w.shape[1], x.shape[1]));
+        return Err(format!(
+            "weights take {} channels per group, input has {} channels in {group} groups",
+            w.shape[1], x.shape[1]
+        ));
     }
     if let Some(b) = ops.get(2) {
         same_dtype(x, b, "input and bias")?;
@@ -81,7 +99,14 @@ pub fn conv(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     let mut shape = vec![x.shape[0], w.shape[0]];
     for i in 0..spatial {
         let pads = (win.pads[i], win.pads[i + spatial]);
-        shape.push(out_extent(x.shape[i + 2], w.shape[i + 2], win.strides[i], pads, win.dilations[i], false)?);
+        shape.push(out_extent(
+            x.shape[i + 2],
+            w.shape[i + 2],
+            win.strides[i],
+            pads,
+            win.dilations[i],
+            false,
+        )?);
     }
     Ok(x.with_shape(shape))
 }
@@ -95,10 +120,15 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
     let group = attrs.int("group")?;
     let output_padding = attrs.dims("output_padding")?;
     if w.rank() != x.rank() || w.shape[0] != x.shape[1] {
-        return Err(format!("weights must be [C={}, M/group, k...], got {:?}", x.shape[1], w.shape));
+        return Err(format!(
+            "weights must be [C={}, M/group, k...], got {:?}",
+            x.shape[1], w.shape
+        ));
     }
     if group < 1 || x.shape[1] % group as usize != 0 || output_padding.len() != spatial {
-        return Err(format!("group {group} must divide the input channels and output_padding must have {spatial} entries"));
+        return Err(format!(
+            "group {group} must divide the input channels and output_padding must have {spatial} entries"
+        ));
     }
     let m = w.shape[1] * group as usize;
     if let Some(b) = ops.get(2) {
@@ -108,8 +138,8 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
         }
     }
     let mut shape = vec![x.shape[0], m];
-    for i in 0..spatial {
-        let full = win.strides[i] * (x.shape[i + 2] - 1) + output_padding[i] + win.dilations[i] * (w.shape[i + 2] - 1) + 1;
+    for (i, &extra) in output_padding.iter().enumerate() {
+        let full = win.strides[i] * (x.shape[i + 2] - 1) + extra + win.dilations[i] * (w.shape[i + 2] - 1) + 1;
         let pad = win.pads[i] + win.pads[i + spatial];
         if full <= pad {
             return Err(format!("pads {pad} remove the whole output extent {full}"));
@@ -129,9 +159,16 @@ pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     }
     let ceil = attrs.int("ceil_mode")? != 0;
     let mut shape = x.shape[..2].to_vec();
-    for i in 0..spatial {
+    for (i, &k) in kernel.iter().enumerate() {
         let pads = (win.pads[i], win.pads[i + spatial]);
-        shape.push(out_extent(x.shape[i + 2], kernel[i], win.strides[i], pads, win.dilations[i], ceil)?);
+        shape.push(out_extent(
+            x.shape[i + 2],
+            k,
+            win.strides[i],
+            pads,
+            win.dilations[i],
+            ceil,
+        )?);
     }
     Ok(x.with_shape(shape))
 }
@@ -173,11 +210,21 @@ pub fn layer_norm(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, 
         super::broadcast_shapes(&x.shape[axis..], &p.shape)
             .ok()
             .filter(|s| s.as_slice() == &x.shape[axis..])
-            .ok_or_else(|| format!("{name} of shape {:?} does not broadcast to the normalised shape {:?}", p.shape, &x.shape[axis..]))?;
+            .ok_or_else(|| {
+                format!(
+                    "{name} of shape {:?} does not broadcast to the normalised shape {:?}",
+                    p.shape,
+                    &x.shape[axis..]
+                )
+            })?;
     }
     let mut stat = x.shape[..axis].to_vec();
     stat.extend(std::iter::repeat_n(1, x.rank() - axis));
-    Ok(vec![x.clone(), TensorType::new(DType::F32, stat.clone()), TensorType::new(DType::F32, stat)])
+    Ok(vec![
+        x.clone(),
+        TensorType::new(DType::F32, stat.clone()),
+        TensorType::new(DType::F32, stat),
+    ])
 }
 
 pub fn softmax(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {

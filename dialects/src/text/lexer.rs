@@ -64,22 +64,38 @@ pub fn lex(src: &str) -> Result<Vec<Token>, IrError> {
         } else if c == '"' {
             let (s, j) = string(&chars, i).map_err(|m| err(line, col, m))?;
             (Some(Tok::Str(s)), j)
-        } else if c.is_ascii_digit() || ((c == '-' || c == '+') && chars.get(i + 1).is_some_and(|d| d.is_ascii_alphanumeric())) {
+        } else if c.is_ascii_digit()
+            || ((c == '-' || c == '+') && chars.get(i + 1).is_some_and(|d| d.is_ascii_alphanumeric()))
+        {
             let j = word_end(i + 1);
             let mut j = j;
             // exponent sign: 1e-12
-            while j < chars.len() && (chars[j] == '-' || chars[j] == '+') && matches!(chars[j - 1], 'e' | 'E') && chars[i..j].iter().any(|c| c.is_ascii_digit()) {
+            while j < chars.len()
+                && (chars[j] == '-' || chars[j] == '+')
+                && matches!(chars[j - 1], 'e' | 'E')
+                && chars[i..j].iter().any(|c| c.is_ascii_digit())
+            {
                 j = word_end(j + 1);
             }
             let text: String = chars[i..j].iter().collect();
-            (Some(number(&text).ok_or_else(|| err(line, col, format!("`{text}` is not a number")))?), j)
+            (
+                Some(number(&text).ok_or_else(|| err(line, col, format!("`{text}` is not a number")))?),
+                j,
+            )
         } else if c.is_ascii_alphabetic() || c == '_' {
             let j = word_end(i);
             let word: String = chars[i..j].iter().collect();
             if word == "tensor" && chars.get(j) == Some(&'<') {
-                let close = chars[j..].iter().position(|&c| c == '>').map(|p| p + j).ok_or_else(|| err(line, col, "unclosed `tensor<`".into()))?;
+                let close = chars[j..]
+                    .iter()
+                    .position(|&c| c == '>')
+                    .map(|p| p + j)
+                    .ok_or_else(|| err(line, col, "unclosed `tensor<`".into()))?;
                 let inner: String = chars[j + 1..close].iter().collect();
-                (Some(Tok::Type(tensor_type(&inner).map_err(|m| err(line, col, m))?)), close + 1)
+                (
+                    Some(Tok::Type(tensor_type(&inner).map_err(|m| err(line, col, m))?)),
+                    close + 1,
+                )
             } else if word == "inf" || word == "NaN" {
                 (Some(number(&word).expect("inf and NaN parse")), j)
             } else {
@@ -100,7 +116,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, IrError> {
         }
         i = end;
     }
-    tokens.push(Token { tok: Tok::End, line, column: col });
+    tokens.push(Token {
+        tok: Tok::End,
+        line,
+        column: col,
+    });
     Ok(tokens)
 }
 
@@ -127,7 +147,10 @@ fn string(chars: &[char], open: usize) -> Result<(String, usize), String> {
                     Some('u') if chars.get(j + 2) == Some(&'{') => {
                         let close = chars[j..].iter().position(|&c| c == '}').ok_or("unclosed `\\u{`")? + j;
                         let hex: String = chars[j + 3..close].iter().collect();
-                        let c = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).ok_or("bad `\\u{..}` escape")?;
+                        let c = u32::from_str_radix(&hex, 16)
+                            .ok()
+                            .and_then(char::from_u32)
+                            .ok_or("bad `\\u{..}` escape")?;
                         s.push(c);
                         j = close - 1;
                     }
@@ -150,7 +173,10 @@ fn tensor_type(inner: &str) -> Result<TensorType, String> {
     let dtype = DType::from_name(dtype).ok_or_else(|| format!("unknown element type `{dtype}` in tensor<{inner}>"))?;
     let shape = dims
         .iter()
-        .map(|d| d.parse::<usize>().map_err(|_| format!("bad dimension `{d}` in tensor<{inner}>")))
+        .map(|d| {
+            d.parse::<usize>()
+                .map_err(|_| format!("bad dimension `{d}` in tensor<{inner}>"))
+        })
         .collect::<Result<_, _>>()?;
     Ok(TensorType::new(dtype, shape))
 }

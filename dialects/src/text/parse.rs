@@ -24,7 +24,13 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
         let tensor = Tensor::from_bytes(r.ty.clone(), bytes.clone()).ok_or_else(|| IrError::Parse {
             line: r.line,
             column: r.column,
-            message: format!("resource `{}` has {} bytes, {} needs {}", r.name, bytes.len(), r.ty, r.ty.num_bytes()),
+            message: format!(
+                "resource `{}` has {} bytes, {} needs {}",
+                r.name,
+                bytes.len(),
+                r.ty,
+                r.ty.num_bytes()
+            ),
         })?;
         g.ops[r.op].attrs.set(&r.attr, Attr::Tensor(tensor));
     }
@@ -223,14 +229,22 @@ impl Parser {
                 operands.push(self.use_value()?);
             }
         }
-        let attrs = if self.eat('{') { self.attrs(g.ops.len())? } else { Attrs::new() };
+        let attrs = if self.eat('{') {
+            self.attrs(g.ops.len())?
+        } else {
+            Attrs::new()
+        };
         self.expect(':')?;
         let mut types = vec![self.ty()?];
         while self.eat(',') {
             types.push(self.ty()?);
         }
         if types.len() != names.len() {
-            return self.error(format!("{} results are named but {} types are given", names.len(), types.len()));
+            return self.error(format!(
+                "{} results are named but {} types are given",
+                names.len(),
+                types.len()
+            ));
         }
         let results = g.push_op(kind, operands, attrs, types);
         for (name, v) in names.into_iter().zip(results) {
@@ -274,7 +288,12 @@ impl Parser {
                 if items.iter().any(|t| matches!(t, Tok::Float(_))) {
                     Ok(Attr::Floats(items.iter().map(as_f64).collect()))
                 } else {
-                    Ok(Attr::Ints(items.iter().map(|t| if let Tok::Int(i) = t { *i as i64 } else { 0 }).collect()))
+                    Ok(Attr::Ints(
+                        items
+                            .iter()
+                            .map(|t| if let Tok::Int(i) = t { *i as i64 } else { 0 })
+                            .collect(),
+                    ))
                 }
             }
             Tok::Ident(w) if w == "dense" => {
@@ -392,14 +411,26 @@ fn dense(ty: &TensorType, items: &[Tok]) -> Tensor {
     if ty.dtype.is_float() {
         Tensor::from_f64s(ty.dtype, shape, &items.iter().map(as_f64).collect::<Vec<_>>())
     } else {
-        let ints: Vec<i64> = items.iter().map(|t| if let Tok::Int(i) = t { *i as i64 } else { as_f64(t) as i64 }).collect();
+        let ints: Vec<i64> = items
+            .iter()
+            .map(|t| {
+                if let Tok::Int(i) = t {
+                    *i as i64
+                } else {
+                    as_f64(t) as i64
+                }
+            })
+            .collect();
         Tensor::from_i64s(ty.dtype, shape, &ints)
     }
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }

@@ -31,7 +31,9 @@ impl<'a> Printer<'a> {
 
     /// Op results are numbered densely in definition order, skipping inputs.
     fn op_result_number(&self, v: ValueId) -> usize {
-        let Def::Op { op, result } = self.g.def(v) else { unreachable!() };
+        let Def::Op { op, result } = self.g.def(v) else {
+            unreachable!()
+        };
         self.g.ops[..op].iter().map(|o| o.results.len()).sum::<usize>() + result
     }
 
@@ -51,13 +53,22 @@ impl<'a> Printer<'a> {
                 write!(self.out, " {}", operands.join(", ")).unwrap();
             }
             if !op.attrs.0.is_empty() {
-                let attrs: Vec<String> = op.attrs.0.iter().map(|(k, a)| format!("{k} = {}", self.attr(a))).collect();
+                let attrs: Vec<String> = op
+                    .attrs
+                    .0
+                    .iter()
+                    .map(|(k, a)| format!("{k} = {}", self.attr(a)))
+                    .collect();
                 write!(self.out, " {{{}}}", attrs.join(", ")).unwrap();
             }
             let types: Vec<String> = op.results.iter().map(|r| g.ty(*r).to_string()).collect();
             writeln!(self.out, " : {}", types.join(", ")).unwrap();
         }
-        let outputs: Vec<String> = g.outputs.iter().map(|p| format!("{} = {}", quote(&p.name), self.name(p.value))).collect();
+        let outputs: Vec<String> = g
+            .outputs
+            .iter()
+            .map(|p| format!("{} = {}", quote(&p.name), self.name(p.value)))
+            .collect();
         writeln!(self.out, "  return {}", outputs.join(", ")).unwrap();
         self.out.push_str("}\n");
         if !self.resources.is_empty() {

@@ -1,0 +1,52 @@
+//! `mxc compile` then `mxc run` of the compiled file, in new processes: the same outputs as
+//! running the model directly, and a damaged file is refused with a clear error.
+
+use crate::common::{mxc, repo, stderr};
+
+fn run_to(model: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
+    let out = mxc(&["run", model, "--input", input, "-o", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "mxc run {model}: {}", stderr(&out));
+    std::fs::read(dir.join("scores.npy")).unwrap()
+}
+
+#[test]
+fn compiled_file_gives_the_models_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let input = dir.path().join("image.npy");
+    let values: Vec<f32> = (0..192).map(|i| ((i * 37) % 19) as f32 / 9.5 - 1.0).collect();
+    mxc_kernels::npy::write(&input, &mxc_dialects::Tensor::from_f32s(vec![1, 3, 8, 8], &values)).unwrap();
+    let input = format!("image={}", input.display());
+    let mxr = dir.path().join("tiny.mxr");
+    for target in ["ref", "cpu"] {
+        let out = mxc(&["compile", &model, "-o", mxr.to_str().unwrap(), "--target", target]);
+        assert!(out.status.success(), "mxc compile: {}", stderr(&out));
+        let direct = run_to(&model, &input, &dir.path().join(format!("direct-{target}")));
+        let compiled = run_to(
+            mxr.to_str().unwrap(),
+            &input,
+            &dir.path().join(format!("compiled-{target}")),
+        );
+        assert_eq!(direct, compiled, "{target}: the compiled file's outputs differ");
+    }
+
+    let mut bytes = std::fs::read(&mxr).unwrap();
+    let truncated = dir.path().join("truncated.mxr");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let out = mxc(&["run", truncated.to_str().unwrap()]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("truncated.mxr"),
+        "{}",
+        stderr(&out)
+    );
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0x40;
+    let corrupt = dir.path().join("corrupt.mxr");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let out = mxc(&["run", corrupt.to_str().unwrap()]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("checksum"),
+        "{}",
+        stderr(&out)
+    );
+}
