@@ -15,7 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "mxc", version, about = "An ONNX graph compiler: ONNX -> mx -> loops (MLIR) -> LLVM -> native kernels")]
+#[command(
+    name = "mxc",
+    version,
+    about = "An ONNX graph compiler: ONNX -> mx -> loops (MLIR) -> LLVM -> native kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -65,7 +69,12 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", mxc_dialects::text::print(&graph));
             Ok(())
         }
-        Command::Run { model, target, inputs, out } => {
+        Command::Run {
+            model,
+            target,
+            inputs,
+            out,
+        } => {
             let given = inputs::load(&inputs)?;
             let exe = load_executable(&model, target, &given)?;
             let values = inputs::complete(exe.program(), given);
@@ -80,7 +89,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Compile { model, out, target } => {
             let graph = import_file(&model, &ImportOptions::default())?;
-            let compiled = mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
+            let compiled =
+                mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
             let artifact = Artifact {
                 target: target.name().to_string(),
                 program: compiled.program,

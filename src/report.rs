@@ -7,7 +7,13 @@ use std::path::Path;
 /// `name` with every character other than ASCII letters, digits, `.`, `_` and `-` made `_`.
 pub fn file_stem(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -23,10 +29,21 @@ pub fn print_summary(outputs: &[(String, Tensor)]) {
     for (name, value) in outputs {
         let shown = value.len().min(8);
         let first: Vec<String> = (0..shown)
-            .map(|i| if value.dtype().is_float() { format!("{:.6}", value.get_f64(i)) } else { value.get_i64(i).to_string() })
+            .map(|i| {
+                if value.dtype().is_float() {
+                    format!("{:.6}", value.get_f64(i))
+                } else {
+                    value.get_i64(i).to_string()
+                }
+            })
             .collect();
         let more = if value.len() > shown { ", ..." } else { "" };
-        println!("{name}: {:?} {} [{}{more}]", value.shape(), value.dtype(), first.join(", "));
+        println!(
+            "{name}: {:?} {} [{}{more}]",
+            value.shape(),
+            value.dtype(),
+            first.join(", ")
+        );
     }
 }
 
@@ -36,7 +53,10 @@ mod tests {
 
     #[test]
     fn output_names_become_safe_file_names() {
-        assert_eq!(file_stem("save_infer_model/scale_0.tmp_1"), "save_infer_model_scale_0.tmp_1");
+        assert_eq!(
+            file_stem("save_infer_model/scale_0.tmp_1"),
+            "save_infer_model_scale_0.tmp_1"
+        );
         assert_eq!(file_stem("a:b c-d"), "a_b_c-d");
     }
 }

@@ -10,7 +10,6 @@ use mxc_dialects::{program::Program, Graph};
 use std::fmt;
 use std::str::FromStr;
 
-
 /// Where compiled code runs and how it is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -67,7 +66,11 @@ pub enum CodegenError {
 pub fn compile(graph: &Graph, target: Target) -> Result<Compiled, CodegenError> {
     let loops = mxc_lowering::loops::lower_graph(graph)?;
     let ir = mxc_lowering::loops::to_llvm_ir(&loops.mlir)?;
-    let symbols: Vec<(&str, usize)> = loops.kernels.iter().map(|k| (k.symbol.as_str(), k.args.len())).collect();
+    let symbols: Vec<(&str, usize)> = loops
+        .kernels
+        .iter()
+        .map(|k| (k.symbol.as_str(), k.args.len()))
+        .collect();
     let object = llvm::compile_object(&ir, &symbols, target)?;
     let library = link::shared_object(&object)?;
     Ok(Compiled {

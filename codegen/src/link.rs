@@ -18,7 +18,10 @@ pub fn shared_object(object: &[u8]) -> Result<Vec<u8>, CodegenError> {
         .output()
         .map_err(|e| CodegenError::Link(format!("cannot run `{linker}`: {e}")))?;
     if !out.status.success() {
-        return Err(CodegenError::Link(format!("`{linker}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(CodegenError::Link(format!(
+            "`{linker}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     std::fs::read(&so).map_err(|e| CodegenError::Link(format!("{}: {e}", so.display())))
 }

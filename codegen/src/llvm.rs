@@ -6,7 +6,9 @@ use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
+};
 use inkwell::{AddressSpace, OptimizationLevel};
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
@@ -16,7 +18,9 @@ const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 pub fn compile_object(ir: &str, symbols: &[(&str, usize)], target: Target) -> Result<Vec<u8>, CodegenError> {
     let context = Context::create();
     let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "kernels");
-    let module = context.create_module_from_ir(buffer).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let module = context
+        .create_module_from_ir(buffer)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     add_entries(&context, &module, symbols)?;
     let machine = target_machine(target)?;
     module.set_triple(&machine.get_triple());
@@ -48,16 +52,23 @@ fn add_entries<'c>(context: &'c Context, module: &Module<'c>, symbols: &[(&str, 
             .get_function(symbol)
             .ok_or_else(|| CodegenError::Llvm(format!("kernel `{symbol}` is missing from the LLVM module")))?;
         if kernel.count_params() as usize != arity {
-            return Err(CodegenError::Llvm(format!("kernel `{symbol}` takes {} pointers, the plan passes {arity}", kernel.count_params())));
+            return Err(CodegenError::Llvm(format!(
+                "kernel `{symbol}` takes {} pointers, the plan passes {arity}",
+                kernel.count_params()
+            )));
         }
         kernel.set_linkage(Linkage::Internal);
         let entry = module.add_function(&llvm_entry_name(symbol), entry_type, None);
         builder.position_at_end(context.append_basic_block(entry, "entry"));
-        let args = entry.get_nth_param(0).expect("entry has one parameter").into_pointer_value();
+        let args = entry
+            .get_nth_param(0)
+            .expect("entry has one parameter")
+            .into_pointer_value();
         let mut loaded = Vec::with_capacity(arity);
         for i in 0..arity {
             // SAFETY: the runtime passes an array of `arity` pointers; index i is in bounds.
-            let slot = unsafe { builder.build_gep(ptr, args, &[i64t.const_int(i as u64, false)], "slot") }.map_err(err)?;
+            let slot =
+                unsafe { builder.build_gep(ptr, args, &[i64t.const_int(i as u64, false)], "slot") }.map_err(err)?;
             loaded.push(builder.build_load(ptr, slot, "arg").map_err(err)?.into());
         }
         builder.build_call(kernel, &loaded, "").map_err(err)?;

@@ -13,7 +13,10 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
                 (_, Some(t)) => BufferKind::Constant(t.clone()),
                 _ => BufferKind::Temp,
             };
-            Buffer { ty: g.ty(v).clone(), kind }
+            Buffer {
+                ty: g.ty(v).clone(),
+                kind,
+            }
         })
         .collect();
     let steps = kernels

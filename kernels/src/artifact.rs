@@ -71,7 +71,9 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Artifact, RunError> {
     let mut r = Reader { bytes: body, pos: 4 };
     let version = r.u32().map_err(&bad)?;
     if version != VERSION {
-        return Err(bad(format!("format version {version}, this mxc reads version {VERSION}")));
+        return Err(bad(format!(
+            "format version {version}, this mxc reads version {VERSION}"
+        )));
     }
     read_body(&mut r).map_err(bad)
 }
@@ -83,7 +85,9 @@ fn read_body(r: &mut Reader) -> Result<Artifact, String> {
         let ty = r.ty()?;
         let kind = match r.u32()? {
             0 => BufferKind::Input(r.u64()? as usize),
-            1 => BufferKind::Constant(Tensor::from_bytes(ty.clone(), r.bytes()?.to_vec()).ok_or("constant size mismatch")?),
+            1 => BufferKind::Constant(
+                Tensor::from_bytes(ty.clone(), r.bytes()?.to_vec()).ok_or("constant size mismatch")?,
+            ),
             2 => BufferKind::Temp,
             k => return Err(format!("unknown buffer kind {k}")),
         };
@@ -113,13 +117,20 @@ fn read_body(r: &mut Reader) -> Result<Artifact, String> {
     let [inputs, outputs] = bindings;
     Ok(Artifact {
         target,
-        program: Program { buffers, steps, inputs, outputs },
+        program: Program {
+            buffers,
+            steps,
+            inputs,
+            outputs,
+        },
         library,
     })
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 struct Writer(Vec<u8>);
@@ -155,7 +166,11 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("truncated")?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or("truncated")?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -194,13 +209,31 @@ mod tests {
             target: "cpu".into(),
             program: Program {
                 buffers: vec![
-                    Buffer { ty: ty.clone(), kind: BufferKind::Input(0) },
-                    Buffer { ty: ty.clone(), kind: BufferKind::Constant(Tensor::from_f32s(vec![2], &[1.0, 2.0])) },
-                    Buffer { ty, kind: BufferKind::Temp },
+                    Buffer {
+                        ty: ty.clone(),
+                        kind: BufferKind::Input(0),
+                    },
+                    Buffer {
+                        ty: ty.clone(),
+                        kind: BufferKind::Constant(Tensor::from_f32s(vec![2], &[1.0, 2.0])),
+                    },
+                    Buffer {
+                        ty,
+                        kind: BufferKind::Temp,
+                    },
                 ],
-                steps: vec![Step { symbol: "k0_add_entry".into(), args: vec![0, 1, 2] }],
-                inputs: vec![Binding { name: "x".into(), buffer: 0 }],
-                outputs: vec![Binding { name: "y".into(), buffer: 2 }],
+                steps: vec![Step {
+                    symbol: "k0_add_entry".into(),
+                    args: vec![0, 1, 2],
+                }],
+                inputs: vec![Binding {
+                    name: "x".into(),
+                    buffer: 0,
+                }],
+                outputs: vec![Binding {
+                    name: "y".into(),
+                    buffer: 2,
+                }],
             },
             library: vec![1, 2, 3],
         }
@@ -218,9 +251,16 @@ mod tests {
     fn rejects_corruption_and_truncation() {
         let mut bytes = encode(&sample());
         let truncated = decode(&bytes[..bytes.len() - 5], "a.mxr").err().unwrap().to_string();
-        assert!(truncated.contains("a.mxr") && truncated.contains("checksum"), "{truncated}");
+        assert!(
+            truncated.contains("a.mxr") && truncated.contains("checksum"),
+            "{truncated}"
+        );
         bytes[20] ^= 0xff;
         assert!(decode(&bytes, "a.mxr").err().unwrap().to_string().contains("checksum"));
-        assert!(decode(b"not a program at all", "b.mxr").err().unwrap().to_string().contains("bad magic"));
+        assert!(decode(b"not a program at all", "b.mxr")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("bad magic"));
     }
 }

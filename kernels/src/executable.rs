@@ -19,7 +19,11 @@ impl Executable {
     /// Loads the kernels of `library` (a shared object's bytes) for `program`.
     pub fn load(program: Program, library: &[u8]) -> Result<Executable, RunError> {
         let lib = Library::from_bytes(library)?;
-        let kernels = program.steps.iter().map(|s| lib.kernel(&s.symbol)).collect::<Result<_, _>>()?;
+        let kernels = program
+            .steps
+            .iter()
+            .map(|s| lib.kernel(&s.symbol))
+            .collect::<Result<_, _>>()?;
         let constants = program
             .buffers
             .iter()
@@ -87,15 +91,17 @@ impl Executable {
             // only their result buffers, which are temps owned by this call.
             unsafe { kernel(args.as_ptr()) };
         }
-        Ok(p
-            .outputs
+        Ok(p.outputs
             .iter()
             .map(|o| {
                 let ty = p.buffers[o.buffer].ty.clone();
                 let n = ty.num_bytes();
                 // SAFETY: buffer o.buffer is live and holds n bytes.
                 let bytes = unsafe { std::slice::from_raw_parts(pointer(o.buffer), n) }.to_vec();
-                (o.name.clone(), Tensor::from_bytes(ty, bytes).expect("buffer matches its type"))
+                (
+                    o.name.clone(),
+                    Tensor::from_bytes(ty, bytes).expect("buffer matches its type"),
+                )
             })
             .collect())
     }

@@ -18,7 +18,8 @@ impl Library {
             .suffix(".so")
             .tempfile()
             .map_err(|e| RunError::Load(format!("temporary file: {e}")))?;
-        file.write_all(bytes).map_err(|e| RunError::Load(format!("temporary file: {e}")))?;
+        file.write_all(bytes)
+            .map_err(|e| RunError::Load(format!("temporary file: {e}")))?;
         // SAFETY: the object was produced by mxc's codegen; its initialisers are LLVM's only.
         let lib = unsafe { libloading::Library::new(file.path()) }.map_err(|e| RunError::Load(e.to_string()))?;
         Ok(Library { lib })
@@ -26,7 +27,8 @@ impl Library {
 
     pub fn kernel(&self, symbol: &str) -> Result<KernelFn, RunError> {
         // SAFETY: every exported `*_entry` symbol has the KernelFn signature (codegen makes them).
-        let f = unsafe { self.lib.get::<KernelFn>(symbol.as_bytes()) }.map_err(|e| RunError::Load(format!("kernel `{symbol}`: {e}")))?;
+        let f = unsafe { self.lib.get::<KernelFn>(symbol.as_bytes()) }
+            .map_err(|e| RunError::Load(format!("kernel `{symbol}`: {e}")))?;
         Ok(*f)
     }
 }

@@ -49,7 +49,10 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
         1 => format!("({},)", shape[0]),
         _ => format!("({})", shape.join(", ")),
     };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype()));
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(t.dtype())
+    );
     // pad so that the data starts on a 64-byte boundary; the header ends with a newline
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
@@ -74,18 +77,26 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
         2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12),
         v => return Err(bad(&format!("unsupported format version {v}"))),
     };
-    let header = bytes.get(start..start + header_len).ok_or_else(|| bad("truncated header"))?;
+    let header = bytes
+        .get(start..start + header_len)
+        .ok_or_else(|| bad("truncated header"))?;
     let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
     let field = |key: &str| -> Option<&str> {
         let at = header.find(&format!("'{key}'"))? + key.len() + 2;
         Some(header[at..].trim_start_matches([':', ' ']))
     };
-    let descr = field("descr").and_then(|s| s.strip_prefix('\'')).and_then(|s| s.split('\'').next()).ok_or_else(|| bad("no descr"))?;
+    let descr = field("descr")
+        .and_then(|s| s.strip_prefix('\''))
+        .and_then(|s| s.split('\'').next())
+        .ok_or_else(|| bad("no descr"))?;
     let dtype = dtype_of(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?;
     if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
         return Err(bad("Fortran-ordered arrays are not supported"));
     }
-    let shape_text = field("shape").and_then(|s| s.strip_prefix('(')).and_then(|s| s.split(')').next()).ok_or_else(|| bad("no shape"))?;
+    let shape_text = field("shape")
+        .and_then(|s| s.strip_prefix('('))
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| bad("no shape"))?;
     let shape = shape_text
         .split(',')
         .map(str::trim)
@@ -95,7 +106,11 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
     let ty = TensorType::new(dtype, shape);
     let data = &bytes[start + header_len..];
     if data.len() != ty.num_bytes() {
-        return Err(bad(&format!("{ty} needs {} bytes of data, the file has {}", ty.num_bytes(), data.len())));
+        return Err(bad(&format!(
+            "{ty} needs {} bytes of data, the file has {}",
+            ty.num_bytes(),
+            data.len()
+        )));
     }
     Ok(Tensor::from_bytes(ty, data.to_vec()).expect("length checked"))
 }
