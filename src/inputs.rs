@@ -30,7 +30,7 @@ pub fn load(args: &[String]) -> Result<HashMap<String, Tensor>> {
 /// Adds a seeded pseudo-random value for every program input not in `given`:
 /// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
 pub fn complete(program: &Program, mut given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
-    let mut rng = SplitMix64(0x6d78_63);
+    let mut rng = SplitMix64(0x006d_7863);
     for b in &program.inputs {
         if given.contains_key(&b.name) {
             continue;

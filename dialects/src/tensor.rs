@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn f16_round_trips_representable_values() {
-        for v in [0.0f32, 1.0, -2.5, 65504.0, 6.1035156e-5, 5.9604645e-8, 0.333251953125] {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 2f32.powi(-14), 2f32.powi(-24), 0.333_251_95] {
             assert_eq!(f16_to_f32(f32_to_f16(v)), v, "{v}");
         }
         assert!(f16_to_f32(f32_to_f16(1e6)).is_infinite());

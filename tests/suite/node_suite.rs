@@ -24,7 +24,7 @@ fn run_one(case: &Path, target: &str) -> Outcome {
     let out_dir = tempfile_dir();
     let result = run_case(&case.join("model.onnx"), &set, target, out_dir.path());
     match result {
-        Err(e) if e.contains("no parser for this op") => Outcome::Unsupported(e),
+        Err(e) if e.contains("no parser for this op") || e.contains("is not supported") => Outcome::Unsupported(e),
         Err(e) => Outcome::Failed(e),
         Ok(actual) => {
             for (a, f) in actual.iter().zip(data_files(&set, "output_")) {

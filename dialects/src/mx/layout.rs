@@ -4,7 +4,7 @@
 //! a permutation `perm`; `concat` and `gather` a non-negative `axis`; `slice` carries
 //! `starts`, `ends` and `steps` for every dimension, already clamped, so that element `i`
 //! of dimension `d` reads index `starts[d] + i * steps[d]` (an `end` of -1 means "down to 0"
-//! for a negative step).
+//! for a negative step). `gather` indices may be negative, counting from the end of the axis.
 
 use super::{broadcast_shapes, check_axis, same_dtype};
 use crate::{Attrs, TensorType};
@@ -47,7 +47,9 @@ pub fn concat(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
                 first.shape, t.shape
             ));
         }
-        shape[axis] += t.shape[axis];
+        shape[axis] = shape[axis]
+            .checked_add(t.shape[axis])
+            .ok_or("concatenated extent overflows")?;
     }
     Ok(first.with_shape(shape))
 }

@@ -51,8 +51,15 @@ fn out_extent(
     dilation: usize,
     ceil: bool,
 ) -> Result<usize, String> {
-    let span = dilation * (kernel.max(1) - 1) + 1;
-    let padded = input + pads.0 + pads.1;
+    let too_big = || format!("window (kernel {kernel}, dilation {dilation}, pads {pads:?}) is too large");
+    let span = dilation
+        .checked_mul(kernel.max(1) - 1)
+        .and_then(|s| s.checked_add(1))
+        .ok_or_else(too_big)?;
+    let padded = input
+        .checked_add(pads.0)
+        .and_then(|p| p.checked_add(pads.1))
+        .ok_or_else(too_big)?;
     if padded < span {
         return Err(format!(
             "window of extent {span} does not fit the padded input of extent {padded}"
@@ -139,6 +146,9 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
     }
     let mut shape = vec![x.shape[0], m];
     for (i, &extra) in output_padding.iter().enumerate() {
+        if x.shape[i + 2] == 0 || w.shape[i + 2] == 0 {
+            return Err(format!("spatial axis {i} of the input or the kernel is empty"));
+        }
         let full = win.strides[i] * (x.shape[i + 2] - 1) + extra + win.dilations[i] * (w.shape[i + 2] - 1) + 1;
         let pad = win.pads[i] + win.pads[i + spatial];
         if full <= pad {
@@ -149,7 +159,8 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
     Ok(x.with_shape(shape))
 }
 
-/// Max and average pooling over `kernel` with `ceil_mode` (0 or 1).
+/// Max and average pooling over `kernel` with `ceil_mode` (0 or 1); `average_pool` also has
+/// `count_include_pad` (0 or 1: whether padded positions count in the divisor).
 pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let spatial = check_float_image(x)?;
     let win = window(attrs, spatial)?;

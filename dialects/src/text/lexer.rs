@@ -177,6 +177,13 @@ fn tensor_type(inner: &str) -> Result<TensorType, String> {
             d.parse::<usize>()
                 .map_err(|_| format!("bad dimension `{d}` in tensor<{inner}>"))
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<usize>, _>>()?;
+    let fits = shape
+        .iter()
+        .try_fold(dtype.size(), |bytes, &d| bytes.checked_mul(d))
+        .is_some_and(|b| b <= isize::MAX as usize);
+    if !fits {
+        return Err(format!("tensor<{inner}> is too large"));
+    }
     Ok(TensorType::new(dtype, shape))
 }

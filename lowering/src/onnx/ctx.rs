@@ -17,6 +17,9 @@ pub const FOLD_LIMIT: usize = 4096;
 /// How many producers deep a compile-time value is looked for.
 const KNOWN_DEPTH: usize = 64;
 
+/// The most elements a value computed for compile time may have.
+const KNOWN_LIMIT: usize = 1 << 16;
+
 /// The parsing context of one node.
 pub struct Ctx<'a> {
     pub(super) imp: &'a mut Importer,
@@ -161,7 +164,7 @@ impl Known<'_> {
         }
         let known = match self.graph.def(v) {
             Def::Input(_) => self.specialized.get(&v).cloned(),
-            Def::Op { op, result } => {
+            Def::Op { op, result } if self.graph.ty(v).num_elements() <= KNOWN_LIMIT => {
                 let op = &self.graph.ops[op];
                 let operands = op
                     .operands
@@ -173,6 +176,7 @@ impl Known<'_> {
                     eval(op.kind, &refs, &op.attrs)?.ok()?.into_iter().nth(result)
                 })
             }
+            Def::Op { .. } => None,
         };
         self.seen.insert(v, known.clone());
         known

@@ -21,4 +21,3 @@ mod testutil;
 
 pub use error::ImportError;
 pub use model::{import_bytes, import_file, read_tensor_file, ImportOptions};
-mod suite_probe;

@@ -248,6 +248,18 @@ mod tests {
     }
 
     #[test]
+    fn ai_onnx_is_the_default_domain() {
+        let mut m = relu_model();
+        let mut n = node("Relu", &["x"], &["z"], vec![]);
+        n.domain = Some("ai.onnx".into());
+        m = m.node(n).output("z");
+        let mut model = super::super::proto::ModelProto::decode(m.bytes().as_slice()).expect("decodes");
+        model.opset_import[0].domain = Some("ai.onnx".into());
+        let g = import_bytes(&model.encode_to_vec(), None, &ImportOptions::default()).expect("imports");
+        assert_eq!(g.outputs.len(), 2);
+    }
+
+    #[test]
     fn reads_tensor_files() {
         let path = std::env::temp_dir().join(format!("mxc-tensor-{}.pb", std::process::id()));
         std::fs::write(&path, i64_tensor("t", &[2], &[4, -5]).encode_to_vec()).expect("writes");

@@ -52,6 +52,18 @@ pub fn check_size(shape: &[usize]) -> Result<(), String> {
     }
 }
 
+/// The largest constant the importer makes from a shape (not from data in the model).
+const MAX_CONSTANT_BYTES: usize = 1 << 30;
+
+/// Checks that a constant of `ty` is small enough to make.
+pub fn check_constant(ty: &TensorType) -> Result<(), String> {
+    check_size(&ty.shape)?;
+    if ty.num_bytes() > MAX_CONSTANT_BYTES {
+        return Err(format!("a constant {ty} is too large to make"));
+    }
+    Ok(())
+}
+
 /// Decodes a tensor; `model_dir` is the folder external data paths are relative to.
 pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor, ImportError> {
     let name = t.name().to_string();

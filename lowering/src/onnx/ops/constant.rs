@@ -4,7 +4,7 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
-use super::super::tensor::{check_size, require_dtype};
+use super::super::tensor::{check_constant, require_dtype};
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -43,18 +43,6 @@ fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         return Err("no value attribute".into());
     };
     Ok(vec![ctx.constant(value)])
-}
-
-/// The largest constant an op here makes (from a shape, not from data in the model).
-const MAX_CONSTANT_BYTES: usize = 1 << 30;
-
-/// Checks that a constant of `ty` is not too large to make.
-fn check_constant(ty: &TensorType) -> Result<(), String> {
-    check_size(&ty.shape)?;
-    if ty.num_bytes() > MAX_CONSTANT_BYTES {
-        return Err(format!("a constant {ty} is too large to make"));
-    }
-    Ok(())
 }
 
 /// A tensor of `ty` with every element equal to the single element of `value`.

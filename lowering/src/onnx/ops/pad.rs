@@ -4,17 +4,25 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Pad", pad);
 }
 
-/// The pads as (axis, begin, end), and the mode.
-fn pads(ctx: &Ctx, rank: usize) -> Result<(Vec<(usize, i64, i64)>, String), String> {
+/// The padding of one axis (negative amounts crop).
+struct AxisPads {
+    axis: usize,
+    begin: i64,
+    end: i64,
+}
+
+/// The pads of every padded axis.
+fn pads(ctx: &Ctx, rank: usize) -> Result<Vec<AxisPads>, String> {
     let (list, axes_list) = if ctx.opset < 11 {
         let name = if ctx.opset < 2 { "paddings" } else { "pads" };
         (
@@ -33,21 +41,27 @@ fn pads(ctx: &Ctx, rank: usize) -> Result<(Vec<(usize, i64, i64)>, String), Stri
         return Err(format!("pads {list:?} must have {} entries", 2 * axes_list.len()));
     }
     let n = axes_list.len();
-    let per_axis = (0..n)
-        .map(|i| Ok((axes::axis(axes_list[i], rank)?, list[i], list[i + n])))
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok((per_axis, ctx.node.string("mode", "constant")?))
+    (0..n)
+        .map(|i| {
+            Ok(AxisPads {
+                axis: axes::axis(axes_list[i], rank)?,
+                begin: list[i],
+                end: list[i + n],
+            })
+        })
+        .collect()
 }
 
 fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let mut x = ctx.input(0)?;
-    let (per_axis, mode) = pads(ctx, ctx.ty(x).rank())?;
+    let per_axis = pads(ctx, ctx.ty(x).rank())?;
+    let mode = ctx.node.string("mode", "constant")?;
     let value = match mode.as_str() {
         "constant" => Some(pad_value(ctx, x)?),
         "edge" | "reflect" | "wrap" => None,
         other => return Err(format!("unknown mode \"{other}\"")),
     };
-    for (axis, begin, end) in per_axis {
+    for AxisPads { axis, begin, end } in per_axis {
         let n = ctx.ty(x).shape[axis] as i64;
         let out = n
             .checked_add(begin)
@@ -144,7 +158,7 @@ fn gather_pad(ctx: &mut Ctx, x: ValueId, mode: &str, axis: usize, begin: i64, ou
     if n == 0 {
         return Err(format!("cannot pad the empty axis {axis} in mode \"{mode}\""));
     }
-    super::super::tensor::check_size(&[out as usize])?;
+    check_constant(&TensorType::new(DType::I64, vec![out as usize]))?;
     let indices: Vec<i64> = (0..out).map(|p| source_index(mode, p, begin, n)).collect();
     let indices = ctx.constant(Tensor::from_i64s(DType::I64, vec![indices.len()], &indices));
     ctx.build1(

@@ -3,8 +3,9 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::tensor::check_constant;
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("DepthToSpace", depth_to_space);
@@ -77,6 +78,7 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         .opt_const_input(1, "k")?
         .map_or(0, |t| if t.is_empty() { 0 } else { t.get_i64(0) });
     let upper = ctx.node.int("upper", 1)? != 0;
+    check_constant(&TensorType::new(DType::Bool, vec![rows, cols]))?;
     let keep: Vec<i64> = (0..rows * cols)
         .map(|i| {
             let diagonal = (i % cols) as i64 - (i / cols) as i64;
