@@ -115,6 +115,23 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
     Ok(Tensor::from_bytes(ty, data.to_vec()).expect("length checked"))
 }
 
+/// The file an output called `name` is written to: `<name>.npy` with every character other
+/// than ASCII letters, digits, `.`, `_` and `-` made `_` (names like
+/// `save_infer_model/scale_0.tmp_1` occur in real models).
+pub fn file_name_for(name: &str) -> String {
+    let stem: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{stem}.npy")
+}
+
 pub fn read(path: &Path) -> Result<Tensor, RunError> {
     let bytes = std::fs::read(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
     decode(&bytes, &path.display().to_string())
@@ -136,6 +153,15 @@ mod tests {
         assert_eq!(decode(&bytes, "t").unwrap(), t);
         let scalar = Tensor::from_i64s(DType::I64, vec![], &[7]);
         assert_eq!(decode(&encode(&scalar), "s").unwrap(), scalar);
+    }
+
+    #[test]
+    fn output_names_become_safe_file_names() {
+        assert_eq!(
+            file_name_for("save_infer_model/scale_0.tmp_1"),
+            "save_infer_model_scale_0.tmp_1.npy"
+        );
+        assert_eq!(file_name_for("a:b c-d"), "a_b_c-d.npy");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Shared helpers: where the test data lives, running the `mxc` binary, comparing tensors.
 
-use mxc_dialects::Tensor;
+use mxc_dialects::{DType, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -53,6 +53,7 @@ pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
 /// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
 /// matching NaN), or `None` when it is.
 pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {
+    let actual = &as_reference_type(actual.clone(), expected);
     if actual.ty != expected.ty {
         return Some(format!("type {} instead of {}", actual.ty, expected.ty));
     }
@@ -75,7 +76,20 @@ pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String
         .map_err(|e| format!("{}: {e}", model.display()))?;
     let g = m.graph.unwrap_or_default();
     let initializers: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
-    let name = |v: &mxc_lowering::onnx::proto::ValueInfoProto| v.name.clone().unwrap_or_default();
+    use mxc_lowering::onnx::proto::{type_proto, ValueInfoProto};
+    for v in g.input.iter().chain(&g.output) {
+        let is_tensor = matches!(
+            v.r#type.as_ref().and_then(|t| t.value.as_ref()),
+            Some(type_proto::Value::TensorType(_))
+        );
+        if !is_tensor {
+            return Err(format!(
+                "`{}`: sequence, optional and map values are not supported",
+                v.name.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    let name = |v: &ValueInfoProto| v.name.clone().unwrap_or_default();
     let inputs = g
         .input
         .iter()
@@ -113,19 +127,19 @@ pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Resul
     }
     output_names
         .iter()
-        .map(|name| mxc_kernels::npy::read(&out_dir.join(format!("{}.npy", sanitize(name)))).map_err(|e| e.to_string()))
+        .map(|name| {
+            mxc_kernels::npy::read(&out_dir.join(mxc_kernels::npy::file_name_for(name))).map_err(|e| e.to_string())
+        })
         .collect()
 }
 
-/// The file stem `mxc run -o` uses for an output name.
-pub fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// `.npy` has no bfloat16: mxc writes its raw bits as u16, read back here as bf16 where the
+/// reference is bf16.
+fn as_reference_type(actual: Tensor, expected: &Tensor) -> Tensor {
+    match (actual.dtype(), expected.dtype()) {
+        (DType::U16, DType::BF16) if actual.shape() == expected.shape() => {
+            Tensor::from_bytes(expected.ty.clone(), actual.bytes().to_vec()).expect("same size")
+        }
+        _ => actual,
+    }
 }

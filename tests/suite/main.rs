@@ -2,8 +2,8 @@
 //! suite, the repo's real models against onnxruntime, the textual IR, and bad input.
 
 mod bad_input;
+mod cli;
 mod common;
-mod compiled_file;
 mod eval_vs_ref;
 mod models;
 mod node_suite;

@@ -1,5 +1,6 @@
-//! `mxc compile` then `mxc run` of the compiled file, in new processes: the same outputs as
-//! running the model directly, and a damaged file is refused with a clear error.
+//! The `run` and `compile` commands: a compiled file run in a new process gives the same
+//! outputs as running the model directly, a damaged file is refused with a clear error, and
+//! inputs that are not given get the same seeded values every time.
 
 use crate::common::{mxc, repo, stderr};
 
@@ -49,4 +50,15 @@ fn compiled_file_gives_the_models_outputs() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn inputs_not_given_are_seeded_the_same_every_run() {
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let first = mxc(&["run", &model]);
+    let second = mxc(&["run", &model]);
+    assert!(first.status.success() && second.status.success(), "{}", stderr(&first));
+    let summary = String::from_utf8(first.stdout).unwrap();
+    assert!(summary.starts_with("scores: [1, 3] f32 ["), "{summary}");
+    assert_eq!(summary, String::from_utf8(second.stdout).unwrap());
 }
