@@ -1,7 +1,9 @@
 //! Comparisons and boolean logic: `Equal`, `Less`, `Greater`, `LessOrEqual`,
-//! `GreaterOrEqual`, `Not`, `And`, `Or`, `Xor` and `Where`. The ops mx lacks are built from
-//! `where` on bools, which is exact: `a <= b` is `where(a < b, true, a == b)`, `a and b` is
-//! `where(a, b, false)`, `a or b` is `where(a, true, b)`, `a xor b` is `where(a, not b, b)`.
+//! `GreaterOrEqual`, `Not`, `And`, `Or`, `Xor`, `Where`, `IsNaN` and `IsInf`. The ops mx lacks
+//! are built from `where` on bools and from `equal`, which is exact: `a <= b` is
+//! `where(a < b, true, a == b)`, `a and b` is `where(a, b, false)`, `a or b` is
+//! `where(a, true, b)`, `a xor b` is `where(a, not b, b)`; `isnan(x)` is `not(x == x)` (only NaN
+//! differs from itself) and `isinf(x)` compares with the infinities it detects.
 
 use super::super::ctx::Ctx;
 use super::super::registry::{ParseFn, Registry};
@@ -20,6 +22,8 @@ pub fn register(r: &mut Registry) {
         ("Or", or),
         ("Xor", xor),
         ("Where", select),
+        ("IsNaN", is_nan),
+        ("IsInf", is_inf),
     ] {
         r.add_all(op, parse);
     }
@@ -110,4 +114,34 @@ mod tests {
         assert!(text.contains("= mx.where %0, %2, %1"), "{text}");
         assert!(text.contains("mx.not %3"), "{text}");
     }
+}
+
+fn is_nan(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let same = build(ctx, OpKind::Equal, vec![x, x])?;
+    Ok(vec![build(ctx, OpKind::Not, vec![same])?])
+}
+
+fn is_inf(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let dtype = ctx.graph().ty(x).dtype;
+    let positive = ctx.node.int("detect_positive", 1)? != 0;
+    let negative = ctx.node.int("detect_negative", 1)? != 0;
+    let is = |ctx: &mut Ctx, inf: f64| {
+        let c = ctx.scalar(dtype, inf);
+        build(ctx, OpKind::Equal, vec![x, c])
+    };
+    let result = match (positive, negative) {
+        (true, true) => {
+            let pos = is(ctx, f64::INFINITY)?;
+            let neg = is(ctx, f64::NEG_INFINITY)?;
+            let t = ctx.scalar(DType::Bool, 1.0);
+            build(ctx, OpKind::Where, vec![pos, t, neg])?
+        }
+        (true, false) => is(ctx, f64::INFINITY)?,
+        (false, true) => is(ctx, f64::NEG_INFINITY)?,
+        // detects nothing: false everywhere (x < x never holds, NaN included)
+        (false, false) => build(ctx, OpKind::Less, vec![x, x])?,
+    };
+    Ok(vec![result])
 }
