@@ -95,27 +95,6 @@ fn select(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![build(ctx, OpKind::Where, vec![c, x, y])?])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::super::proto::tensor_proto::DataType;
-    use super::super::super::testutil::*;
-
-    #[test]
-    fn missing_comparisons_and_logic_are_selects() {
-        let text = ModelBuilder::new(16)
-            .input("a", DataType::Float, &[2])
-            .input("b", DataType::Float, &[2])
-            .node(node("LessOrEqual", &["a", "b"], &["le"], vec![]))
-            .node(node("Xor", &["le", "le"], &["y"], vec![]))
-            .output("y")
-            .text();
-        assert!(text.contains("%0 = mx.less %arg0, %arg1"), "{text}");
-        assert!(text.contains("%1 = mx.equal %arg0, %arg1"), "{text}");
-        assert!(text.contains("= mx.where %0, %2, %1"), "{text}");
-        assert!(text.contains("mx.not %3"), "{text}");
-    }
-}
-
 fn is_nan(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let same = build(ctx, OpKind::Equal, vec![x, x])?;
@@ -144,4 +123,25 @@ fn is_inf(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         (false, false) => build(ctx, OpKind::Less, vec![x, x])?,
     };
     Ok(vec![result])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::*;
+
+    #[test]
+    fn missing_comparisons_and_logic_are_selects() {
+        let text = ModelBuilder::new(16)
+            .input("a", DataType::Float, &[2])
+            .input("b", DataType::Float, &[2])
+            .node(node("LessOrEqual", &["a", "b"], &["le"], vec![]))
+            .node(node("Xor", &["le", "le"], &["y"], vec![]))
+            .output("y")
+            .text();
+        assert!(text.contains("%0 = mx.less %arg0, %arg1"), "{text}");
+        assert!(text.contains("%1 = mx.equal %arg0, %arg1"), "{text}");
+        assert!(text.contains("= mx.where %0, %2, %1"), "{text}");
+        assert!(text.contains("mx.not %3"), "{text}");
+    }
 }
