@@ -27,6 +27,25 @@ pub fn load(args: &[String]) -> Result<HashMap<String, Tensor>> {
     Ok(out)
 }
 
+/// Parses `NAME=DIMS` arguments (`DIMS` like `1x3x224x224`, or `1,3,224,224`).
+pub fn parse_shapes(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
+    let mut out = HashMap::new();
+    for arg in args {
+        let Some((name, dims)) = arg.split_once('=') else {
+            bail!("--shape `{arg}`: expected NAME=DIMS, e.g. input=1x3x224x224");
+        };
+        let shape = dims
+            .split(['x', ','])
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| anyhow::anyhow!("--shape `{arg}`: `{dims}` is not a list of dimensions like 1x3x224x224"))?;
+        if out.insert(name.to_string(), shape).is_some() {
+            bail!("--shape `{name}` is given twice");
+        }
+    }
+    Ok(out)
+}
+
 /// Adds a seeded pseudo-random value for every program input not in `given`:
 /// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
 pub fn complete(program: &Program, mut given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {

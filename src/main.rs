@@ -3,7 +3,7 @@
 mod inputs;
 mod report;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use mxc_codegen::Target;
 use mxc_dialects::Tensor;
@@ -28,7 +28,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print a model as mx IR.  Example: mxc read model.onnx
-    Read { model: PathBuf },
+    Read {
+        model: PathBuf,
+        #[command(flatten)]
+        shapes: Shapes,
+    },
     /// Run a model (.onnx, compiled now) or a compiled program (.mxr).  Example: mxc run model.onnx --input x=x.npy -o out/
     Run {
         model: PathBuf,
@@ -38,6 +42,8 @@ enum Command {
         /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
+        #[command(flatten)]
+        shapes: Shapes,
         /// Write each output to DIR/<name>.npy instead of printing a summary
         #[arg(short = 'o', value_name = "DIR")]
         out: Option<PathBuf>,
@@ -49,7 +55,26 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value = "cpu")]
         target: Target,
+        #[command(flatten)]
+        shapes: Shapes,
     },
+}
+
+/// Shapes for inputs whose dimensions the model leaves open.
+#[derive(clap::Args)]
+struct Shapes {
+    /// NAME=DIMS, e.g. input=1x3x224x224: the shape of an input with dynamic dimensions
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    shapes: Vec<String>,
+}
+
+impl Shapes {
+    fn import_options(&self) -> Result<ImportOptions> {
+        Ok(ImportOptions {
+            input_shapes: inputs::parse_shapes(&self.shapes)?,
+            ..ImportOptions::default()
+        })
+    }
 }
 
 fn main() -> ExitCode {
@@ -64,8 +89,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Read { model } => {
-            let graph = import_file(&model, &ImportOptions::default())?;
+        Command::Read { model, shapes } => {
+            let graph = import_file(&model, &shapes.import_options()?)?;
             print!("{}", mxc_dialects::text::print(&graph));
             Ok(())
         }
@@ -74,9 +99,10 @@ fn run(cli: Cli) -> Result<()> {
             target,
             inputs,
             out,
+            shapes,
         } => {
             let given = inputs::load(&inputs)?;
-            let exe = load_executable(&model, target, &given)?;
+            let exe = load_executable(&model, target, &given, shapes.import_options()?)?;
             let values = inputs::complete(exe.program(), given);
             let outputs = exe.run(&values)?;
             match out {
@@ -87,8 +113,13 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Compile { model, out, target } => {
-            let graph = import_file(&model, &ImportOptions::default())?;
+        Command::Compile {
+            model,
+            out,
+            target,
+            shapes,
+        } => {
+            let graph = import_file(&model, &shapes.import_options()?)?;
             let compiled =
                 mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
             let artifact = Artifact {
@@ -103,16 +134,29 @@ fn run(cli: Cli) -> Result<()> {
 
 /// A compiled program from an `.mxr` file, or from a model compiled now for `target` (the
 /// given inputs fix dynamic dimensions and values that must be known at compile time).
-fn load_executable(model: &Path, target: Target, given: &HashMap<String, Tensor>) -> Result<Executable> {
+fn load_executable(
+    model: &Path,
+    target: Target,
+    given: &HashMap<String, Tensor>,
+    mut opts: ImportOptions,
+) -> Result<Executable> {
     if model.extension().is_some_and(|e| e == "mxr") {
         let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
         let artifact = artifact::decode(&bytes, &model.display().to_string())?;
         return Ok(Executable::load(artifact.program, &artifact.library)?);
     }
-    let opts = ImportOptions {
-        input_shapes: given.iter().map(|(k, v)| (k.clone(), v.shape().to_vec())).collect(),
-        specialize: given.clone(),
-    };
+    for (name, value) in given {
+        match opts.input_shapes.get(name) {
+            Some(shape) if shape != value.shape() => {
+                bail!(
+                    "input `{name}`: --shape says {shape:?}, the value given has shape {:?}",
+                    value.shape()
+                )
+            }
+            _ => opts.input_shapes.insert(name.clone(), value.shape().to_vec()),
+        };
+    }
+    opts.specialize = given.clone();
     let graph = import_file(model, &opts)?;
     let compiled = mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
     Ok(Executable::load(compiled.program, &compiled.library)?)

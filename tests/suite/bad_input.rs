@@ -1,7 +1,7 @@
 //! Bad input: each case gives a one-line error that names the thing, a non-zero exit, and
 //! no panic.
 
-use crate::common::{mxc, repo, stderr};
+use crate::common::{float_value, mxc, repo, stderr};
 use mxc_dialects::{DType, Tensor};
 use mxc_lowering::onnx::proto;
 use prost::Message;
@@ -22,28 +22,6 @@ fn fails_naming(args: &[&str], needles: &[&str]) {
 
 fn tiny_cnn() -> String {
     repo().join("examples/tiny_cnn.onnx").display().to_string()
-}
-
-fn float_input(name: &str, dims: &[i64]) -> proto::ValueInfoProto {
-    use proto::tensor_shape_proto::{dimension::Value, Dimension};
-    let dim = dims
-        .iter()
-        .map(|&d| Dimension {
-            value: Some(Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    proto::ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(proto::TypeProto {
-            value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
-                elem_type: Some(proto::tensor_proto::DataType::Float as i32),
-                shape: Some(proto::TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 /// A one-node model `y = op(x, w)` with `w` an initializer that may live in external data.
@@ -81,8 +59,8 @@ fn one_node_model(dir: &Path, op: &str, external: Option<&str>) -> String {
             name: Some("g".into()),
             node: vec![node],
             initializer: vec![w],
-            input: vec![float_input("x", &[2])],
-            output: vec![float_input("y", &[2])],
+            input: vec![float_value("x", &["2"])],
+            output: vec![float_value("y", &["2"])],
             ..Default::default()
         }),
         ..Default::default()

@@ -1,8 +1,11 @@
 //! The `run` and `compile` commands: a compiled file run in a new process gives the same
 //! outputs as running the model directly, a damaged file is refused with a clear error, and
-//! inputs that are not given get the same seeded values every time.
+//! inputs that are not given get the same seeded values every time, and dynamic dimensions
+//! are fixed by `--shape` or by the inputs given.
 
-use crate::common::{mxc, repo, stderr};
+use crate::common::{float_value, mxc, repo, stderr};
+use mxc_lowering::onnx::proto;
+use prost::Message;
 
 fn run_to(model: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
     let out = mxc(&["run", model, "--input", input, "-o", dir.to_str().unwrap()]);
@@ -61,4 +64,67 @@ fn inputs_not_given_are_seeded_the_same_every_run() {
     let summary = String::from_utf8(first.stdout).unwrap();
     assert!(summary.starts_with("scores: [1, 3] f32 ["), "{summary}");
     assert_eq!(summary, String::from_utf8(second.stdout).unwrap());
+}
+
+#[test]
+fn dynamic_dimensions_come_from_shape_or_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = proto::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(proto::GraphProto {
+            name: Some("dynamic".into()),
+            node: vec![proto::NodeProto {
+                op_type: Some("Relu".into()),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            input: vec![float_value("x", &["batch", "3"])],
+            output: vec![float_value("y", &["batch", "3"])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = dir.path().join("dynamic.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    let path = path.to_str().unwrap();
+
+    let out = mxc(&["read", path]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("\"batch\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = mxc(&["read", path, "--shape", "x=2x3"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("%arg0: tensor<2x3xf32> \"x\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = mxc(&["run", path, "--shape", "x=4,3"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("y: [4, 3] f32"),
+        "{}",
+        stderr(&out)
+    );
+
+    let input = dir.path().join("x.npy");
+    mxc_kernels::npy::write(&input, &mxc_dialects::Tensor::from_f32s(vec![5, 3], &[-1.0; 15])).unwrap();
+    let input = format!("x={}", input.display());
+    let out = mxc(&["run", path, "--input", &input]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("y: [5, 3] f32 [0.000000"),
+        "{}",
+        stderr(&out)
+    );
+    let out = mxc(&["run", path, "--input", &input, "--shape", "x=4x3"]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("[4, 3]"),
+        "{}",
+        stderr(&out)
+    );
 }

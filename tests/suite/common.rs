@@ -143,3 +143,29 @@ fn as_reference_type(actual: Tensor, expected: &Tensor) -> Tensor {
         _ => actual,
     }
 }
+
+/// A float tensor's ValueInfoProto; each dimension is a number or a symbolic name.
+pub fn float_value(name: &str, dims: &[&str]) -> mxc_lowering::onnx::proto::ValueInfoProto {
+    use mxc_lowering::onnx::proto::{self, tensor_shape_proto::dimension::Value, tensor_shape_proto::Dimension};
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d.parse::<i64>() {
+                Ok(n) => Value::DimValue(n),
+                Err(_) => Value::DimParam(d.to_string()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    proto::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
+                elem_type: Some(proto::tensor_proto::DataType::Float as i32),
+                shape: Some(proto::TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
