@@ -22,6 +22,10 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
             format!("takes {min} to {max} operands, got {}", operands.len())
         });
     }
+    let names: Vec<&str> = attrs.0.keys().map(String::as_str).collect();
+    if names != attr_names(kind) {
+        return Err(format!("has attributes {names:?}, expected {:?}", attr_names(kind)));
+    }
     use OpKind::*;
     let one = |t: TensorType| Ok(vec![t]);
     match kind {
@@ -58,6 +62,31 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Gather => layout::gather(operands, attrs).map(|t| vec![t]),
         Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
         ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
+    }
+}
+
+/// The attributes an op of `kind` carries in normalised form, sorted by name: exactly these,
+/// no more (the verifier checks it).
+pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
+    use OpKind::*;
+    match kind {
+        Constant => &["value"],
+        Cast => &["to"],
+        LeakyRelu => &["alpha"],
+        Softmax | Concat | Gather => &["axis"],
+        Conv => &["dilations", "group", "pads", "strides"],
+        ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
+        Gemm => &["alpha", "beta", "trans_a", "trans_b"],
+        MaxPool => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
+        AveragePool => &["ceil_mode", "count_include_pad", "dilations", "kernel", "pads", "strides"],
+        BatchNorm => &["epsilon"],
+        LayerNorm => &["axis", "epsilon"],
+        Reshape | Expand => &["shape"],
+        Transpose => &["perm"],
+        Slice => &["ends", "starts", "steps"],
+        ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
+        Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp | Log
+        | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul | GlobalAveragePool => &[],
     }
 }
 

@@ -63,7 +63,11 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
             (vec![t(d, &[2, 3, 4]), t(d, &[4])], Attrs::new()),
             (vec![t(d, &[4]), t(d, &[2, 4, 5])], Attrs::new()),
         ],
-        MaxPool | AveragePool => vec![(
+        MaxPool => vec![(
+            vec![t(d, &[1, 2, 6, 7])],
+            window(&[("kernel", ints(&[3, 2])), ("ceil_mode", i(1))]),
+        )],
+        AveragePool => vec![(
             vec![t(d, &[1, 2, 6, 7])],
             window(&[
                 ("kernel", ints(&[3, 2])),

@@ -1,0 +1,186 @@
+//! The `mx` dialect as an egg language. Every op is an e-node whose children are first one
+//! leaf per attribute (in the order of `mx::attr_names`, i.e. sorted by name), then its
+//! operands; attribute values, constants and graph inputs are leaves. Keeping attributes as
+//! children lets ordinary egg patterns bind them to variables (`(transpose ?x ?perm)`) and
+//! rules compute new ones.
+
+use egg::{Id, Language};
+use mxc_dialects::{Attr, DType, OpKind, Tensor};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// One e-node of the mx language.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mx {
+    /// Graph input number `n`.
+    Input(u32),
+    /// A constant tensor.
+    Const(ConstValue),
+    /// An attribute value (a leaf child of the op that carries it).
+    Attr(AttrValue),
+    /// An op: `mx::attr_names(kind).len()` attribute leaves, then the operands.
+    Op(OpKind, Vec<Id>),
+    /// Result `n` of a multi-result op (the only child).
+    Result(u32, [Id; 1]),
+}
+
+impl Mx {
+    /// The attribute leaves and the operands of an op node (both empty for other nodes).
+    pub fn split_op(&self) -> Option<(OpKind, &[Id], &[Id])> {
+        match self {
+            Mx::Op(kind, children) => {
+                let n = mxc_dialects::mx::attr_names(*kind).len();
+                Some((*kind, &children[..n], &children[n..]))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Language for Mx {
+    type Discriminant = std::mem::Discriminant<Mx>;
+
+    fn discriminant(&self) -> Self::Discriminant {
+        std::mem::discriminant(self)
+    }
+
+    fn matches(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Mx::Op(a, xs), Mx::Op(b, ys)) => a == b && xs.len() == ys.len(),
+            (Mx::Result(a, _), Mx::Result(b, _)) => a == b,
+            (a, b) => a == b,
+        }
+    }
+
+    fn children(&self) -> &[Id] {
+        match self {
+            Mx::Op(_, children) => children,
+            Mx::Result(_, child) => child,
+            _ => &[],
+        }
+    }
+
+    fn children_mut(&mut self) -> &mut [Id] {
+        match self {
+            Mx::Op(_, children) => children,
+            Mx::Result(_, child) => child,
+            _ => &mut [],
+        }
+    }
+}
+
+impl fmt::Display for Mx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mx::Input(n) => write!(f, "input{n}"),
+            Mx::Const(c) => write!(f, "const<{}>", c.tensor.ty),
+            Mx::Attr(a) => write!(f, "{a}"),
+            Mx::Op(kind, _) => f.write_str(kind.name()),
+            Mx::Result(n, _) => write!(f, "result{n}"),
+        }
+    }
+}
+
+/// A constant tensor, compared and hashed by content (the content hash is computed once).
+#[derive(Clone, Debug)]
+pub struct ConstValue {
+    hash: u64,
+    pub tensor: Arc<Tensor>,
+}
+
+impl ConstValue {
+    pub fn new(tensor: Tensor) -> ConstValue {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        tensor.ty.hash(&mut h);
+        tensor.bytes().hash(&mut h);
+        ConstValue {
+            hash: h.finish(),
+            tensor: Arc::new(tensor),
+        }
+    }
+
+    fn key(&self) -> (u64, &[u8]) {
+        (self.hash, self.tensor.bytes())
+    }
+}
+
+impl PartialEq for ConstValue {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.tensor, &other.tensor) || (self.hash == other.hash && self.tensor.ty == other.tensor.ty && self.tensor.bytes() == other.tensor.bytes())
+    }
+}
+
+impl Eq for ConstValue {}
+
+impl Hash for ConstValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.hash.hash(state);
+    }
+}
+
+impl PartialOrd for ConstValue {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ConstValue {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key()
+            .cmp(&other.key())
+            .then_with(|| self.tensor.ty.dtype.cmp(&other.tensor.ty.dtype))
+            .then_with(|| self.tensor.ty.shape.cmp(&other.tensor.ty.shape))
+    }
+}
+
+/// An attribute value with total equality (floats compared by their bits).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttrValue {
+    Int(i64),
+    Float(u64),
+    Ints(Vec<i64>),
+    Floats(Vec<u64>),
+    Str(String),
+    DType(DType),
+}
+
+impl AttrValue {
+    /// The leaf for an op attribute; tensors are not attributes of ops other than
+    /// `mx.constant`, which becomes a `Const` leaf instead.
+    pub fn from_attr(a: &Attr) -> Option<AttrValue> {
+        Some(match a {
+            Attr::Int(v) => AttrValue::Int(*v),
+            Attr::Float(v) => AttrValue::Float(v.to_bits()),
+            Attr::Ints(v) => AttrValue::Ints(v.clone()),
+            Attr::Floats(v) => AttrValue::Floats(v.iter().map(|x| x.to_bits()).collect()),
+            Attr::Str(s) => AttrValue::Str(s.clone()),
+            Attr::DType(d) => AttrValue::DType(*d),
+            Attr::Tensor(_) => return None,
+        })
+    }
+
+    pub fn to_attr(&self) -> Attr {
+        match self {
+            AttrValue::Int(v) => Attr::Int(*v),
+            AttrValue::Float(b) => Attr::Float(f64::from_bits(*b)),
+            AttrValue::Ints(v) => Attr::Ints(v.clone()),
+            AttrValue::Floats(v) => Attr::Floats(v.iter().map(|b| f64::from_bits(*b)).collect()),
+            AttrValue::Str(s) => Attr::Str(s.clone()),
+            AttrValue::DType(d) => Attr::DType(*d),
+        }
+    }
+}
+
+impl fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Int(v) => write!(f, "{v}"),
+            AttrValue::Float(b) => write!(f, "{:?}", f64::from_bits(*b)),
+            AttrValue::Ints(v) => write!(f, "{v:?}"),
+            AttrValue::Floats(v) => write!(f, "{:?}", v.iter().map(|b| f64::from_bits(*b)).collect::<Vec<_>>()),
+            AttrValue::Str(s) => write!(f, "{s:?}"),
+            AttrValue::DType(d) => write!(f, "{d}"),
+        }
+    }
+}
