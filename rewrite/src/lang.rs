@@ -107,7 +107,10 @@ impl ConstValue {
 
 impl PartialEq for ConstValue {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.tensor, &other.tensor) || (self.hash == other.hash && self.tensor.ty == other.tensor.ty && self.tensor.bytes() == other.tensor.bytes())
+        Arc::ptr_eq(&self.tensor, &other.tensor)
+            || (self.hash == other.hash
+                && self.tensor.ty == other.tensor.ty
+                && self.tensor.bytes() == other.tensor.bytes())
     }
 }
 

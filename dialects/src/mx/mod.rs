@@ -78,15 +78,23 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
         Gemm => &["alpha", "beta", "trans_a", "trans_b"],
         MaxPool => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
-        AveragePool => &["ceil_mode", "count_include_pad", "dilations", "kernel", "pads", "strides"],
+        AveragePool => &[
+            "ceil_mode",
+            "count_include_pad",
+            "dilations",
+            "kernel",
+            "pads",
+            "strides",
+        ],
         BatchNorm => &["epsilon"],
         LayerNorm => &["axis", "epsilon"],
         Reshape | Expand => &["shape"],
         Transpose => &["perm"],
         Slice => &["ends", "starts", "steps"],
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
-        Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp | Log
-        | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul | GlobalAveragePool => &[],
+        Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
+        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul
+        | GlobalAveragePool => &[],
     }
 }
 
