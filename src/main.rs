@@ -5,11 +5,12 @@ mod report;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use mxc_codegen::Target;
+use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::Tensor;
 use mxc_kernels::artifact::{self, Artifact};
 use mxc_kernels::Executable;
 use mxc_lowering::onnx::{import_file, ImportOptions};
+use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -27,11 +28,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a model as mx IR.  Example: mxc read model.onnx
+    /// Print a model as mx IR, as imported or as a target rewrites it.  Example: mxc read model.onnx --target cpu
     Read {
         model: PathBuf,
+        /// Print the graph the target lowers (after its rewrites) instead of the imported one
+        #[arg(long)]
+        target: Option<Target>,
         #[command(flatten)]
         shapes: Shapes,
+        #[command(flatten)]
+        rules: RuleFiles,
     },
     /// Run a model (.onnx, compiled now) or a compiled program (.mxr).  Example: mxc run model.onnx --input x=x.npy -o out/
     Run {
@@ -44,6 +50,8 @@ enum Command {
         inputs: Vec<String>,
         #[command(flatten)]
         shapes: Shapes,
+        #[command(flatten)]
+        rules: RuleFiles,
         /// Write each output to DIR/<name>.npy instead of printing a summary
         #[arg(short = 'o', value_name = "DIR")]
         out: Option<PathBuf>,
@@ -57,7 +65,27 @@ enum Command {
         target: Target,
         #[command(flatten)]
         shapes: Shapes,
+        #[command(flatten)]
+        rules: RuleFiles,
     },
+}
+
+/// User rule files for the rewrite engine.
+#[derive(clap::Args)]
+struct RuleFiles {
+    /// A rule file (see docs/rules.md), applied after the target's built-in rules; repeatable
+    #[arg(long = "rules", value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+impl RuleFiles {
+    fn compile_options(&self) -> Result<CompileOptions> {
+        let mut rules = Vec::new();
+        for f in &self.files {
+            rules.extend(load_rules(f)?);
+        }
+        Ok(CompileOptions { rules })
+    }
 }
 
 /// Shapes for inputs whose dimensions the model leaves open.
@@ -89,9 +117,20 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Read { model, shapes } => {
+        Command::Read {
+            model,
+            target,
+            shapes,
+            rules,
+        } => {
             let graph = import_file(&model, &shapes.import_options()?)?;
-            print!("{}", mxc_dialects::text::print(&graph));
+            let options = rules.compile_options()?;
+            let shown = match target {
+                Some(target) => mxc_codegen::rewrite_for(&graph, target, &options.rules)?.0,
+                None if options.rules.is_empty() => std::borrow::Cow::Borrowed(&graph),
+                None => bail!("--rules needs --target: rules rewrite the graph a target lowers"),
+            };
+            print!("{}", mxc_dialects::text::print(&shown));
             Ok(())
         }
         Command::Run {
@@ -100,9 +139,10 @@ fn run(cli: Cli) -> Result<()> {
             inputs,
             out,
             shapes,
+            rules,
         } => {
             let given = inputs::load(&inputs)?;
-            let exe = load_executable(&model, target, &given, shapes.import_options()?)?;
+            let exe = load_executable(&model, target, &given, shapes.import_options()?, &rules)?;
             let values = inputs::complete(exe.program(), given);
             let outputs = exe.run(&values)?;
             match out {
@@ -118,10 +158,12 @@ fn run(cli: Cli) -> Result<()> {
             out,
             target,
             shapes,
+            rules,
         } => {
             let graph = import_file(&model, &shapes.import_options()?)?;
-            let compiled =
-                mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
+            let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
+                .with_context(|| format!("compiling {}", model.display()))?;
+            report::print_compile_summary(&out, &graph, &compiled);
             let artifact = Artifact {
                 target: target.name().to_string(),
                 program: compiled.program,
@@ -139,6 +181,7 @@ fn load_executable(
     target: Target,
     given: &HashMap<String, Tensor>,
     mut opts: ImportOptions,
+    rules: &RuleFiles,
 ) -> Result<Executable> {
     if model.extension().is_some_and(|e| e == "mxr") {
         let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
@@ -158,7 +201,8 @@ fn load_executable(
     }
     opts.specialize = given.clone();
     let graph = import_file(model, &opts)?;
-    let compiled = mxc_codegen::compile(&graph, target).with_context(|| format!("compiling {}", model.display()))?;
+    let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
+        .with_context(|| format!("compiling {}", model.display()))?;
     Ok(Executable::load(compiled.program, &compiled.library)?)
 }
 

@@ -1,7 +1,8 @@
-//! Showing run results: a one-line summary per output, or `.npy` files in a folder.
+//! Showing results: a one-line summary per output of a run, or `.npy` files in a folder; a
+//! one-line summary of a compilation.
 
 use anyhow::{Context, Result};
-use mxc_dialects::Tensor;
+use mxc_dialects::{Graph, OpKind, Tensor};
 use std::path::Path;
 
 pub fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
@@ -32,4 +33,22 @@ pub fn print_summary(outputs: &[(String, Tensor)]) {
             first.join(", ")
         );
     }
+}
+
+/// `OUT: N kernels for TARGET (M ops imported); rewriting: ...` on stderr.
+pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codegen::Compiled) {
+    let ops = imported.ops.iter().filter(|op| op.kind != OpKind::Constant).count();
+    let mut line = format!(
+        "{}: {} kernels for {} ({ops} ops imported)",
+        out.display(),
+        compiled.program.steps.len(),
+        compiled.target
+    );
+    if let Some(s) = &compiled.rewrite_stats {
+        line += &format!(
+            "; rewriting: {} iterations ({:?}), {} e-nodes, cost {:.0} -> {:.0}",
+            s.iterations, s.stop_reason, s.enodes, s.cost_before, s.cost_after
+        );
+    }
+    eprintln!("{line}");
 }

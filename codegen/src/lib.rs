@@ -1,10 +1,14 @@
-//! Targets and native code generation: an `mx` graph is lowered to loops (MLIR), translated
-//! to LLVM IR, optimised and compiled for the host with inkwell, and linked into a shared
-//! object that the runtime loads; next to it, the execution plan.
+//! Targets and native code generation: an `mx` graph is rewritten as the target says
+//! (`rewrites.rs`), lowered to loops (MLIR), translated to LLVM IR, optimised and compiled
+//! for the host with inkwell, and linked into a shared object that the runtime loads; next to
+//! it, the execution plan.
 
 mod link;
 mod llvm;
 mod plan;
+mod rewrites;
+
+pub use rewrites::apply as rewrite_for;
 
 use mxc_dialects::{program::Program, Graph};
 use std::fmt;
@@ -15,7 +19,7 @@ use std::str::FromStr;
 pub enum Target {
     /// The oracle: every op by its plain definition, scalar code for a generic x86-64.
     Ref,
-    /// The host CPU at -O3 (the same lowering as `ref` for now).
+    /// The host CPU at -O3, after the rewrite engine (built-in and user rules, cpu cost model).
     Cpu,
 }
 
@@ -45,11 +49,20 @@ impl FromStr for Target {
     }
 }
 
+/// What to compile with besides the target's own choices.
+#[derive(Default)]
+pub struct CompileOptions {
+    /// User rules, applied after the target's built-in rules (not on `ref`, the oracle).
+    pub rules: Vec<mxc_rewrite::rules::Rule>,
+}
+
 /// A compiled program: its plan and a shared object exporting one entry per step.
 pub struct Compiled {
     pub target: Target,
     pub program: Program,
     pub library: Vec<u8>,
+    /// What the rewrite engine did (`None` on `ref`).
+    pub rewrite_stats: Option<mxc_rewrite::Stats>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,10 +73,18 @@ pub enum CodegenError {
     Llvm(String),
     #[error("linking the kernels: {0}")]
     Link(String),
+    #[error("rewriting: {0}")]
+    Rewrite(#[from] mxc_rewrite::RewriteError),
+    #[error(transparent)]
+    Rules(#[from] mxc_rewrite::rules::RuleError),
+    #[error("the ref target is the unrewritten oracle; user rules apply to cpu")]
+    RulesOnRef,
 }
 
 /// Compiles a verified graph for `target`.
-pub fn compile(graph: &Graph, target: Target) -> Result<Compiled, CodegenError> {
+pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Compiled, CodegenError> {
+    let (rewritten, rewrite_stats) = rewrites::apply(graph, target, &options.rules)?;
+    let graph = &rewritten;
     let loops = mxc_lowering::loops::lower_graph(graph)?;
     let ir = mxc_lowering::loops::to_llvm_ir(&loops.mlir)?;
     let symbols: Vec<(&str, usize)> = loops
@@ -77,5 +98,6 @@ pub fn compile(graph: &Graph, target: Target) -> Result<Compiled, CodegenError> 
         target,
         program: plan::plan(graph, &loops.kernels),
         library,
+        rewrite_stats,
     })
 }

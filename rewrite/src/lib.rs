@@ -1,4 +1,26 @@
 //! The rewrite engine: `mx` graphs in an e-graph (egg), rewritten by rules written as data,
 //! with types and constant values tracked per e-class, and extracted back to `mx` graphs.
+//!
+//! - `lang`: the egg language `Mx` (ops with attribute leaves, inputs, constants, results);
+//! - `analysis`: per-class type and constant value, constant folding;
+//! - `convert`: `Graph` to e-graph and a selection back to a verified `Graph`;
+//! - `cost`: per-target cost models; `extract`: sharing-aware extraction;
+//! - `runner`: `optimize`, the entry point.
 
+pub mod analysis;
+pub mod convert;
+pub mod cost;
+mod error;
+pub mod extract;
 pub mod lang;
+pub mod rules;
+pub mod runner;
+
+pub use analysis::MxAnalysis;
+pub use cost::{CostModel, LinearCost};
+pub use error::RewriteError;
+pub use lang::Mx;
+pub use runner::{optimize, OptimizeOptions, Optimized, Stats};
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 //! same op on the same operands must give the same values, so folding never changes what a
 //! program computes (DESIGN: one definition of an op's meaning).
 
-use mxc_codegen::{compile, Target};
+use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::{eval::eval, Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ fn check(kind: OpKind, operands: Vec<Tensor>, attrs: Attrs) {
         .collect();
     let result = g.build1(kind, inputs, attrs).unwrap();
     g.add_output("y", result);
-    let compiled = compile(&g, Target::Ref).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    let compiled = compile(&g, Target::Ref, &CompileOptions::default()).unwrap_or_else(|e| panic!("{kind}: {e}"));
     let exe = Executable::load(compiled.program, &compiled.library).unwrap();
     let values: HashMap<String, Tensor> = operands
         .iter()

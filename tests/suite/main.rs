@@ -8,4 +8,5 @@ mod eval_vs_ref;
 mod models;
 mod node_suite;
 mod pipeline;
+mod rules;
 mod text;

@@ -1,6 +1,7 @@
 //! The repo's real models (a 21-conv ResNet-style net and a BERT-style encoder, made by
 //! `scripts/models/*.py` with onnxruntime's outputs as reference): `mxc run` on both targets
-//! matches onnxruntime, and `mxc read` prints IR that parses back to the same text.
+//! matches onnxruntime, the rewritten program (cpu) matches the unrewritten one (ref), and
+//! `mxc read` prints IR that parses back to the same text.
 
 use crate::common::{cache_dir, data_files, mismatch, mxc, read_pb, run_case, stderr};
 
@@ -19,6 +20,21 @@ fn matches_onnxruntime(model: &str, target: &str) {
         let (name, e) = read_pb(&f).unwrap();
         if let Some(why) = mismatch(a, &e, RTOL, ATOL) {
             panic!("{model} on {target}, output `{name}`: {why}");
+        }
+    }
+}
+
+fn rewritten_matches_unrewritten(model: &str) {
+    let dir = cache_dir(&format!("models/{model}"));
+    let set = dir.join("test_data_set_0");
+    let outputs = ["ref", "cpu"].map(|target| {
+        let out = tempfile::tempdir().unwrap();
+        run_case(&dir.join("model.onnx"), &set, target, out.path())
+            .unwrap_or_else(|e| panic!("{model} on {target}: {e}"))
+    });
+    for (i, (plain, rewritten)) in outputs[0].iter().zip(&outputs[1]).enumerate() {
+        if let Some(why) = mismatch(rewritten, plain, RTOL, ATOL) {
+            panic!("{model}, output {i}: the rewritten program differs from ref's: {why}");
         }
     }
 }
@@ -54,6 +70,16 @@ fn encoder_matches_onnxruntime_on_ref() {
 #[test]
 fn encoder_matches_onnxruntime_on_cpu() {
     matches_onnxruntime("encoder", "cpu");
+}
+
+#[test]
+fn convnet_rewritten_matches_unrewritten() {
+    rewritten_matches_unrewritten("convnet");
+}
+
+#[test]
+fn encoder_rewritten_matches_unrewritten() {
+    rewritten_matches_unrewritten("encoder");
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! The compile-and-run pipeline through the library API, without ONNX: graphs built in code,
 //! compiled for each target, loaded by the runtime, checked against values computed here.
 
-use mxc_codegen::{compile, Target};
+use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::artifact::{self, Artifact};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
 
 fn run(g: &Graph, target: Target, inputs: &[(&str, Tensor)]) -> Vec<Tensor> {
-    let compiled = compile(g, target).unwrap_or_else(|e| panic!("compiling for {target}: {e}"));
+    let compiled =
+        compile(g, target, &CompileOptions::default()).unwrap_or_else(|e| panic!("compiling for {target}: {e}"));
     let exe = Executable::load(compiled.program, &compiled.library).expect("kernels load");
     let inputs: HashMap<String, Tensor> = inputs.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
     exe.run(&inputs).expect("runs").into_iter().map(|(_, t)| t).collect()
@@ -86,7 +87,7 @@ fn integer_and_bool_ops_run() {
 
 #[test]
 fn compiled_file_runs_like_the_graph() {
-    let compiled = compile(&small_graph(), Target::Cpu).unwrap();
+    let compiled = compile(&small_graph(), Target::Cpu, &CompileOptions::default()).unwrap();
     let bytes = artifact::encode(&Artifact {
         target: "cpu".into(),
         program: compiled.program,

@@ -1,0 +1,254 @@
+//! The e-class analysis: every class knows what it is (an attribute value, a value of a tensor
+//! type, or the tuple of results of a multi-result op) and, where known, its constant value.
+//! Constants are folded here, while nodes are added, with `mxc_dialects::eval::eval` (the
+//! evaluator tested against the `ref` target; there is no second one).
+//!
+//! Merge policy: merging classes whose types (or constant values) differ means a rule is
+//! unsound. That is not a panic (rules are user input): the conflict is recorded in
+//! `MxAnalysis::conflicts`, the runner stops at the next iteration and `optimize` returns
+//! `RewriteError::Unsound`. A node that does not type-check (a rule's right side instantiated
+//! where it does not fit) gets `Kind::Invalid`; merged into a typed class it yields to the
+//! type, and extraction never picks it.
+
+use crate::lang::{AttrValue, ConstValue, Mx};
+use egg::{Analysis, DidMerge, EGraph, Id, Language};
+use mxc_dialects::{eval, mx, Attrs, OpKind, Tensor, TensorType};
+use std::fmt;
+
+/// Results with at most this many elements are folded when all operands are constants.
+pub const DEFAULT_FOLD_LIMIT: usize = 4096;
+
+/// What an e-class holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    /// An attribute leaf.
+    Attr(AttrValue),
+    /// A tensor value of this type.
+    Value(TensorType),
+    /// A multi-result op: its result types, each reached through `Mx::Result`.
+    Tuple(Vec<TensorType>),
+    /// A node that does not type-check, and why.
+    Invalid(String),
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Attr(a) => write!(f, "attribute {a}"),
+            Kind::Value(t) => write!(f, "{t}"),
+            Kind::Tuple(ts) => {
+                let ts: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
+                write!(f, "({})", ts.join(", "))
+            }
+            Kind::Invalid(why) => write!(f, "invalid ({why})"),
+        }
+    }
+}
+
+/// The analysis data of one e-class.
+#[derive(Clone, Debug)]
+pub struct ClassData {
+    pub kind: Kind,
+    /// The value, when it is known at compile time.
+    pub constant: Option<ConstValue>,
+}
+
+impl ClassData {
+    fn of(kind: Kind) -> ClassData {
+        ClassData { kind, constant: None }
+    }
+
+    /// The tensor type of a value class.
+    pub fn ty(&self) -> Option<&TensorType> {
+        match &self.kind {
+            Kind::Value(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Types and constant values for `Mx` e-graphs.
+#[derive(Clone, Debug)]
+pub struct MxAnalysis {
+    /// The types of the graph inputs (`Mx::Input(n)` has type `inputs[n]`).
+    pub inputs: Vec<TensorType>,
+    /// Fold ops whose result has at most this many elements (data movement that does not grow
+    /// its operand, such as transposing weights, is folded at any size).
+    pub fold_limit: usize,
+    /// Merges of classes that cannot be equal, in the order they happened.
+    pub conflicts: Vec<String>,
+}
+
+impl Default for MxAnalysis {
+    fn default() -> Self {
+        MxAnalysis::new(Vec::new(), DEFAULT_FOLD_LIMIT)
+    }
+}
+
+impl MxAnalysis {
+    pub fn new(inputs: Vec<TensorType>, fold_limit: usize) -> MxAnalysis {
+        MxAnalysis {
+            inputs,
+            fold_limit,
+            conflicts: Vec::new(),
+        }
+    }
+
+    fn conflict(&mut self, message: String) {
+        // Keep the first few: one unsound rule can merge many classes.
+        if self.conflicts.len() < 16 {
+            self.conflicts.push(message);
+        }
+    }
+
+    fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
+        let n = result.num_elements();
+        let grows = operands.iter().all(|t| t.len() < n);
+        let data_movement = matches!(
+            kind,
+            OpKind::Identity | OpKind::Reshape | OpKind::Transpose | OpKind::Slice | OpKind::Cast
+        );
+        n <= self.fold_limit || (data_movement && !grows)
+    }
+}
+
+/// The attributes of an op node, from its attribute leaves (`attr_names(kind)` order).
+pub fn node_attrs(egraph: &EGraph<Mx, MxAnalysis>, kind: OpKind, leaves: &[Id]) -> Result<Attrs, String> {
+    let mut attrs = Attrs::new();
+    for (name, id) in mx::attr_names(kind).iter().zip(leaves) {
+        match &egraph[*id].data.kind {
+            Kind::Attr(a) => attrs.set(name, a.to_attr()),
+            other => return Err(format!("attribute `{name}` is {other}, not an attribute")),
+        }
+    }
+    Ok(attrs)
+}
+
+/// The types of an op node's operands.
+pub fn operand_types(egraph: &EGraph<Mx, MxAnalysis>, operands: &[Id]) -> Result<Vec<TensorType>, String> {
+    operands
+        .iter()
+        .map(|id| match &egraph[*id].data.kind {
+            Kind::Value(t) => Ok(t.clone()),
+            other => Err(format!("operand is {other}, not a tensor")),
+        })
+        .collect()
+}
+
+/// The result types `infer` gives an op node, or why it does not type-check.
+pub fn infer_node(
+    egraph: &EGraph<Mx, MxAnalysis>,
+    node: &Mx,
+) -> Result<(Attrs, Vec<TensorType>, Vec<TensorType>), String> {
+    let (kind, leaves, operands) = node.split_op().ok_or("not an op")?;
+    let attrs = node_attrs(egraph, kind, leaves)?;
+    let types = operand_types(egraph, operands)?;
+    let results = mx::infer(kind, &types, &attrs).map_err(|m| format!("{kind}: {m}"))?;
+    Ok((attrs, types, results))
+}
+
+fn make_op(egraph: &EGraph<Mx, MxAnalysis>, node: &Mx) -> ClassData {
+    let (attrs, _, results) = match infer_node(egraph, node) {
+        Ok(r) => r,
+        Err(why) => return ClassData::of(Kind::Invalid(why)),
+    };
+    let Some((kind, _, operands)) = node.split_op() else {
+        unreachable!("infer_node accepts only ops")
+    };
+    if results.len() != 1 {
+        return ClassData::of(Kind::Tuple(results));
+    }
+    let ty = results.into_iter().next().expect("one result");
+    let constants: Option<Vec<&Tensor>> = operands
+        .iter()
+        .map(|id| egraph[*id].data.constant.as_ref().map(|c| &*c.tensor))
+        .collect();
+    let constant = constants
+        .filter(|cs| egraph.analysis.should_fold(kind, cs, &ty))
+        .and_then(|cs| match eval::eval(kind, &cs, &attrs) {
+            Some(Ok(mut values)) if values.len() == 1 && values[0].ty == ty => Some(ConstValue::new(values.remove(0))),
+            _ => None,
+        });
+    ClassData {
+        kind: Kind::Value(ty),
+        constant,
+    }
+}
+
+impl Analysis<Mx> for MxAnalysis {
+    type Data = ClassData;
+
+    fn make(egraph: &mut EGraph<Mx, Self>, enode: &Mx, _id: Id) -> ClassData {
+        match enode {
+            Mx::Input(n) => ClassData::of(match egraph.analysis.inputs.get(*n as usize) {
+                Some(t) => Kind::Value(t.clone()),
+                None => Kind::Invalid(format!("there is no input {n}")),
+            }),
+            Mx::Const(c) => ClassData {
+                kind: Kind::Value(c.tensor.ty.clone()),
+                constant: Some(c.clone()),
+            },
+            Mx::Attr(a) => ClassData::of(Kind::Attr(a.clone())),
+            Mx::Result(n, [tuple]) => ClassData::of(match &egraph[*tuple].data.kind {
+                Kind::Tuple(ts) if (*n as usize) < ts.len() => Kind::Value(ts[*n as usize].clone()),
+                Kind::Invalid(why) => Kind::Invalid(why.clone()),
+                other => Kind::Invalid(format!("result {n} of {other}")),
+            }),
+            Mx::Op(..) => make_op(egraph, enode),
+        }
+    }
+
+    fn merge(&mut self, a: &mut ClassData, b: ClassData) -> DidMerge {
+        let mut did = DidMerge(false, false);
+        if a.kind != b.kind {
+            match (&a.kind, &b.kind) {
+                (Kind::Invalid(_), _) => {
+                    a.kind = b.kind;
+                    did.0 = true;
+                }
+                (_, Kind::Invalid(_)) => did.1 = true,
+                (x, y) => {
+                    self.conflict(format!("a value of type {x} was merged with one of type {y}"));
+                    did.1 = true;
+                }
+            }
+        }
+        match (&a.constant, b.constant) {
+            (None, Some(c)) => {
+                a.constant = Some(c);
+                did.0 = true;
+            }
+            (Some(_), None) => did.1 = true,
+            (Some(x), Some(y)) if *x != y => {
+                self.conflict(format!("two different constants of type {} were merged", x.tensor.ty));
+                did.1 = true;
+            }
+            _ => {}
+        }
+        did
+    }
+
+    /// A class with a known value gets the `Const` leaf, and only leaves are kept: the
+    /// constant costs nothing, so nothing else in the class could be extracted.
+    fn modify(egraph: &mut EGraph<Mx, Self>, id: Id) {
+        let Some(c) = egraph[id].data.constant.clone() else {
+            return;
+        };
+        if !egraph[id].nodes.iter().any(|n| matches!(n, Mx::Const(_))) {
+            let leaf = egraph.add(Mx::Const(c));
+            egraph.union(id, leaf);
+        }
+        let id = egraph.find(id);
+        egraph[id].nodes.retain(|n| n.is_leaf());
+    }
+}
+
+impl crate::rules::ClassFacts for ClassData {
+    fn ty(&self) -> Option<&TensorType> {
+        ClassData::ty(self)
+    }
+
+    fn constant(&self) -> Option<&mxc_dialects::Tensor> {
+        self.constant.as_ref().map(|c| &*c.tensor)
+    }
+}

@@ -1,0 +1,175 @@
+//! Cost models: what one kernel computing an op costs on a target. A target supplies a
+//! `CostModel`; `LinearCost` (a launch cost, a cost per byte moved and per FLOP) is the
+//! start, with the `ref` and `cpu` parameters here. Constants, inputs and attribute leaves cost
+//! nothing; the extractor (`extract.rs`) adds the costs of the kernels a selection runs, each
+//! computed value counted once.
+
+use mxc_dialects::{Attrs, Graph, OpKind, TensorType};
+use std::fmt;
+
+/// One op as a kernel sees it: kind, attributes, operand and result types.
+#[derive(Clone, Copy, Debug)]
+pub struct OpSite<'a> {
+    pub kind: OpKind,
+    pub attrs: &'a Attrs,
+    pub operands: &'a [TensorType],
+    pub results: &'a [TensorType],
+}
+
+/// The cost of running ops on a target, in its own unit (estimated nanoseconds for the models
+/// here). Costs must be finite and non-negative.
+pub trait CostModel: fmt::Debug + Send + Sync {
+    fn op_cost(&self, op: &OpSite) -> f64;
+}
+
+/// Cost = `launch` + `per_byte` x bytes read and written + `per_flop` x FLOPs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearCost {
+    pub launch: f64,
+    pub per_byte: f64,
+    pub per_flop: f64,
+}
+
+impl LinearCost {
+    /// The `ref` target: scalar loops, one kernel per op (about 1 FLOP and 4 bytes per ns).
+    pub fn reference() -> LinearCost {
+        LinearCost {
+            launch: 50.0,
+            per_byte: 0.25,
+            per_flop: 1.0,
+        }
+    }
+
+    /// The `cpu` target: vectorised and threaded kernels (about 32 FLOPs and 16 bytes per ns),
+    /// with a thread-pool dispatch per kernel.
+    pub fn cpu() -> LinearCost {
+        LinearCost {
+            launch: 500.0,
+            per_byte: 1.0 / 16.0,
+            per_flop: 1.0 / 32.0,
+        }
+    }
+}
+
+impl CostModel for LinearCost {
+    fn op_cost(&self, op: &OpSite) -> f64 {
+        self.launch + self.per_byte * bytes_moved(op) + self.per_flop * flops(op)
+    }
+}
+
+/// Bytes a kernel reads and writes: its operands once and its results once.
+pub fn bytes_moved(op: &OpSite) -> f64 {
+    op.operands.iter().chain(op.results).map(|t| t.num_bytes() as f64).sum()
+}
+
+/// Arithmetic operations an op performs (data movement performs none).
+pub fn flops(op: &OpSite) -> f64 {
+    use OpKind::*;
+    let out = op.results.first().map_or(0.0, |t| t.num_elements() as f64);
+    let input = op.operands.first().map_or(0.0, |t| t.num_elements() as f64);
+    let weight = |i: usize| op.operands.get(i).map_or(1.0, |t| t.num_elements() as f64);
+    let dim = |i: usize, d: usize| {
+        op.operands
+            .get(i)
+            .and_then(|t| t.shape.get(d))
+            .map_or(1.0, |&n| n as f64)
+    };
+    match op.kind {
+        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand => 0.0,
+        Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
+        Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
+        | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip => out,
+        Softmax => 5.0 * out,
+        LayerNorm => 8.0 * input,
+        BatchNorm => 2.0 * out,
+        ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,
+        MatMul => {
+            let k = op
+                .operands
+                .first()
+                .and_then(|t| t.shape.last())
+                .map_or(1.0, |&n| n as f64);
+            2.0 * out * k
+        }
+        Gemm => {
+            let trans_a = op.attrs.int("trans_a").unwrap_or(0) != 0;
+            let k = if trans_a { dim(0, 0) } else { dim(0, 1) };
+            2.0 * out * k + out
+        }
+        // Weights [C_out, C_in / group, k...]: each output element is a dot product of that size.
+        Conv => 2.0 * out * weight(1) / dim(1, 0),
+        // Weights [C_in, C_out / group, k...]: each input element scatters into that many.
+        ConvTranspose => 2.0 * input * weight(1) / dim(1, 0),
+        MaxPool | AveragePool => {
+            let kernel: f64 = op
+                .attrs
+                .ints("kernel")
+                .map_or(1.0, |k| k.iter().product::<i64>() as f64);
+            out * kernel
+        }
+    }
+}
+
+/// The cost of a graph: every op that reaches an output, once (constants are free).
+pub fn graph_cost(g: &Graph, model: &dyn CostModel) -> f64 {
+    let g = g.prune();
+    g.ops
+        .iter()
+        .filter(|op| op.kind != OpKind::Constant)
+        .map(|op| {
+            let operands: Vec<TensorType> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
+            let results: Vec<TensorType> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
+            model.op_cost(&OpSite {
+                kind: op.kind,
+                attrs: &op.attrs,
+                operands: &operands,
+                results: &results,
+            })
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mxc_dialects::{Attr, DType};
+
+    fn t(shape: &[usize]) -> TensorType {
+        TensorType::new(DType::F32, shape.to_vec())
+    }
+
+    #[test]
+    fn matmul_and_conv_flops_are_two_per_multiply_add() {
+        let attrs = Attrs::new();
+        let mm = OpSite {
+            kind: OpKind::MatMul,
+            attrs: &attrs,
+            operands: &[t(&[4, 8]), t(&[8, 16])],
+            results: &[t(&[4, 16])],
+        };
+        assert_eq!(flops(&mm), 2.0 * 4.0 * 16.0 * 8.0);
+        assert_eq!(bytes_moved(&mm), 4.0 * (32.0 + 128.0 + 64.0));
+        let conv_attrs = Attrs::new().with("group", Attr::Int(1));
+        let conv = OpSite {
+            kind: OpKind::Conv,
+            attrs: &conv_attrs,
+            operands: &[t(&[1, 3, 8, 8]), t(&[16, 3, 3, 3])],
+            results: &[t(&[1, 16, 6, 6])],
+        };
+        assert_eq!(flops(&conv), 2.0 * (16.0 * 36.0) * 27.0);
+    }
+
+    #[test]
+    fn cpu_launches_cost_more_and_arithmetic_less_than_ref() {
+        let attrs = Attrs::new();
+        let add = OpSite {
+            kind: OpKind::Add,
+            attrs: &attrs,
+            operands: &[t(&[1 << 20]), t(&[1 << 20])],
+            results: &[t(&[1 << 20])],
+        };
+        let (r, c) = (LinearCost::reference(), LinearCost::cpu());
+        assert!(c.launch > r.launch);
+        assert!(c.op_cost(&add) < r.op_cost(&add));
+    }
+}

@@ -1,0 +1,86 @@
+//! The syntax tree of a rule file: rules made of a left pattern, a right pattern and
+//! conditions; expressions compute attribute values and condition results.
+
+use super::error::Pos;
+use mxc_dialects::{DType, OpKind};
+
+/// One `rule NAME: LEFT => RIGHT [if COND]` definition.
+#[derive(Clone, Debug)]
+pub struct RuleDef {
+    pub name: String,
+    pub pos: Pos,
+    pub lhs: Pat,
+    pub rhs: Pat,
+    pub cond: Option<Expr>,
+}
+
+/// A pattern: a variable standing for any value, or an op applied to operands.
+#[derive(Clone, Debug)]
+pub enum Pat {
+    Var(String, Pos),
+    Op(OpPat),
+}
+
+/// `(kind operand... name=attr...)`: operands by position, attributes by name.
+#[derive(Clone, Debug)]
+pub struct OpPat {
+    pub kind: OpKind,
+    pub pos: Pos,
+    pub operands: Vec<Pat>,
+    pub attrs: Vec<(String, Pos, Expr)>,
+}
+
+impl Pat {
+    pub fn pos(&self) -> Pos {
+        match self {
+            Pat::Var(_, pos) => *pos,
+            Pat::Op(op) => op.pos,
+        }
+    }
+}
+
+/// A literal value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lit {
+    Int(i64),
+    Float(f64),
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+    DType(DType),
+    Bool(bool),
+}
+
+/// Comparison and logical operators of conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+/// An expression: an attribute value on the right side, or a condition.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    Lit(Lit, Pos),
+    /// A pattern variable (a tensor operand or an attribute, whichever the left side bound).
+    Var(String, Pos),
+    /// The value the whole left side matched (conditions only).
+    Root(Pos),
+    Call(String, Vec<Expr>, Pos),
+    Not(Box<Expr>, Pos),
+    Bin(BinOp, Box<Expr>, Box<Expr>, Pos),
+}
+
+impl Expr {
+    pub fn pos(&self) -> Pos {
+        match self {
+            Expr::Lit(_, p) | Expr::Var(_, p) | Expr::Root(p) | Expr::Call(_, _, p) | Expr::Not(_, p) => *p,
+            Expr::Bin(_, _, _, p) => *p,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The built-in rule files, embedded in the binary and parsed by the same `parse_rules` a
+//! user's file goes through.
+
+use super::{parse_rules, Rule, RuleError};
+
+/// Every built-in rule file: set name, path (for error messages) and text.
+pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[(
+    "algebra",
+    "rewrite/rules/algebra.rules",
+    include_str!("../../rules/algebra.rules"),
+)];
+
+/// The rules of built-in set `name` (`None` for an unknown set).
+pub fn builtin_rules(name: &str) -> Option<Result<Vec<Rule>, RuleError>> {
+    BUILTIN_FILES
+        .iter()
+        .find(|(set, _, _)| *set == name)
+        .map(|(_, path, text)| parse_rules(text, path))
+}

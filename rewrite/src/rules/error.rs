@@ -1,0 +1,76 @@
+//! Errors of rule files: where (file, line, column) and what went wrong.
+
+use std::fmt;
+
+/// A position in a rule file (1-based line and column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// A rule file that cannot be read, does not parse, or holds a rule that does not type-check.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}:{column}: {message}")]
+    Invalid {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+impl RuleError {
+    pub(crate) fn at(file: &str, pos: Pos, message: impl Into<String>) -> RuleError {
+        RuleError::Invalid {
+            file: file.to_string(),
+            line: pos.line,
+            column: pos.column,
+            message: message.into(),
+        }
+    }
+
+    /// The position of an `Invalid` error (`None` for I/O errors).
+    pub fn pos(&self) -> Option<Pos> {
+        match self {
+            RuleError::Invalid { line, column, .. } => Some(Pos {
+                line: *line,
+                column: *column,
+            }),
+            RuleError::Io { .. } => None,
+        }
+    }
+}
+
+/// An error found before the file name is attached (parser and checker work on text).
+#[derive(Debug)]
+pub(crate) struct Located {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl Located {
+    pub fn new(pos: Pos, message: impl Into<String>) -> Located {
+        Located {
+            pos,
+            message: message.into(),
+        }
+    }
+
+    pub fn in_file(self, file: &str) -> RuleError {
+        RuleError::at(file, self.pos, self.message)
+    }
+}

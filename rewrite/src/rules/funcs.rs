@@ -1,0 +1,224 @@
+//! The functions rule expressions may call: facts about tensors (type, shape, constant
+//! value), predicates, and the computations that produce new attribute values (permutation
+//! composition and inverse, ...). One table: adding a function is adding a row.
+
+use super::value::{Sort, TensorFacts, Value};
+
+/// A function callable from rule expressions.
+pub struct Func {
+    pub name: &'static str,
+    pub params: &'static [Sort],
+    pub result: Sort,
+    /// One line for `docs/rules.md` and error messages.
+    pub doc: &'static str,
+    /// `None` when a fact is unknown or the arguments are out of the function's domain; the
+    /// rule then does not fire.
+    pub eval: fn(&[Value]) -> Option<Value>,
+}
+
+use Sort::*;
+
+/// Every function, by name.
+pub const FUNCS: &[Func] = &[
+    Func {
+        name: "dtype",
+        params: &[Tensor],
+        result: DType,
+        doc: "element type of a tensor",
+        eval: |a| Some(Value::DType(ty(&a[0])?.dtype)),
+    },
+    Func {
+        name: "rank",
+        params: &[Tensor],
+        result: Int,
+        doc: "number of dimensions",
+        eval: |a| Some(Value::Int(ty(&a[0])?.rank() as i64)),
+    },
+    Func {
+        name: "shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "the dimensions",
+        eval: |a| Some(Value::Ints(ty(&a[0])?.shape.iter().map(|&d| d as i64).collect())),
+    },
+    Func {
+        name: "type",
+        params: &[Tensor],
+        result: Type,
+        doc: "element type and shape together",
+        eval: |a| Some(Value::Type(ty(&a[0])?.clone())),
+    },
+    Func {
+        name: "numel",
+        params: &[Tensor],
+        result: Int,
+        doc: "number of elements",
+        eval: |a| Some(Value::Int(ty(&a[0])?.num_elements() as i64)),
+    },
+    Func {
+        name: "const",
+        params: &[Tensor],
+        result: Bool,
+        doc: "the value is a known constant",
+        eval: |a| Some(Value::Bool(facts(&a[0])?.constant.is_some())),
+    },
+    Func {
+        name: "splat",
+        params: &[Tensor, Float],
+        result: Bool,
+        doc: "a constant whose every element equals the number",
+        eval: splat,
+    },
+    Func {
+        name: "is_float",
+        params: &[DType],
+        result: Bool,
+        doc: "a floating-point element type",
+        eval: |a| Some(Value::Bool(dtype(&a[0])?.is_float())),
+    },
+    Func {
+        name: "is_int",
+        params: &[DType],
+        result: Bool,
+        doc: "an integer element type",
+        eval: |a| Some(Value::Bool(dtype(&a[0])?.is_int())),
+    },
+    Func {
+        name: "is_unsigned",
+        params: &[DType],
+        result: Bool,
+        doc: "an unsigned integer element type",
+        eval: |a| Some(Value::Bool(dtype(&a[0])?.is_unsigned_int())),
+    },
+    Func {
+        name: "len",
+        params: &[Ints],
+        result: Int,
+        doc: "length of a list",
+        eval: |a| Some(Value::Int(ints(&a[0])?.len() as i64)),
+    },
+    Func {
+        name: "all",
+        params: &[Ints, Int],
+        result: Bool,
+        doc: "every element of the list equals the integer",
+        eval: all,
+    },
+    Func {
+        name: "is_identity",
+        params: &[Ints],
+        result: Bool,
+        doc: "the permutation leaves every axis in place",
+        eval: is_identity,
+    },
+    Func {
+        name: "compose",
+        params: &[Ints, Ints],
+        result: Ints,
+        doc: "`perm` of transposing by the first, then by the second",
+        eval: compose,
+    },
+    Func {
+        name: "inverse",
+        params: &[Ints],
+        result: Ints,
+        doc: "the permutation that undoes this one",
+        eval: inverse,
+    },
+    Func {
+        name: "flip",
+        params: &[Int],
+        result: Int,
+        doc: "0 <-> 1 (for `trans_a`/`trans_b` flags)",
+        eval: flip,
+    },
+];
+
+/// The function called `name`.
+pub fn lookup(name: &str) -> Option<&'static Func> {
+    FUNCS.iter().find(|f| f.name == name)
+}
+
+fn facts(v: &Value) -> Option<&TensorFacts> {
+    match v {
+        Value::Tensor(f) => Some(f),
+        _ => None,
+    }
+}
+
+fn ty(v: &Value) -> Option<&mxc_dialects::TensorType> {
+    facts(v)?.ty.as_ref()
+}
+
+fn dtype(v: &Value) -> Option<mxc_dialects::DType> {
+    match v {
+        Value::DType(d) => Some(*d),
+        _ => None,
+    }
+}
+
+fn ints(v: &Value) -> Option<&[i64]> {
+    match v {
+        Value::Ints(v) => Some(v),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// A permutation of `0..len` as indices, or `None`.
+fn perm(v: &Value) -> Option<Vec<usize>> {
+    let p = ints(v)?;
+    let mut seen = vec![false; p.len()];
+    p.iter()
+        .map(|&i| {
+            let i = usize::try_from(i).ok().filter(|&i| i < p.len() && !seen[i])?;
+            seen[i] = true;
+            Some(i)
+        })
+        .collect()
+}
+
+fn splat(a: &[Value]) -> Option<Value> {
+    let c = facts(&a[0])?.constant.as_ref()?;
+    let v = a[1].as_f64()?;
+    Some(Value::Bool((0..c.len()).all(|i| c.get_f64(i) == v)))
+}
+
+fn all(a: &[Value]) -> Option<Value> {
+    let v = int(&a[1])?;
+    Some(Value::Bool(ints(&a[0])?.iter().all(|&x| x == v)))
+}
+
+fn is_identity(a: &[Value]) -> Option<Value> {
+    let p = perm(&a[0])?;
+    Some(Value::Bool(p.iter().enumerate().all(|(i, &x)| i == x)))
+}
+
+/// `transpose(transpose(x, p), q) = transpose(x, r)` with `r[i] = p[q[i]]`.
+fn compose(a: &[Value]) -> Option<Value> {
+    let (p, q) = (perm(&a[0])?, perm(&a[1])?);
+    (p.len() == q.len()).then(|| Value::Ints(q.iter().map(|&i| p[i] as i64).collect()))
+}
+
+fn inverse(a: &[Value]) -> Option<Value> {
+    let p = perm(&a[0])?;
+    let mut inv = vec![0; p.len()];
+    for (i, &x) in p.iter().enumerate() {
+        inv[x] = i as i64;
+    }
+    Some(Value::Ints(inv))
+}
+
+fn flip(a: &[Value]) -> Option<Value> {
+    match int(&a[0])? {
+        0 => Some(Value::Int(1)),
+        1 => Some(Value::Int(0)),
+        _ => None,
+    }
+}

@@ -1,0 +1,299 @@
+//! The parser of rule files:
+//!
+//! ```text
+//! file  := rule*
+//! rule  := "rule" NAME ":" pat "=>" pat ("if" expr)?
+//! pat   := ?VAR | "(" OP (pat | ATTR "=" expr)* ")"
+//! expr  := and ("||" and)*          and := unary ("&&" unary)*
+//! unary := "!" unary | atom (CMP atom)?
+//! atom  := INT | FLOAT | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
+//!        | ?VAR | root | FUNC "(" (expr ("," expr)*)? ")" | "(" expr ")"
+//! ```
+
+use super::ast::{BinOp, Expr, Lit, OpPat, Pat, RuleDef};
+use super::error::{Located, Pos};
+use super::lexer::{lex, Tok};
+use mxc_dialects::{DType, OpKind};
+
+/// Parses the rules of `text` (syntax only; `check` validates them).
+pub fn parse_file(text: &str) -> Result<Vec<RuleDef>, Located> {
+    let mut p = Parser {
+        toks: lex(text)?,
+        at: 0,
+        end: end_pos(text),
+    };
+    let mut rules = Vec::new();
+    while p.peek().is_some() {
+        rules.push(p.rule()?);
+    }
+    Ok(rules)
+}
+
+/// Parses one pattern (tests write their input and expected expressions in rule syntax).
+#[cfg(test)]
+pub fn parse_pattern(text: &str) -> Result<Pat, Located> {
+    let mut p = Parser {
+        toks: lex(text)?,
+        at: 0,
+        end: end_pos(text),
+    };
+    let pat = p.pat()?;
+    match p.peek() {
+        None => Ok(pat),
+        Some(t) => Err(Located::new(
+            p.pos(),
+            format!("unexpected {} after the pattern", t.describe()),
+        )),
+    }
+}
+
+fn end_pos(text: &str) -> Pos {
+    let line = text.lines().count().max(1);
+    let column = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
+    Pos { line, column }
+}
+
+struct Parser {
+    toks: Vec<(Tok, Pos)>,
+    at: usize,
+    end: Pos,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at).map(|(t, _)| t)
+    }
+
+    fn peek2(&self) -> Option<&Tok> {
+        self.toks.get(self.at + 1).map(|(t, _)| t)
+    }
+
+    fn pos(&self) -> Pos {
+        self.toks.get(self.at).map_or(self.end, |(_, p)| *p)
+    }
+
+    fn next(&mut self) -> Option<(Tok, Pos)> {
+        let t = self.toks.get(self.at).cloned();
+        self.at += 1;
+        t
+    }
+
+    fn unexpected(&self, wanted: &str) -> Located {
+        let found = self.peek().map_or("the end of the file".to_string(), Tok::describe);
+        Located::new(self.pos(), format!("expected {wanted}, found {found}"))
+    }
+
+    fn expect(&mut self, tok: Tok) -> Result<Pos, Located> {
+        if self.peek() == Some(&tok) {
+            Ok(self.next().expect("peeked").1)
+        } else {
+            Err(self.unexpected(&tok.describe()))
+        }
+    }
+
+    fn ident(&mut self, wanted: &str) -> Result<(String, Pos), Located> {
+        match self.peek() {
+            Some(Tok::Ident(_)) => match self.next() {
+                Some((Tok::Ident(s), pos)) => Ok((s, pos)),
+                _ => unreachable!("peeked an identifier"),
+            },
+            _ => Err(self.unexpected(wanted)),
+        }
+    }
+
+    fn keyword(&self, word: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Ident(s)) if s == word)
+    }
+
+    fn rule(&mut self) -> Result<RuleDef, Located> {
+        if !self.keyword("rule") {
+            return Err(self.unexpected("`rule`"));
+        }
+        self.next();
+        let (name, pos) = self.ident("a rule name")?;
+        self.expect(Tok::Colon)?;
+        let lhs = self.pat()?;
+        self.expect(Tok::Arrow)?;
+        let rhs = self.pat()?;
+        let cond = if self.keyword("if") {
+            self.next();
+            Some(self.expr()?)
+        } else {
+            None
+        };
+        if self.peek().is_some() && !self.keyword("rule") {
+            let wanted = if cond.is_some() {
+                "`&&`, `||` or the next `rule`"
+            } else {
+                "`if` or the next `rule`"
+            };
+            return Err(self.unexpected(wanted));
+        }
+        Ok(RuleDef {
+            name,
+            pos,
+            lhs,
+            rhs,
+            cond,
+        })
+    }
+
+    fn pat(&mut self) -> Result<Pat, Located> {
+        match self.next() {
+            Some((Tok::Var(v), pos)) => Ok(Pat::Var(v, pos)),
+            Some((Tok::LParen, _)) => {
+                let (name, pos) = self.ident("an op name")?;
+                let kind = OpKind::from_name(&name).ok_or_else(|| Located::new(pos, format!("unknown op `{name}`")))?;
+                let mut op = OpPat {
+                    kind,
+                    pos,
+                    operands: Vec::new(),
+                    attrs: Vec::new(),
+                };
+                loop {
+                    match (self.peek(), self.peek2()) {
+                        (Some(Tok::RParen), _) => {
+                            self.next();
+                            return Ok(Pat::Op(op));
+                        }
+                        (Some(Tok::Ident(_)), Some(Tok::Assign)) => {
+                            let (attr, apos) = self.ident("an attribute name")?;
+                            self.next();
+                            op.attrs.push((attr, apos, self.expr()?));
+                        }
+                        (Some(Tok::Var(_) | Tok::LParen), _) => op.operands.push(self.pat()?),
+                        _ => return Err(self.unexpected("an operand, `name=value` or `)`")),
+                    }
+                }
+            }
+            _ => {
+                self.at -= 1;
+                Err(self.unexpected("a pattern (`?var` or `(op ...)`)"))
+            }
+        }
+    }
+
+    fn expr(&mut self) -> Result<Expr, Located> {
+        let mut lhs = self.and()?;
+        while self.peek() == Some(&Tok::Or) {
+            let pos = self.next().expect("peeked").1;
+            lhs = Expr::Bin(BinOp::Or, Box::new(lhs), Box::new(self.and()?), pos);
+        }
+        Ok(lhs)
+    }
+
+    fn and(&mut self) -> Result<Expr, Located> {
+        let mut lhs = self.unary()?;
+        while self.peek() == Some(&Tok::And) {
+            let pos = self.next().expect("peeked").1;
+            lhs = Expr::Bin(BinOp::And, Box::new(lhs), Box::new(self.unary()?), pos);
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> Result<Expr, Located> {
+        if self.peek() == Some(&Tok::Not) {
+            let pos = self.next().expect("peeked").1;
+            return Ok(Expr::Not(Box::new(self.unary()?), pos));
+        }
+        let lhs = self.atom()?;
+        let op = match self.peek() {
+            Some(Tok::Eq) => BinOp::Eq,
+            Some(Tok::Ne) => BinOp::Ne,
+            Some(Tok::Lt) => BinOp::Lt,
+            Some(Tok::Le) => BinOp::Le,
+            Some(Tok::Gt) => BinOp::Gt,
+            Some(Tok::Ge) => BinOp::Ge,
+            _ => return Ok(lhs),
+        };
+        let pos = self.next().expect("peeked").1;
+        Ok(Expr::Bin(op, Box::new(lhs), Box::new(self.atom()?), pos))
+    }
+
+    fn atom(&mut self) -> Result<Expr, Located> {
+        let pos = self.pos();
+        match self.next() {
+            Some((Tok::Int(v), _)) => Ok(Expr::Lit(Lit::Int(v), pos)),
+            Some((Tok::Float(v), _)) => Ok(Expr::Lit(Lit::Float(v), pos)),
+            Some((Tok::Var(v), _)) => Ok(Expr::Var(v, pos)),
+            Some((Tok::LBracket, _)) => self.list(pos),
+            Some((Tok::LParen, _)) => {
+                let e = self.expr()?;
+                self.expect(Tok::RParen)?;
+                Ok(e)
+            }
+            Some((Tok::Ident(name), _)) => {
+                if self.peek() == Some(&Tok::LParen) {
+                    self.next();
+                    let mut args = Vec::new();
+                    while self.peek() != Some(&Tok::RParen) {
+                        if !args.is_empty() {
+                            self.expect(Tok::Comma)?;
+                        }
+                        args.push(self.expr()?);
+                    }
+                    self.next();
+                    return Ok(Expr::Call(name, args, pos));
+                }
+                match name.as_str() {
+                    "root" => Ok(Expr::Root(pos)),
+                    "true" => Ok(Expr::Lit(Lit::Bool(true), pos)),
+                    "false" => Ok(Expr::Lit(Lit::Bool(false), pos)),
+                    _ => match DType::from_name(&name) {
+                        Some(d) => Ok(Expr::Lit(Lit::DType(d), pos)),
+                        None => Err(Located::new(
+                            pos,
+                            format!("unknown name `{name}` (expected a value, `?var`, `root` or a function call)"),
+                        )),
+                    },
+                }
+            }
+            _ => {
+                self.at -= 1;
+                Err(self.unexpected("a value"))
+            }
+        }
+    }
+
+    /// `[1, 0]` or `[1.0, 2.5]` (integers in a list with a float become floats).
+    fn list(&mut self, pos: Pos) -> Result<Expr, Located> {
+        let mut items = Vec::new();
+        while self.peek() != Some(&Tok::RBracket) {
+            if !items.is_empty() {
+                self.expect(Tok::Comma)?;
+            }
+            match self.next() {
+                Some((Tok::Int(v), _)) => items.push(Lit::Int(v)),
+                Some((Tok::Float(v), _)) => items.push(Lit::Float(v)),
+                _ => {
+                    self.at -= 1;
+                    return Err(self.unexpected("a number or `]`"));
+                }
+            }
+        }
+        self.next();
+        let lit = if items.iter().any(|l| matches!(l, Lit::Float(_))) {
+            Lit::Floats(
+                items
+                    .iter()
+                    .map(|l| match l {
+                        Lit::Int(v) => *v as f64,
+                        Lit::Float(v) => *v,
+                        _ => unreachable!("lists hold numbers"),
+                    })
+                    .collect(),
+            )
+        } else {
+            Lit::Ints(
+                items
+                    .iter()
+                    .map(|l| match l {
+                        Lit::Int(v) => *v,
+                        _ => unreachable!("lists of integers"),
+                    })
+                    .collect(),
+            )
+        };
+        Ok(Expr::Lit(lit, pos))
+    }
+}

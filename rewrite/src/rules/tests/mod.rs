@@ -1,0 +1,8 @@
+//! Tests of the rule language: rewrites on small e-graphs, errors with their positions, and
+//! the built-in rule files.
+
+mod analysis;
+mod builtin;
+mod errors;
+mod harness;
+mod rewrite;

@@ -1,0 +1,121 @@
+//! `optimize`: a graph into the e-graph, the rules run to saturation or a limit under egg's
+//! `BackoffScheduler` (which bans rules that match explosively), the cheapest graph extracted.
+
+use crate::analysis::{MxAnalysis, DEFAULT_FOLD_LIMIT};
+use crate::convert::{to_egraph, to_graph};
+use crate::cost::{graph_cost, CostModel, LinearCost};
+use crate::extract::extract;
+use crate::lang::Mx;
+use crate::RewriteError;
+use egg::{BackoffScheduler, Rewrite, Runner, StopReason};
+use mxc_dialects::Graph;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Limits and choices of one `optimize` call.
+#[derive(Clone, Debug)]
+pub struct OptimizeOptions {
+    /// Rule-application rounds at most.
+    pub iter_limit: usize,
+    /// E-nodes at most: the larger of this and `node_growth` times the input's e-nodes, so that
+    /// the bound grows with the model.
+    pub node_limit: usize,
+    pub node_growth: usize,
+    /// Wall-clock time for saturation (checked between rule applications).
+    pub time_limit: Duration,
+    /// `BackoffScheduler`: matches a rule may make in one round before it is banned, and for
+    /// how many rounds (both double with each ban).
+    pub match_limit: usize,
+    pub ban_length: usize,
+    /// Fold ops on constants whose result has at most this many elements.
+    pub fold_limit: usize,
+    /// The target's cost model, for extraction.
+    pub cost_model: Arc<dyn CostModel>,
+}
+
+impl Default for OptimizeOptions {
+    fn default() -> Self {
+        OptimizeOptions {
+            iter_limit: 30,
+            node_limit: 10_000,
+            node_growth: 10,
+            time_limit: Duration::from_secs(10),
+            match_limit: 1_000,
+            ban_length: 5,
+            fold_limit: DEFAULT_FOLD_LIMIT,
+            cost_model: Arc::new(LinearCost::cpu()),
+        }
+    }
+}
+
+/// What saturation and extraction did.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    pub enodes: usize,
+    pub eclasses: usize,
+    pub iterations: usize,
+    pub stop_reason: StopReason,
+    /// Total DAG cost of the input graph and of the result, under `cost_model`.
+    pub cost_before: f64,
+    pub cost_after: f64,
+    /// False when the input graph's own choice was cheaper than the greedy extractor's.
+    pub greedy_won: bool,
+    pub saturation_time: Duration,
+    pub extraction_time: Duration,
+}
+
+/// The optimised graph and how it was found.
+#[derive(Clone, Debug)]
+pub struct Optimized {
+    pub graph: Graph,
+    pub stats: Stats,
+}
+
+/// Rewrites `graph` with `rules` (constant folding happens in any case) and extracts the
+/// cheapest equivalent graph: same inputs, same output names and types, never costlier.
+pub fn optimize(
+    graph: &Graph,
+    rules: &[Rewrite<Mx, MxAnalysis>],
+    opts: &OptimizeOptions,
+) -> Result<Optimized, RewriteError> {
+    let start = Instant::now();
+    let converted = to_egraph(graph, MxAnalysis::new(Vec::new(), opts.fold_limit))?;
+    let node_limit = opts
+        .node_limit
+        .max(opts.node_growth.saturating_mul(converted.egraph.total_size()));
+    let scheduler = BackoffScheduler::default()
+        .with_initial_match_limit(opts.match_limit)
+        .with_ban_length(opts.ban_length);
+    let runner = Runner::<Mx, MxAnalysis, ()>::new(MxAnalysis::default())
+        .with_egraph(converted.egraph)
+        .with_iter_limit(opts.iter_limit)
+        .with_node_limit(node_limit)
+        .with_time_limit(opts.time_limit)
+        .with_scheduler(scheduler)
+        .with_hook(|r| match r.egraph.analysis.conflicts.is_empty() {
+            true => Ok(()),
+            false => Err("a rewrite merged values that cannot be equal".to_string()),
+        })
+        .run(rules);
+    let conflicts = &runner.egraph.analysis.conflicts;
+    if !conflicts.is_empty() {
+        return Err(RewriteError::Unsound(conflicts.clone()));
+    }
+    let saturation_time = start.elapsed();
+    let egraph = &runner.egraph;
+    let roots: Vec<_> = converted.roots.iter().map(|r| egraph.find(*r)).collect();
+    let extraction = extract(egraph, &roots, &converted.original, opts.cost_model.as_ref())?;
+    let result = to_graph(egraph, &extraction.selection, &roots, &converted.signature)?;
+    let stats = Stats {
+        enodes: egraph.total_number_of_nodes(),
+        eclasses: egraph.number_of_classes(),
+        iterations: runner.iterations.len(),
+        stop_reason: runner.stop_reason.clone().unwrap_or(StopReason::Saturated),
+        cost_before: graph_cost(graph, opts.cost_model.as_ref()),
+        cost_after: extraction.cost,
+        greedy_won: extraction.greedy,
+        saturation_time,
+        extraction_time: start.elapsed() - saturation_time,
+    };
+    Ok(Optimized { graph: result, stats })
+}

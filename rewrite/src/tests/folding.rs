@@ -1,0 +1,82 @@
+//! Constant folding by the analysis alone (no rules): shape arithmetic becomes literals,
+//! weights are transposed at compile time, large computations on constants are left alone.
+
+use super::*;
+use crate::{optimize, OptimizeOptions};
+use mxc_dialects::text::print;
+
+#[test]
+fn a_shape_chain_folds_to_a_literal() {
+    // What exporters emit: Shape(x) -> Gather(0) -> Concat([.., -1]) -> Cast, feeding a reshape.
+    let mut g = Graph::new("shape");
+    let x = g.add_input("x", f32s(&[2, 3]));
+    let shape = g.constant(i64s(vec![2], &[2, 3]));
+    let zero = g.constant(i64s(vec![1], &[0]));
+    let batch = op(&mut g, OpKind::Gather, &[shape, zero], int("axis", 0));
+    let minus_one = g.constant(i64s(vec![1], &[-1]));
+    let target = op(&mut g, OpKind::Concat, &[batch, minus_one], int("axis", 0));
+    let target = op(
+        &mut g,
+        OpKind::Cast,
+        &[target],
+        Attrs::new().with("to", Attr::DType(DType::I32)),
+    );
+    let y = op(&mut g, OpKind::Relu, &[x], Attrs::new());
+    g.add_output("shape", target);
+    g.add_output("y", y);
+    let out = optimize(&g, &[], &OptimizeOptions::default()).unwrap();
+
+    let mut want = Graph::new("shape");
+    let x = want.add_input("x", f32s(&[2, 3]));
+    let literal = want.constant(Tensor::from_i64s(DType::I32, vec![2], &[2, -1]));
+    let y = op(&mut want, OpKind::Relu, &[x], Attrs::new());
+    want.add_output("shape", literal);
+    want.add_output("y", y);
+    assert_eq!(print(&out.graph), print(&want));
+}
+
+#[test]
+fn weights_are_transposed_at_compile_time_but_big_arithmetic_is_not_folded() {
+    let values: Vec<f32> = (0..64 * 128).map(|i| i as f32).collect();
+    let mut g = Graph::new("weights");
+    let x = g.add_input("x", f32s(&[2, 128]));
+    let w = g.constant(Tensor::from_f32s(vec![64, 128], &values));
+    let wt = op(
+        &mut g,
+        OpKind::Transpose,
+        &[w],
+        Attrs::new().with("perm", Attr::Ints(vec![1, 0])),
+    );
+    let y = op(&mut g, OpKind::MatMul, &[x, wt], Attrs::new());
+    let doubled = op(&mut g, OpKind::Add, &[w, w], Attrs::new());
+    g.add_output("y", y);
+    g.add_output("doubled", doubled);
+    let out = optimize(&g, &[], &OptimizeOptions::default()).unwrap().graph;
+    let kinds: Vec<OpKind> = out.ops.iter().map(|o| o.kind).collect();
+    assert_eq!(
+        kinds,
+        [OpKind::Constant, OpKind::MatMul, OpKind::Constant, OpKind::Add],
+        "{}",
+        print(&out)
+    );
+    let folded = out.constant_value(out.ops[1].operands[1]).unwrap();
+    assert_eq!(folded.shape(), &[128, 64]);
+    assert_eq!(folded.get_f64(1), 128.0, "element [0][1] of the transpose is w[1][0]");
+    assert_eq!(out.ops[3].operands, [out.ops[2].results[0]; 2], "w + w reads w once");
+}
+
+#[test]
+fn the_fold_limit_is_configurable() {
+    let mut g = Graph::new("small");
+    let a = g.constant(Tensor::from_f32s(vec![4], &[1.0, 2.0, 3.0, 4.0]));
+    let b = op(&mut g, OpKind::Neg, &[a], Attrs::new());
+    g.add_output("b", b);
+    let folded = optimize(&g, &[], &OptimizeOptions::default()).unwrap().graph;
+    assert_eq!(folded.ops.len(), 1);
+    let opts = OptimizeOptions {
+        fold_limit: 2,
+        ..OptimizeOptions::default()
+    };
+    let kept = optimize(&g, &[], &opts).unwrap().graph;
+    assert_eq!(print(&kept), print(&g));
+}
