@@ -2,6 +2,7 @@
 
 mod inputs;
 mod report;
+mod rules_check;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -67,6 +68,20 @@ enum Command {
         shapes: Shapes,
         #[command(flatten)]
         rules: RuleFiles,
+    },
+    /// Work with rule files.  Example: mxc rules check my.rules
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Type-check rule files and test each rule's soundness on generated instances (exit 1 if one is unsound)
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -171,6 +186,12 @@ fn run(cli: Cli) -> Result<()> {
             };
             write_atomically(&out, &artifact::encode(&artifact))
         }
+        Command::Rules {
+            command: RulesCommand::Check { files },
+        } => match rules_check::run(&files)? {
+            0 => Ok(()),
+            n => bail!("{n} of the rules checked {} unsound", if n == 1 { "is" } else { "are" }),
+        },
     }
 }
 

@@ -72,8 +72,9 @@ impl ClassData {
 pub struct MxAnalysis {
     /// The types of the graph inputs (`Mx::Input(n)` has type `inputs[n]`).
     pub inputs: Vec<TensorType>,
-    /// Fold ops whose result has at most this many elements (data movement that does not grow
-    /// its operand, such as transposing weights, is folded at any size).
+    /// Fold ops whose result has at most this many elements (data movement and element-wise
+    /// arithmetic that do not grow their largest operand, such as transposing weights or
+    /// scaling them per channel, are folded at any size).
     pub fold_limit: usize,
     /// Merges of classes that cannot be equal, in the order they happened.
     pub conflicts: Vec<String>,
@@ -101,15 +102,43 @@ impl MxAnalysis {
         }
     }
 
+    /// The fold policy: a small result (at most `fold_limit` elements) is always folded; a
+    /// larger one only when computing it is weight preprocessing, i.e. a data-movement or
+    /// element-wise op whose result is no larger than its largest operand (transposing a
+    /// weight, scaling it per channel). Ops that grow their operands (broadcasts, expands,
+    /// concatenations) stay in the program and are computed at run time.
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
-        let data_movement = matches!(
-            kind,
-            OpKind::Identity | OpKind::Reshape | OpKind::Transpose | OpKind::Slice | OpKind::Cast
-        );
-        n <= self.fold_limit || (data_movement && !grows)
+        n <= self.fold_limit || (is_preprocessing(kind) && !grows)
     }
+}
+
+/// Ops that compute each result element from the operand elements at its position (or move
+/// them): folding them on constants costs time linear in the weights, never more memory than
+/// the largest weight.
+fn is_preprocessing(kind: OpKind) -> bool {
+    use OpKind::*;
+    matches!(
+        kind,
+        Identity
+            | Reshape
+            | Transpose
+            | Slice
+            | Cast
+            | Add
+            | Sub
+            | Mul
+            | Div
+            | Max
+            | Min
+            | Neg
+            | Abs
+            | Sqrt
+            | Reciprocal
+            | Floor
+            | Ceil
+    )
 }
 
 /// The attributes of an op node, from its attribute leaves (`attr_names(kind)` order).

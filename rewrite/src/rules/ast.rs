@@ -14,11 +14,14 @@ pub struct RuleDef {
     pub cond: Option<Expr>,
 }
 
-/// A pattern: a variable standing for any value, or an op applied to operands.
+/// A pattern: a variable standing for any value, an op applied to operands, or (on the right
+/// side only) a constant computed by a function call such as `scalar(?eps, dtype(?x))`.
 #[derive(Clone, Debug)]
 pub enum Pat {
     Var(String, Pos),
     Op(OpPat),
+    /// A call of a tensor-valued function: a new constant leaf (right side only).
+    Const(Expr),
 }
 
 /// `(kind operand... name=attr...)`: operands by position, attributes by name.
@@ -35,6 +38,7 @@ impl Pat {
         match self {
             Pat::Var(_, pos) => *pos,
             Pat::Op(op) => op.pos,
+            Pat::Const(e) => e.pos(),
         }
     }
 }

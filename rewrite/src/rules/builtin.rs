@@ -4,11 +4,18 @@
 use super::{parse_rules, Rule, RuleError};
 
 /// Every built-in rule file: set name, path (for error messages) and text.
-pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[(
-    "algebra",
-    "rewrite/rules/algebra.rules",
-    include_str!("../../rules/algebra.rules"),
-)];
+pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
+    (
+        "algebra",
+        "rewrite/rules/algebra.rules",
+        include_str!("../../rules/algebra.rules"),
+    ),
+    (
+        "fold",
+        "rewrite/rules/fold.rules",
+        include_str!("../../rules/fold.rules"),
+    ),
+];
 
 /// The rules of built-in set `name` (`None` for an unknown set).
 pub fn builtin_rules(name: &str) -> Option<Result<Vec<Rule>, RuleError>> {

@@ -141,6 +141,12 @@ fn bind_lhs(op: &OpPat, vars: &mut VarKinds) -> Result<(), Located> {
         match operand {
             Pat::Var(v, pos) => bind(vars, v, VarKind::Tensor, *pos)?,
             Pat::Op(inner) => bind_lhs(inner, vars)?,
+            Pat::Const(e) => {
+                return Err(Located::new(
+                    e.pos(),
+                    "a computed constant can only be built on the right side; on the left, bind a variable and test it with `const(?x)`",
+                ))
+            }
         }
     }
     Ok(())
@@ -175,6 +181,13 @@ fn check_rhs(pat: &Pat, vars: &VarKinds) -> Result<(), Located> {
             }
             op.operands.iter().try_for_each(|o| check_rhs(o, vars))
         }
+        Pat::Const(e) => match sort_of(e, vars, false)? {
+            Sort::Tensor => Ok(()),
+            sort => Err(Located::new(
+                e.pos(),
+                format!("an operand must be a tensor (such as `scalar(v, dtype)`), this is {sort}"),
+            )),
+        },
     }
 }
 

@@ -2,13 +2,14 @@
 //! not mentioned become fresh variables, literal ones exact leaves), the condition a
 //! `Condition`, and the right side an `Applier` that computes its attribute leaves, infers
 //! the new value's type, and unions it with the match only when that type is the matched
-//! value's (so no rule can change a type, whatever its conditions forgot).
+//! value's (so no rule can change a type, whatever its conditions forgot). A computed
+//! constant on the right (`scalar(...)`) becomes a `Const` leaf.
 
 use super::ast::{Expr, OpPat, Pat};
 use super::eval::{lit_value, Bindings, Env};
 use super::facts::ClassFacts;
-use super::value::attr_sort;
-use crate::lang::Mx;
+use super::value::{attr_sort, TensorFacts, Value};
+use crate::lang::{ConstValue, Mx};
 use egg::{Analysis, Applier, Condition, EGraph, ENodeOrVar, Id, Pattern, PatternAst, Subst, Symbol, Var};
 use mxc_dialects::{mx, Attrs, TensorType};
 use std::sync::Arc;
@@ -48,6 +49,7 @@ fn add_lhs(op: &OpPat, ast: &mut PatternAst<Mx>, fresh: &mut usize) -> Id {
         children.push(match operand {
             Pat::Var(v, _) => ast.add(ENodeOrVar::Var(egg_var(v))),
             Pat::Op(inner) => add_lhs(inner, ast, fresh),
+            Pat::Const(_) => unreachable!("the checker allows computed constants on the right only"),
         });
     }
     ast.add(ENodeOrVar::ENode(Mx::Op(op.kind, children)))
@@ -96,6 +98,13 @@ impl RuleApplier {
                 return Some((ast.add(ENodeOrVar::Var(*var)), ty));
             }
             Pat::Op(op) => op,
+            Pat::Const(e) => {
+                let Value::Tensor(TensorFacts { constant: Some(t), .. }) = env.eval(e)? else {
+                    return None;
+                };
+                let ty = t.ty.clone();
+                return Some((ast.add(ENodeOrVar::ENode(Mx::Const(ConstValue::new(t)))), Some(ty)));
+            }
         };
         let mut children = Vec::new();
         let mut attrs = Attrs::new();

@@ -18,12 +18,10 @@ impl fmt::Display for Pos {
 /// A rule file that cannot be read, does not parse, or holds a rule that does not type-check.
 #[derive(Debug, thiserror::Error)]
 pub enum RuleError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file cannot be read (the I/O error is part of the message, not a separate cause,
+    /// so that it is shown once).
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     #[error("{file}:{line}:{column}: {message}")]
     Invalid {
         file: String,

@@ -1,6 +1,7 @@
 //! The functions rule expressions may call: facts about tensors (type, shape, constant
 //! value), predicates, and the computations that produce new attribute values (permutation
-//! composition and inverse, ...). One table: adding a function is adding a row.
+//! composition and inverse, per-channel shapes, ...) or new constants (`scalar`). One table:
+//! adding a function is adding a row.
 
 use super::value::{Sort, TensorFacts, Value};
 
@@ -126,6 +127,20 @@ pub const FUNCS: &[Func] = &[
         eval: inverse,
     },
     Func {
+        name: "channel_shape",
+        params: &[Tensor, Int],
+        result: Ints,
+        doc: "the tensor's rank, 1 everywhere but the axis, which keeps its size (a per-channel `shape`)",
+        eval: channel_shape,
+    },
+    Func {
+        name: "scalar",
+        params: &[Float, DType],
+        result: Tensor,
+        doc: "a new rank-0 constant of the element type holding the number (an operand on the right side)",
+        eval: scalar,
+    },
+    Func {
         name: "flip",
         params: &[Int],
         result: Int,
@@ -221,4 +236,21 @@ fn flip(a: &[Value]) -> Option<Value> {
         1 => Some(Value::Int(0)),
         _ => None,
     }
+}
+
+/// `[1, .., shape[axis], .., 1]`: a vector of `shape[axis]` values reshaped to broadcast along
+/// `axis` of the tensor.
+fn channel_shape(a: &[Value]) -> Option<Value> {
+    let shape = &ty(&a[0])?.shape;
+    let axis = usize::try_from(int(&a[1])?).ok().filter(|&i| i < shape.len())?;
+    let dims = (0..shape.len()).map(|i| if i == axis { shape[i] as i64 } else { 1 });
+    Some(Value::Ints(dims.collect()))
+}
+
+fn scalar(a: &[Value]) -> Option<Value> {
+    let t = mxc_dialects::Tensor::from_f64s(dtype(&a[1])?, Vec::new(), &[a[0].as_f64()?]);
+    Some(Value::Tensor(TensorFacts {
+        ty: Some(t.ty.clone()),
+        constant: Some(t),
+    }))
 }

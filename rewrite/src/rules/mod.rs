@@ -118,9 +118,9 @@ pub fn parse_rules(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> {
 pub fn load_rules(path: impl AsRef<Path>) -> Result<Vec<Rule>, RuleError> {
     let path = path.as_ref();
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| RuleError::Io {
+    let text = std::fs::read_to_string(path).map_err(|error| RuleError::Io {
         file: file.clone(),
-        source,
+        error,
     })?;
     parse_rules(&text, &file)
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! file  := rule*
 //! rule  := "rule" NAME ":" pat "=>" pat ("if" expr)?
-//! pat   := ?VAR | "(" OP (pat | ATTR "=" expr)* ")"
+//! pat   := ?VAR | "(" OP (pat | ATTR "=" expr)* ")" | FUNC "(" (expr ("," expr)*)? ")"
 //! expr  := and ("||" and)*          and := unary ("&&" unary)*
 //! unary := "!" unary | atom (CMP atom)?
 //! atom  := INT | FLOAT | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
@@ -139,6 +139,9 @@ impl Parser {
     }
 
     fn pat(&mut self) -> Result<Pat, Located> {
+        if let (Some(Tok::Ident(_)), Some(Tok::LParen)) = (self.peek(), self.peek2()) {
+            return Ok(Pat::Const(self.atom()?));
+        }
         match self.next() {
             Some((Tok::Var(v), pos)) => Ok(Pat::Var(v, pos)),
             Some((Tok::LParen, _)) => {
@@ -161,7 +164,9 @@ impl Parser {
                             self.next();
                             op.attrs.push((attr, apos, self.expr()?));
                         }
-                        (Some(Tok::Var(_) | Tok::LParen), _) => op.operands.push(self.pat()?),
+                        (Some(Tok::Var(_) | Tok::LParen), _) | (Some(Tok::Ident(_)), Some(Tok::LParen)) => {
+                            op.operands.push(self.pat()?)
+                        }
                         _ => return Err(self.unexpected("an operand, `name=value` or `)`")),
                     }
                 }

@@ -83,6 +83,12 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             }
         }
         Pat::Op(op) => op,
+        Pat::Const(_) => {
+            return Sig {
+                dtype: Known::Unknown,
+                rank: Known::Unknown,
+            }
+        }
     };
     let operands: Vec<Sig> = op.operands.iter().map(|o| sig(o, stated)).collect();
     let first = || Sig {

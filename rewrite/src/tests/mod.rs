@@ -2,6 +2,7 @@
 //! (the rule language is not needed for these), graph builders and a reference interpreter
 //! that runs a graph op by op with `mxc_dialects::eval`.
 
+mod batch_norm;
 mod extraction;
 mod folding;
 mod round_trip;

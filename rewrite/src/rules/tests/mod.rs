@@ -3,6 +3,7 @@
 
 mod analysis;
 mod builtin;
+mod constants;
 mod errors;
 mod harness;
 mod rewrite;

@@ -1,0 +1,128 @@
+//! `mxc rules check`: a deliberately unsound rule file is caught with a counterexample, the
+//! example user rule and the built-in rule files pass (and most of their rules really fire on
+//! the generated instances), and a rule file with a mistake is an error with file:line:column.
+
+use crate::common::{mxc, repo, stderr};
+use std::process::Output;
+
+fn check(files: &[&str]) -> Output {
+    let mut args = vec!["rules", "check"];
+    args.extend(files);
+    mxc(&args)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn path(rel: &str) -> String {
+    repo().join(rel).display().to_string()
+}
+
+/// The report line of rule `name`.
+fn line_of<'a>(report: &'a str, name: &str) -> &'a str {
+    let prefix = format!("  {name} (line ");
+    report
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line for `{name}` in:\n{report}"))
+}
+
+#[test]
+fn the_unsound_example_is_caught_with_a_counterexample() {
+    let out = check(&[&path("examples/rules/unsound.rules")]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(line_of(&report, "relu-is-abs").ends_with("UNSOUND"), "{report}");
+    for part in [
+        "counterexample: ?x: tensor<",
+        "mx.relu",
+        "mx.abs",
+        "input ?x = ",
+        "left side gives ",
+        "rewritten gives ",
+        "(left) and ",
+    ] {
+        assert!(report.contains(part), "`{part}` missing from:\n{report}");
+    }
+    assert!(
+        stderr(&out).contains("1 of the rules checked is unsound"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stdout(&check(&[&path("examples/rules/unsound.rules")])),
+        report,
+        "the report is not deterministic"
+    );
+}
+
+#[test]
+fn wrong_constants_dropped_transposes_and_missed_cases_are_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong.rules");
+    std::fs::write(
+        &file,
+        "rule add-one: (add ?x ?c) => ?x if splat(?c, 1) && type(?x) == type(root)\n\
+         rule drop-transpose: (relu (transpose ?x perm=?p)) => (relu ?x)\n\
+         rule slice-noop: (slice ?x starts=?s ends=?e steps=?t) => ?x if shape(?x) == shape(root)\n\
+         rule neg-neg: (neg (neg ?x)) => ?x\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    for unsound in ["add-one", "drop-transpose", "slice-noop"] {
+        assert!(line_of(&report, unsound).ends_with("UNSOUND"), "{report}");
+    }
+    assert!(line_of(&report, "neg-neg").contains(": ok ("), "{report}");
+    assert!(report.contains("4 rules: 1 ok, 0 never fired, 3 unsound"), "{report}");
+}
+
+#[test]
+fn the_example_user_rule_passes() {
+    let out = check(&[&path("examples/rules/pool-before-relu.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    assert!(line_of(&report, "pool-before-relu").contains(": ok ("), "{report}");
+}
+
+#[test]
+fn the_builtin_rules_pass_and_most_of_them_fire() {
+    let files: Vec<String> = std::fs::read_dir(repo().join("rewrite/rules"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rules"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with("algebra.rules")));
+    let out = check(&files.iter().map(String::as_str).collect::<Vec<_>>());
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    let rules: Vec<&str> = report.lines().filter(|l| l.contains(" (line ")).collect();
+    let fired = rules.iter().filter(|l| l.contains(": ok (")).count();
+    assert!(
+        fired * 4 >= rules.len() * 3,
+        "only {fired} of {} rules fired on the generated instances:\n{report}",
+        rules.len()
+    );
+}
+
+#[test]
+fn a_rule_file_with_a_mistake_is_an_error_with_its_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.rules");
+    std::fs::write(
+        &file,
+        "rule ok: (neg (neg ?x)) => ?x\nrule bad: (relu ?x) => (abs ?y)\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}:2:29: variable `?y` is not bound", file.display())),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "no rule is checked before every file loads");
+}
