@@ -3,6 +3,8 @@
 
 use anyhow::{Context, Result};
 use mxc_dialects::{Graph, OpKind, Tensor};
+use mxc_rewrite::cost::graph_cost;
+use mxc_rewrite::LinearCost;
 use std::path::Path;
 
 pub fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
@@ -35,14 +37,23 @@ pub fn print_summary(outputs: &[(String, Tensor)]) {
     }
 }
 
-/// `OUT: N kernels for TARGET (M ops imported); rewriting: ...` on stderr.
+/// `OUT: N kernels for TARGET (M ops imported), X MB moved (Y imported); rewriting: ...` on
+/// stderr.
 pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codegen::Compiled) {
     let ops = imported.ops.iter().filter(|op| op.kind != OpKind::Constant).count();
+    let bytes = LinearCost {
+        launch: 0.0,
+        per_byte: 1.0,
+        per_flop: 0.0,
+    };
+    let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6;
     let mut line = format!(
-        "{}: {} kernels for {} ({ops} ops imported)",
+        "{}: {} kernels for {} ({ops} ops imported), {:.2} MB moved ({:.2} MB imported)",
         out.display(),
         compiled.program.steps.len(),
-        compiled.target
+        compiled.target,
+        mb(&compiled.graph),
+        mb(imported)
     );
     if let Some(s) = &compiled.rewrite_stats {
         line += &format!(

@@ -61,6 +61,8 @@ pub struct Compiled {
     pub target: Target,
     pub program: Program,
     pub library: Vec<u8>,
+    /// The graph the kernels were lowered from (after the target's rewrites).
+    pub graph: Graph,
     /// What the rewrite engine did (`None` on `ref`).
     pub rewrite_stats: Option<mxc_rewrite::Stats>,
 }
@@ -98,6 +100,7 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
         target,
         program: plan::plan(graph, &loops.kernels),
         library,
+        graph: rewritten.into_owned(),
         rewrite_stats,
     })
 }
