@@ -1,5 +1,6 @@
 //! `mxc`, the command line: read, compile and run ONNX models.
 
+mod explain;
 mod inputs;
 mod report;
 mod rules_check;
@@ -68,6 +69,19 @@ enum Command {
         shapes: Shapes,
         #[command(flatten)]
         rules: RuleFiles,
+    },
+    /// Explain the target's rewrite, kernel by kernel (docs/explain.md).  Example: mxc explain model.onnx --dot model.dot
+    Explain {
+        model: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        target: Target,
+        #[command(flatten)]
+        shapes: Shapes,
+        #[command(flatten)]
+        rules: RuleFiles,
+        /// Also write the program as a Graphviz dot graph, one cluster per kernel
+        #[arg(long, value_name = "FILE")]
+        dot: Option<PathBuf>,
     },
     /// Work with rule files.  Example: mxc rules check my.rules
     Rules {
@@ -185,6 +199,16 @@ fn run(cli: Cli) -> Result<()> {
                 library: compiled.library,
             };
             write_atomically(&out, &artifact::encode(&artifact))
+        }
+        Command::Explain {
+            model,
+            target,
+            shapes,
+            rules,
+            dot,
+        } => {
+            let rules = rules.compile_options()?.rules;
+            explain::run(&model, target, &shapes.import_options()?, &rules, dot.as_deref())
         }
         Command::Rules {
             command: RulesCommand::Check { files },

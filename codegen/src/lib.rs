@@ -9,6 +9,7 @@ mod plan;
 mod rewrites;
 
 pub use rewrites::apply as rewrite_for;
+pub use rewrites::{cost_model, plan as rewrite_plan};
 
 use mxc_dialects::{program::Program, Graph};
 use std::fmt;

@@ -4,7 +4,7 @@
 use crate::{CodegenError, Target};
 use mxc_dialects::Graph;
 use mxc_rewrite::rules::{builtin_rules, rewrites, Rule, BUILTIN_FILES};
-use mxc_rewrite::{optimize, LinearCost, OptimizeOptions, Stats};
+use mxc_rewrite::{optimize, CostModel, LinearCost, OptimizeOptions, Stats};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -15,8 +15,20 @@ pub fn apply<'g>(
     target: Target,
     user: &[Rule],
 ) -> Result<(Cow<'g, Graph>, Option<Stats>), CodegenError> {
+    match plan(target, user)? {
+        None => Ok((Cow::Borrowed(graph), None)),
+        Some((rules, opts)) => {
+            let optimized = optimize(graph, &rewrites(&rules), &opts)?;
+            Ok((Cow::Owned(optimized.graph), Some(optimized.stats)))
+        }
+    }
+}
+
+/// The rules (built-in, then the user's) and options `target` rewrites with, or `None` when it
+/// rewrites nothing (`ref`, which refuses user rules).
+pub fn plan(target: Target, user: &[Rule]) -> Result<Option<(Vec<Rule>, OptimizeOptions)>, CodegenError> {
     match target {
-        Target::Ref if user.is_empty() => Ok((Cow::Borrowed(graph), None)),
+        Target::Ref if user.is_empty() => Ok(None),
         Target::Ref => Err(CodegenError::RulesOnRef),
         Target::Cpu => {
             let mut rules = Vec::new();
@@ -25,11 +37,18 @@ pub fn apply<'g>(
             }
             rules.extend(user.iter().cloned());
             let opts = OptimizeOptions {
-                cost_model: Arc::new(LinearCost::cpu()),
+                cost_model: cost_model(target),
                 ..OptimizeOptions::default()
             };
-            let optimized = optimize(graph, &rewrites(&rules), &opts)?;
-            Ok((Cow::Owned(optimized.graph), Some(optimized.stats)))
+            Ok(Some((rules, opts)))
         }
+    }
+}
+
+/// The cost model `target`'s kernels are estimated with.
+pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
+    match target {
+        Target::Ref => Arc::new(LinearCost::reference()),
+        Target::Cpu => Arc::new(LinearCost::cpu()),
     }
 }

@@ -31,18 +31,36 @@ pub struct Converted {
     /// The e-nodes of the graph's ops in execution order, as first added: the input graph as a
     /// selection (`extract::original_selection`).
     pub original: Vec<Mx>,
+    /// The id each node of `original` got when added (with explanations enabled, the id whose
+    /// `id_to_expr` is the imported term).
+    pub ids: Vec<Id>,
 }
 
 /// Adds `g` (which must verify) to a fresh e-graph with `analysis` (its `inputs` are set here).
-pub fn to_egraph(g: &Graph, mut analysis: MxAnalysis) -> Result<Converted, RewriteError> {
+pub fn to_egraph(g: &Graph, analysis: MxAnalysis) -> Result<Converted, RewriteError> {
+    to_egraph_with(g, analysis, false)
+}
+
+/// `to_egraph`, with egg's explanations enabled when `explanations` is set: each op is then
+/// added with the ids its operands were added with, so `id_to_expr` gives the imported term.
+pub fn to_egraph_with(g: &Graph, mut analysis: MxAnalysis, explanations: bool) -> Result<Converted, RewriteError> {
     verify(g).map_err(RewriteError::InvalidInput)?;
     analysis.inputs = g.inputs.iter().map(|p| g.ty(p.value).clone()).collect();
     let mut egraph = MxEGraph::new(analysis);
+    if explanations {
+        egraph = egraph.with_explanations_enabled();
+    }
     let mut class: Vec<Option<Id>> = vec![None; g.num_values()];
     let mut original = Vec::new();
+    let mut ids = Vec::new();
     let mut add = |egraph: &mut MxEGraph, node: Mx| {
         original.push(node.clone());
-        egraph.add(node)
+        let id = egraph.add_uncanonical(node);
+        ids.push(id);
+        match explanations {
+            true => id,
+            false => egraph.find(id),
+        }
     };
     for (i, p) in g.inputs.iter().enumerate() {
         class[p.value.index()] = Some(add(&mut egraph, Mx::Input(i as u32)));
@@ -101,6 +119,7 @@ pub fn to_egraph(g: &Graph, mut analysis: MxAnalysis) -> Result<Converted, Rewri
         roots,
         signature,
         original,
+        ids,
     })
 }
 
@@ -117,6 +136,17 @@ pub fn to_graph(
     roots: &[Id],
     sig: &Signature,
 ) -> Result<Graph, RewriteError> {
+    Ok(to_graph_traced(egraph, selection, roots, sig)?.0)
+}
+
+/// `to_graph`, also returning the canonical class each op of the graph was built from
+/// (aligned with `graph.ops`).
+pub fn to_graph_traced(
+    egraph: &MxEGraph,
+    selection: &Selection,
+    roots: &[Id],
+    sig: &Signature,
+) -> Result<(Graph, Vec<Id>), RewriteError> {
     let fail = |m: String| RewriteError::Extraction(m);
     let mut g = Graph::new(&sig.name);
     let inputs: Vec<ValueId> = sig
@@ -125,6 +155,7 @@ pub fn to_graph(
         .map(|(name, ty)| g.add_input(name, ty.clone()))
         .collect();
     let mut built: HashMap<Id, Built> = HashMap::new();
+    let mut classes: Vec<Id> = Vec::new();
     // Depth-first, operands in order; classes expanded but not finished are the current path.
     let mut on_path: HashSet<Id> = HashSet::new();
     let mut stack: Vec<(Id, bool)> = roots.iter().rev().map(|r| (egraph.find(*r), false)).collect();
@@ -177,6 +208,7 @@ pub fn to_graph(
                 Built::Values(g.build(kind, args, attrs).map_err(RewriteError::InvalidOutput)?)
             }
         };
+        classes.resize(g.ops.len(), id);
         built.insert(id, result);
     }
     for ((name, ty), root) in sig.outputs.iter().zip(roots) {
@@ -186,5 +218,5 @@ pub fn to_graph(
         }
     }
     verify(&g).map_err(RewriteError::InvalidOutput)?;
-    Ok(g)
+    Ok((g, classes))
 }

@@ -4,7 +4,7 @@
 //! nothing; the extractor (`extract.rs`) adds the costs of the kernels a selection runs, each
 //! computed value counted once.
 
-use mxc_dialects::{Attrs, Graph, OpKind, TensorType};
+use mxc_dialects::{Attrs, Graph, Op, OpKind, TensorType};
 use std::fmt;
 
 /// One op as a kernel sees it: kind, attributes, operand and result types.
@@ -116,17 +116,20 @@ pub fn graph_cost(g: &Graph, model: &dyn CostModel) -> f64 {
     g.ops
         .iter()
         .filter(|op| op.kind != OpKind::Constant)
-        .map(|op| {
-            let operands: Vec<TensorType> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
-            let results: Vec<TensorType> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
-            model.op_cost(&OpSite {
-                kind: op.kind,
-                attrs: &op.attrs,
-                operands: &operands,
-                results: &results,
-            })
-        })
+        .map(|op| with_site(&g, op, |site| model.op_cost(site)))
         .sum()
+}
+
+/// `f` applied to `op` of `g` as a kernel sees it.
+pub fn with_site<R>(g: &Graph, op: &Op, f: impl FnOnce(&OpSite) -> R) -> R {
+    let operands: Vec<TensorType> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
+    let results: Vec<TensorType> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
+    f(&OpSite {
+        kind: op.kind,
+        attrs: &op.attrs,
+        operands: &operands,
+        results: &results,
+    })
 }
 
 #[cfg(test)]

@@ -49,8 +49,24 @@ impl Selection {
         self.choice.get(&id).and_then(|&i| egraph[id].nodes.get(i))
     }
 
-    fn index(&self, egraph: &MxEGraph, id: Id) -> Option<usize> {
+    /// The index, among its class's nodes, of the node chosen for the class of `id`.
+    pub fn index(&self, egraph: &MxEGraph, id: Id) -> Option<usize> {
         self.choice.get(&egraph.find(id)).copied()
+    }
+
+    /// This selection with the class of `id` choosing its node `index` instead.
+    pub fn with_choice(&self, egraph: &MxEGraph, id: Id, index: usize) -> Selection {
+        let mut choice = self.choice.clone();
+        choice.insert(egraph.find(id), index);
+        Selection { choice }
+    }
+
+    /// This selection, completed with `other`'s choices for the classes it leaves open.
+    pub fn or(mut self, other: &Selection) -> Selection {
+        for (class, index) in &other.choice {
+            self.choice.entry(*class).or_insert(*index);
+        }
+        self
     }
 }
 

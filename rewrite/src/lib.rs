@@ -5,12 +5,14 @@
 //! - `analysis`: per-class type and constant value, constant folding;
 //! - `convert`: `Graph` to e-graph and a selection back to a verified `Graph`;
 //! - `cost`: per-target cost models; `extract`: sharing-aware extraction;
-//! - `runner`: `optimize`, the entry point.
+//! - `runner`: `optimize`, the entry point;
+//! - `explain`: `optimize` with the reasons for each kernel (`mxc explain`).
 
 pub mod analysis;
 pub mod convert;
 pub mod cost;
 mod error;
+pub mod explain;
 pub mod extract;
 pub mod lang;
 pub mod rules;

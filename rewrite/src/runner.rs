@@ -2,12 +2,12 @@
 //! `BackoffScheduler` (which bans rules that match explosively), the cheapest graph extracted.
 
 use crate::analysis::{MxAnalysis, DEFAULT_FOLD_LIMIT};
-use crate::convert::{to_egraph, to_graph};
+use crate::convert::{to_egraph_with, to_graph_traced, Converted, MxEGraph};
 use crate::cost::{graph_cost, CostModel, LinearCost};
-use crate::extract::extract;
+use crate::extract::{extract, Extraction};
 use crate::lang::Mx;
 use crate::RewriteError;
-use egg::{BackoffScheduler, Rewrite, Runner, StopReason};
+use egg::{BackoffScheduler, Id, Rewrite, Runner, StopReason};
 use mxc_dialects::Graph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,16 +78,79 @@ pub fn optimize(
     rules: &[Rewrite<Mx, MxAnalysis>],
     opts: &OptimizeOptions,
 ) -> Result<Optimized, RewriteError> {
+    let done = rewrite(graph, rules, opts, false)?;
+    Ok(Optimized {
+        graph: done.graph,
+        stats: done.stats,
+    })
+}
+
+/// Everything one rewrite left behind, for `optimize` and for `explain`.
+pub(crate) struct Rewritten {
+    pub runner: Runner<Mx, MxAnalysis, ()>,
+    pub converted: Converted,
+    pub roots: Vec<Id>,
+    pub extraction: Extraction,
+    pub graph: Graph,
+    /// The class each op of `graph` was built from.
+    pub classes: Vec<Id>,
+    pub stats: Stats,
+}
+
+/// Saturation and extraction, with egg's explanations recorded when `explanations` is set.
+pub(crate) fn rewrite(
+    graph: &Graph,
+    rules: &[Rewrite<Mx, MxAnalysis>],
+    opts: &OptimizeOptions,
+    explanations: bool,
+) -> Result<Rewritten, RewriteError> {
     let start = Instant::now();
-    let converted = to_egraph(graph, MxAnalysis::new(Vec::new(), opts.fold_limit))?;
+    let analysis = MxAnalysis::new(Vec::new(), opts.fold_limit);
+    let mut converted = to_egraph_with(graph, analysis, explanations)?;
+    let egraph = std::mem::take(&mut converted.egraph);
+    let runner = saturate(egraph, rules, opts)?;
+    let saturation_time = start.elapsed();
+    let egraph = &runner.egraph;
+    let roots: Vec<_> = converted.roots.iter().map(|r| egraph.find(*r)).collect();
+    let extraction = extract(egraph, &roots, &converted.original, opts.cost_model.as_ref())?;
+    let (result, classes) = to_graph_traced(egraph, &extraction.selection, &roots, &converted.signature)?;
+    let stats = Stats {
+        enodes: egraph.total_number_of_nodes(),
+        eclasses: egraph.number_of_classes(),
+        iterations: runner.iterations.len(),
+        stop_reason: runner.stop_reason.clone().unwrap_or(StopReason::Saturated),
+        cost_before: graph_cost(graph, opts.cost_model.as_ref()),
+        cost_after: extraction.cost,
+        greedy_won: extraction.greedy,
+        saturation_time,
+        extraction_time: start.elapsed() - saturation_time,
+    };
+    Ok(Rewritten {
+        runner,
+        converted,
+        roots,
+        extraction,
+        graph: result,
+        classes,
+        stats,
+    })
+}
+
+/// Runs `rules` on `egraph` under the limits of `opts` (the node limit grows with the e-graph
+/// given); an error if a rewrite merged values that cannot be equal.
+pub(crate) fn saturate(
+    egraph: MxEGraph,
+    rules: &[Rewrite<Mx, MxAnalysis>],
+    opts: &OptimizeOptions,
+) -> Result<Runner<Mx, MxAnalysis, ()>, RewriteError> {
     let node_limit = opts
         .node_limit
-        .max(opts.node_growth.saturating_mul(converted.egraph.total_size()));
+        .max(opts.node_growth.saturating_mul(egraph.total_size()));
     let scheduler = BackoffScheduler::default()
         .with_initial_match_limit(opts.match_limit)
         .with_ban_length(opts.ban_length);
     let runner = Runner::<Mx, MxAnalysis, ()>::new(MxAnalysis::default())
-        .with_egraph(converted.egraph)
+        .with_egraph(egraph)
         .with_iter_limit(opts.iter_limit)
         .with_node_limit(node_limit)
         .with_time_limit(opts.time_limit)
@@ -101,21 +164,5 @@ pub fn optimize(
     if !conflicts.is_empty() {
         return Err(RewriteError::Unsound(conflicts.clone()));
     }
-    let saturation_time = start.elapsed();
-    let egraph = &runner.egraph;
-    let roots: Vec<_> = converted.roots.iter().map(|r| egraph.find(*r)).collect();
-    let extraction = extract(egraph, &roots, &converted.original, opts.cost_model.as_ref())?;
-    let result = to_graph(egraph, &extraction.selection, &roots, &converted.signature)?;
-    let stats = Stats {
-        enodes: egraph.total_number_of_nodes(),
-        eclasses: egraph.number_of_classes(),
-        iterations: runner.iterations.len(),
-        stop_reason: runner.stop_reason.clone().unwrap_or(StopReason::Saturated),
-        cost_before: graph_cost(graph, opts.cost_model.as_ref()),
-        cost_after: extraction.cost,
-        greedy_won: extraction.greedy,
-        saturation_time,
-        extraction_time: start.elapsed() - saturation_time,
-    };
-    Ok(Optimized { graph: result, stats })
+    Ok(runner)
 }

@@ -5,6 +5,7 @@ mod bad_input;
 mod cli;
 mod common;
 mod eval_vs_ref;
+mod explain;
 mod folding;
 mod models;
 mod node_suite;

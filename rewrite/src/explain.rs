@@ -1,0 +1,299 @@
+//! Why the rewritten program looks the way it does, kernel by kernel (for `mxc explain`).
+//!
+//! `explain` runs the same saturation and extraction as `optimize`, with egg's explanations
+//! recorded (only here: they cost memory and time). For each kernel of the extracted program
+//! it reports the imported form of its value, the cheapest alternative the extractor rejected
+//! for the same value, and the rules along egg's proof that the imported form equals the chosen
+//! one. A kernel is a list of ops: one op today, a fused group once fusion exists.
+//!
+//! The proof is kept to the kernel itself: the chosen form's operands are written as the
+//! imported terms wherever the value was imported, so rules applied to other kernels do not
+//! show up here; values that only the rules created are written out as chosen, and reported as
+//! created for this kernel.
+
+use crate::analysis::infer_node;
+use crate::convert::MxEGraph;
+use crate::extract::{dag_cost, greedy_dag, NodeCosts, Selection};
+use crate::lang::Mx;
+use crate::runner::{rewrite, OptimizeOptions, Stats};
+use crate::{MxAnalysis, RewriteError};
+use egg::{Id, Language, Rewrite, TreeExplanation};
+use mxc_dialects::{Graph, OpKind, TensorType};
+use std::collections::{HashMap, HashSet};
+
+/// What egg records as the reason of a union the e-class analysis made (a folded constant).
+pub const FOLDING: &str = "constant folding";
+
+/// The rewritten program and a note per kernel.
+#[derive(Clone, Debug)]
+pub struct Explained {
+    pub graph: Graph,
+    pub stats: Stats,
+    /// One per kernel of `graph`, in program order.
+    pub kernels: Vec<KernelNote>,
+}
+
+/// Why one kernel is what it is.
+#[derive(Clone, Debug)]
+pub struct KernelNote {
+    /// Its ops, indices into `Explained::graph.ops` (one op until fusion exists).
+    pub ops: Vec<usize>,
+    pub origin: Origin,
+    /// The cheapest other form of the same value, if the value has one that can be built.
+    pub rejected: Option<Alternative>,
+    /// The rules along the proof from the imported form to the chosen one, in proof order
+    /// (`FOLDING` for the analysis' constant folding); empty when nothing was rewritten.
+    pub rules: Vec<String>,
+    /// Other imported ops that computed the same value, which this kernel replaces, each with
+    /// the rules that proved them equal to its imported form (e.g. `neg` of a `neg`).
+    pub replaces: Vec<(OpKind, Vec<String>)>,
+}
+
+/// Where a kernel's value comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Origin {
+    /// The model computed it with this op.
+    Imported(OpKind),
+    /// Rules created it when rewriting kernel `by` (an index into `kernels`).
+    Created { by: Option<usize> },
+}
+
+/// A form of a value that extraction did not pick.
+#[derive(Clone, Debug)]
+pub struct Alternative {
+    /// The op and what its operands are, e.g. `max_pool(relu: tensor<1x4x8x8xf32>)`.
+    pub form: String,
+    /// Its own cost as one kernel.
+    pub cost: f64,
+    /// The whole program's cost had it been picked (`None` if that choice cannot be built).
+    pub program_cost: Option<f64>,
+}
+
+/// Rewrites `graph` as `optimize` does and explains each kernel of the result.
+pub fn explain(
+    graph: &Graph,
+    rules: &[Rewrite<Mx, MxAnalysis>],
+    opts: &OptimizeOptions,
+) -> Result<Explained, RewriteError> {
+    let mut done = rewrite(graph, rules, opts, true)?;
+    let names: HashSet<String> = rules.iter().map(|r| r.name.to_string()).collect();
+    let egraph = &mut done.runner.egraph;
+    let costs = NodeCosts::new(egraph, opts.cost_model.as_ref());
+    let greedy = greedy_dag(egraph, &done.roots, &costs);
+    let selection = done.extraction.selection.clone().or(&greedy);
+    let mut imported: HashMap<Id, Id> = HashMap::new();
+    let mut also: HashMap<Id, Vec<Id>> = HashMap::new();
+    for (node, id) in done.converted.original.iter().zip(&done.converted.ids) {
+        if matches!(node, Mx::Op(..) | Mx::Result(..)) {
+            let class = egraph.find(*id);
+            match imported.get(&class) {
+                Some(_) => also.entry(class).or_default().push(*id),
+                None => _ = imported.insert(class, *id),
+            }
+        }
+    }
+    let mut kernels = Vec::new();
+    let mut created_by: HashMap<Id, usize> = HashMap::new();
+    for (i, op) in done.graph.ops.iter().enumerate() {
+        if op.kind == OpKind::Constant {
+            continue;
+        }
+        let class = done.classes[i];
+        let rejected = rejected(egraph, &selection, &done.roots, &costs, class);
+        let (origin, rules) = match imported.get(&class) {
+            Some(&from) => {
+                let mut created = Vec::new();
+                let chosen = chosen_term(egraph, &selection, &imported, class, Some(from), &mut created);
+                created
+                    .iter()
+                    .for_each(|c| _ = created_by.entry(*c).or_insert(kernels.len()));
+                let rules = rules_between(egraph, from, chosen, &names);
+                (Origin::Imported(imported_kind(egraph, from)), rules)
+            }
+            None => (Origin::Created { by: None }, Vec::new()),
+        };
+        let replaces = match (imported.get(&class), also.get(&class)) {
+            (Some(&from), Some(others)) => others
+                .iter()
+                .map(|&o| (imported_kind(egraph, o), rules_between(egraph, from, o, &names)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        kernels.push(KernelNote {
+            ops: vec![i],
+            origin,
+            rejected,
+            rules,
+            replaces,
+        });
+    }
+    for (note, &class) in kernels.iter_mut().zip(kernel_classes(&done.graph, &done.classes)) {
+        if let Origin::Created { by } = &mut note.origin {
+            *by = created_by.get(&class).copied();
+        }
+    }
+    Ok(Explained {
+        graph: done.graph,
+        stats: done.stats,
+        kernels,
+    })
+}
+
+fn kernel_classes<'a>(g: &'a Graph, classes: &'a [Id]) -> impl Iterator<Item = &'a Id> {
+    g.ops
+        .iter()
+        .zip(classes)
+        .filter(|(op, _)| op.kind != OpKind::Constant)
+        .map(|(_, c)| c)
+}
+
+fn imported_kind(egraph: &MxEGraph, id: Id) -> OpKind {
+    match egraph.id_to_node(id) {
+        Mx::Op(kind, _) => *kind,
+        Mx::Result(_, [tuple]) => imported_kind(egraph, *tuple),
+        _ => unreachable!("only ops and results are recorded as imported"),
+    }
+}
+
+/// Adds the chosen form of `class` to the e-graph as a term of its own and returns its id: the
+/// chosen node over its operands' imported terms where they were imported (for the root, the
+/// very operands of its imported node `from`), over leaves as they are, and over chosen forms
+/// where rules created the operand (those classes are pushed on `created`).
+fn chosen_term(
+    egraph: &mut MxEGraph,
+    selection: &Selection,
+    imported: &HashMap<Id, Id>,
+    class: Id,
+    from: Option<Id>,
+    created: &mut Vec<Id>,
+) -> Id {
+    let node = selection
+        .node(egraph, class)
+        .expect("a reached class has a choice")
+        .clone();
+    let from_children: Vec<Id> = from.map_or_else(Vec::new, |f| egraph.id_to_node(f).children().to_vec());
+    let mut children = Vec::new();
+    for &c in node.children() {
+        let c = egraph.find(c);
+        let own = from_children.iter().find(|u| egraph.find(**u) == c).copied();
+        let term = match (own.or_else(|| imported.get(&c).copied()), selection.node(egraph, c)) {
+            (Some(u), _) => u,
+            (None, Some(leaf)) if leaf.is_leaf() => egraph.add_uncanonical(leaf.clone()),
+            (None, _) => {
+                created.push(c);
+                chosen_term(egraph, selection, imported, c, None, created)
+            }
+        };
+        children.push(term);
+    }
+    let mut next = children.into_iter();
+    let node = node.map_children(|_| next.next().expect("one term per child"));
+    egraph.add_uncanonical(node)
+}
+
+/// The rules along egg's proof that the terms `a` and `b` are equal.
+fn rules_between(egraph: &mut MxEGraph, a: Id, b: Id, names: &HashSet<String>) -> Vec<String> {
+    let proof = egraph.explain_id_equivalence(a, b);
+    let mut rules = Vec::new();
+    proof_rules(&proof.explanation_trees, names, &mut rules);
+    rules
+}
+
+/// The rule names along a proof, each once, in order; unions without a rule name are the
+/// analysis folding constants.
+fn proof_rules(proof: &TreeExplanation<Mx>, names: &HashSet<String>, out: &mut Vec<String>) {
+    for term in proof {
+        for rule in term.forward_rule.iter().chain(&term.backward_rule) {
+            let name = rule.to_string();
+            let name = if names.contains(&name) {
+                name
+            } else {
+                FOLDING.to_string()
+            };
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        for child in &term.child_proofs {
+            proof_rules(child, names, out);
+        }
+    }
+}
+
+/// The rejected node of `class` whose choice would have cost the whole program least (ties and
+/// unbuildable choices broken by the node's own cost).
+fn rejected(
+    egraph: &MxEGraph,
+    selection: &Selection,
+    roots: &[Id],
+    costs: &NodeCosts,
+    class: Id,
+) -> Option<Alternative> {
+    let chosen = selection.index(egraph, class);
+    let mut best: Option<(f64, f64, usize)> = None;
+    for (i, _) in egraph[class].nodes.iter().enumerate() {
+        let cost = costs.get(egraph, class, i);
+        if Some(i) == chosen || !cost.is_finite() {
+            continue;
+        }
+        let program = dag_cost(egraph, &selection.with_choice(egraph, class, i), roots, costs).unwrap_or(f64::INFINITY);
+        if best.is_none_or(|(p, c, _)| (program, cost) < (p, c)) {
+            best = Some((program, cost, i));
+        }
+    }
+    let (program, cost, i) = best?;
+    Some(Alternative {
+        form: form(egraph, selection, &egraph[class].nodes[i]),
+        cost,
+        program_cost: program.is_finite().then_some(program),
+    })
+}
+
+/// `op(kind: type, ...)`: a node with what its operands are (attribute leaves left out).
+fn form(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> String {
+    let Some((kind, _, operands)) = node.split_op() else {
+        return node.to_string();
+    };
+    let types: Vec<TensorType> = infer_node(egraph, node).map(|(_, ts, _)| ts).unwrap_or_default();
+    let operands: Vec<String> = operands
+        .iter()
+        .enumerate()
+        .map(|(n, c)| {
+            let what = match selection.node(egraph, *c) {
+                Some(Mx::Const(_)) => "const".to_string(),
+                Some(m) => m.to_string(),
+                None => "?".to_string(),
+            };
+            match types.get(n) {
+                Some(t) => format!("{what}: {t}"),
+                None => what,
+            }
+        })
+        .collect();
+    format!("{}({})", kind.name(), operands.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{f32s, neg_neg, op};
+    use mxc_dialects::Attrs;
+
+    /// `relu(x)` returned as `neg(neg(relu(x)))`: the relu kernel replaces the outer neg.
+    #[test]
+    fn a_kernel_names_the_rule_that_removed_the_ops_it_replaces() {
+        let mut g = Graph::new("g");
+        let x = g.add_input("x", f32s(&[4]));
+        let r = op(&mut g, OpKind::Relu, &[x], Attrs::new());
+        let n = op(&mut g, OpKind::Neg, &[r], Attrs::new());
+        let n = op(&mut g, OpKind::Neg, &[n], Attrs::new());
+        g.add_output("y", n);
+        let e = explain(&g, &[neg_neg()], &OptimizeOptions::default()).unwrap();
+        assert_eq!(e.kernels.len(), 1);
+        let k = &e.kernels[0];
+        assert_eq!(k.origin, Origin::Imported(OpKind::Relu));
+        assert!(k.rules.is_empty(), "{k:?}");
+        assert_eq!(k.replaces, [(OpKind::Neg, vec!["neg-neg".to_string()])]);
+        assert!(k.rejected.is_some(), "{k:?}");
+    }
+}
