@@ -1,10 +1,9 @@
 //! Bad input: each case gives a one-line error that names the thing, a non-zero exit, and
 //! no panic.
 
-use crate::common::{float_value, mxc, repo, stderr};
+use crate::common::{float_value, model_bytes, mxc, repo, stderr};
 use mxc_dialects::{DType, Tensor};
 use mxc_lowering::onnx::proto;
-use prost::Message;
 use std::path::Path;
 
 /// Runs mxc, expecting failure with one error line containing every one of `needles`.
@@ -49,24 +48,16 @@ fn one_node_model(dir: &Path, op: &str, external: Option<&str>) -> String {
         output: vec!["y".into()],
         ..Default::default()
     };
-    let model = proto::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![proto::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(proto::GraphProto {
-            name: Some("g".into()),
-            node: vec![node],
-            initializer: vec![w],
-            input: vec![float_value("x", &["2"])],
-            output: vec![float_value("y", &["2"])],
-            ..Default::default()
-        }),
+    let graph = proto::GraphProto {
+        name: Some("g".into()),
+        node: vec![node],
+        initializer: vec![w],
+        input: vec![float_value("x", &["2"])],
+        output: vec![float_value("y", &["2"])],
         ..Default::default()
     };
     let path = dir.join("model.onnx");
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    std::fs::write(&path, model_bytes(graph)).unwrap();
     path.display().to_string()
 }
 

@@ -3,9 +3,8 @@
 //! inputs that are not given get the same seeded values every time, and dynamic dimensions
 //! are fixed by `--shape` or by the inputs given.
 
-use crate::common::{float_value, mxc, repo, stderr};
+use crate::common::{float_value, model_bytes, mxc, repo, stderr};
 use mxc_lowering::onnx::proto;
-use prost::Message;
 
 fn run_to(model: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
     let out = mxc(&["run", model, "--input", input, "-o", dir.to_str().unwrap()]);
@@ -69,28 +68,20 @@ fn inputs_not_given_are_seeded_the_same_every_run() {
 #[test]
 fn dynamic_dimensions_come_from_shape_or_inputs() {
     let dir = tempfile::tempdir().unwrap();
-    let model = proto::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![proto::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(proto::GraphProto {
-            name: Some("dynamic".into()),
-            node: vec![proto::NodeProto {
-                op_type: Some("Relu".into()),
-                input: vec!["x".into()],
-                output: vec!["y".into()],
-                ..Default::default()
-            }],
-            input: vec![float_value("x", &["batch", "3"])],
-            output: vec![float_value("y", &["batch", "3"])],
+    let graph = proto::GraphProto {
+        name: Some("dynamic".into()),
+        node: vec![proto::NodeProto {
+            op_type: Some("Relu".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
             ..Default::default()
-        }),
+        }],
+        input: vec![float_value("x", &["batch", "3"])],
+        output: vec![float_value("y", &["batch", "3"])],
         ..Default::default()
     };
     let path = dir.path().join("dynamic.onnx");
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    std::fs::write(&path, model_bytes(graph)).unwrap();
     let path = path.to_str().unwrap();
 
     let out = mxc(&["read", path]);

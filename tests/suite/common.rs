@@ -169,3 +169,19 @@ pub fn float_value(name: &str, dims: &[&str]) -> mxc_lowering::onnx::proto::Valu
         ..Default::default()
     }
 }
+
+/// The bytes of a model of `graph` (IR version 8, default-domain opset 17).
+pub fn model_bytes(graph: mxc_lowering::onnx::proto::GraphProto) -> Vec<u8> {
+    use mxc_lowering::onnx::proto;
+    use prost::Message;
+    proto::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
