@@ -10,6 +10,7 @@ mod folding;
 mod models;
 mod node_suite;
 mod pipeline;
+mod recognise;
 mod rules;
 mod rules_check;
 mod text;

@@ -22,6 +22,8 @@ pub enum Pat {
     Op(OpPat),
     /// A call of a tensor-valued function: a new constant leaf (right side only).
     Const(Expr),
+    /// `(result N (op ...))`: result `N` of a multi-result op (right side only).
+    Result(u32, Box<Pat>, Pos),
 }
 
 /// `(kind operand... name=attr...)`: operands by position, attributes by name.
@@ -39,6 +41,7 @@ impl Pat {
             Pat::Var(_, pos) => *pos,
             Pat::Op(op) => op.pos,
             Pat::Const(e) => e.pos(),
+            Pat::Result(_, _, pos) => *pos,
         }
     }
 }

@@ -15,6 +15,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         "rewrite/rules/fold.rules",
         include_str!("../../rules/fold.rules"),
     ),
+    (
+        "fusion",
+        "rewrite/rules/fusion.rules",
+        include_str!("../../rules/fusion.rules"),
+    ),
 ];
 
 /// The rules of built-in set `name` (`None` for an unknown set).

@@ -147,9 +147,24 @@ fn bind_lhs(op: &OpPat, vars: &mut VarKinds) -> Result<(), Located> {
                     "a computed constant can only be built on the right side; on the left, bind a variable and test it with `const(?x)`",
                 ))
             }
+            Pat::Result(_, _, pos) => {
+                return Err(Located::new(
+                    *pos,
+                    "`(result N ...)` can only be written on the right side",
+                ))
+            }
         }
     }
     Ok(())
+}
+
+/// How many results an op of `kind` gives (`mx::infer`'s result count; only `layer_norm`
+/// gives more than one).
+pub fn result_count(kind: OpKind) -> usize {
+    match kind {
+        OpKind::LayerNorm => 3,
+        _ => 1,
+    }
 }
 
 fn check_rhs(pat: &Pat, vars: &VarKinds) -> Result<(), Located> {
@@ -159,28 +174,32 @@ fn check_rhs(pat: &Pat, vars: &VarKinds) -> Result<(), Located> {
             Some(VarKind::Attr(_)) => Err(Located::new(*pos, format!("`?{v}` is an attribute, not an operand"))),
             None => Err(unbound(v, *pos)),
         },
-        Pat::Op(op) => {
-            check_op_shape(op)?;
-            for name in mx::attr_names(op.kind) {
-                if !op.attrs.iter().any(|(n, _, _)| n == name) {
-                    return Err(Located::new(
-                        op.pos,
-                        format!("`{}` on the right side needs attribute `{name}`", op.kind.name()),
-                    ));
-                }
-            }
-            for (name, pos, value) in &op.attrs {
-                let want = attr_sort_at(name, *pos)?;
-                let got = sort_of(value, vars, false)?;
-                if !got.fits(want) {
-                    return Err(Located::new(
-                        value.pos(),
-                        format!("attribute `{name}` must be {want}, this is {got}"),
-                    ));
-                }
-            }
-            op.operands.iter().try_for_each(|o| check_rhs(o, vars))
-        }
+        Pat::Op(op) if result_count(op.kind) > 1 => Err(Located::new(
+            op.pos,
+            format!(
+                "`{}` gives {} results: write the one meant as `(result N ({} ...))`",
+                op.kind.name(),
+                result_count(op.kind),
+                op.kind.name()
+            ),
+        )),
+        Pat::Op(op) => check_rhs_op(op, vars),
+        Pat::Result(n, inner, pos) => match inner.as_ref() {
+            Pat::Op(op) if result_count(op.kind) > 1 && (*n as usize) < result_count(op.kind) => check_rhs_op(op, vars),
+            Pat::Op(op) => Err(Located::new(
+                *pos,
+                format!(
+                    "`{}` gives {} result{}, there is no result {n} to take",
+                    op.kind.name(),
+                    result_count(op.kind),
+                    if result_count(op.kind) == 1 { "" } else { "s" }
+                ),
+            )),
+            other => Err(Located::new(
+                other.pos(),
+                "`(result N ...)` takes an op pattern `(op ...)`",
+            )),
+        },
         Pat::Const(e) => match sort_of(e, vars, false)? {
             Sort::Tensor => Ok(()),
             sort => Err(Located::new(
@@ -189,6 +208,30 @@ fn check_rhs(pat: &Pat, vars: &VarKinds) -> Result<(), Located> {
             )),
         },
     }
+}
+
+/// The attributes and operands of an op on the right side.
+fn check_rhs_op(op: &OpPat, vars: &VarKinds) -> Result<(), Located> {
+    check_op_shape(op)?;
+    for name in mx::attr_names(op.kind) {
+        if !op.attrs.iter().any(|(n, _, _)| n == name) {
+            return Err(Located::new(
+                op.pos,
+                format!("`{}` on the right side needs attribute `{name}`", op.kind.name()),
+            ));
+        }
+    }
+    for (name, pos, value) in &op.attrs {
+        let want = attr_sort_at(name, *pos)?;
+        let got = sort_of(value, vars, false)?;
+        if !got.fits(want) {
+            return Err(Located::new(
+                value.pos(),
+                format!("attribute `{name}` must be {want}, this is {got}"),
+            ));
+        }
+    }
+    op.operands.iter().try_for_each(|o| check_rhs(o, vars))
 }
 
 fn unbound(v: &str, pos: Pos) -> Located {

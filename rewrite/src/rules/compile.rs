@@ -3,7 +3,8 @@
 //! `Condition`, and the right side an `Applier` that computes its attribute leaves, infers
 //! the new value's type, and unions it with the match only when that type is the matched
 //! value's (so no rule can change a type, whatever its conditions forgot). A computed
-//! constant on the right (`scalar(...)`) becomes a `Const` leaf.
+//! constant on the right (`scalar(...)`) becomes a `Const` leaf, and `(result N (op ...))`
+//! an `Mx::Result` node over the op (whose type is the op's result `N`).
 
 use super::ast::{Expr, OpPat, Pat};
 use super::eval::{lit_value, Bindings, Env};
@@ -49,7 +50,9 @@ fn add_lhs(op: &OpPat, ast: &mut PatternAst<Mx>, fresh: &mut usize) -> Id {
         children.push(match operand {
             Pat::Var(v, _) => ast.add(ENodeOrVar::Var(egg_var(v))),
             Pat::Op(inner) => add_lhs(inner, ast, fresh),
-            Pat::Const(_) => unreachable!("the checker allows computed constants on the right only"),
+            Pat::Const(_) | Pat::Result(..) => {
+                unreachable!("the checker allows computed constants and results on the right only")
+            }
         });
     }
     ast.add(ENodeOrVar::ENode(Mx::Op(op.kind, children)))
@@ -91,21 +94,56 @@ impl RuleApplier {
         N: Analysis<Mx>,
         N::Data: ClassFacts,
     {
-        let op = match pat {
+        match pat {
             Pat::Var(v, _) => {
                 let (var, _) = self.vars.get(v)?;
                 let ty = env.egraph[env.subst[*var]].data.ty().cloned();
-                return Some((ast.add(ENodeOrVar::Var(*var)), ty));
+                Some((ast.add(ENodeOrVar::Var(*var)), ty))
             }
-            Pat::Op(op) => op,
+            Pat::Op(op) => {
+                let (id, types) = self.instantiate_op(env, op, ast)?;
+                match types {
+                    // A multi-result op is only reached through `(result N ...)`.
+                    Some(types) if types.len() != 1 => None,
+                    Some(types) => Some((id, types.into_iter().next())),
+                    None => Some((id, None)),
+                }
+            }
+            Pat::Result(n, inner, _) => {
+                let Pat::Op(op) = inner.as_ref() else {
+                    return None;
+                };
+                let (id, types) = self.instantiate_op(env, op, ast)?;
+                let ty = match types {
+                    Some(mut types) if (*n as usize) < types.len() && types.len() > 1 => {
+                        Some(types.swap_remove(*n as usize))
+                    }
+                    Some(_) => return None,
+                    None => None,
+                };
+                Some((ast.add(ENodeOrVar::ENode(Mx::Result(*n, [id]))), ty))
+            }
             Pat::Const(e) => {
                 let Value::Tensor(TensorFacts { constant: Some(t), .. }) = env.eval(e)? else {
                     return None;
                 };
                 let ty = t.ty.clone();
-                return Some((ast.add(ENodeOrVar::ENode(Mx::Const(ConstValue::new(t)))), Some(ty)));
+                Some((ast.add(ENodeOrVar::ENode(Mx::Const(ConstValue::new(t)))), Some(ty)))
             }
-        };
+        }
+    }
+
+    /// An op of the right side and its result types (`None` when an operand's is unknown).
+    fn instantiate_op<N>(
+        &self,
+        env: &Env<'_, N>,
+        op: &OpPat,
+        ast: &mut PatternAst<Mx>,
+    ) -> Option<(Id, Option<Vec<TensorType>>)>
+    where
+        N: Analysis<Mx>,
+        N::Data: ClassFacts,
+    {
         let mut children = Vec::new();
         let mut attrs = Attrs::new();
         for name in mx::attr_names(op.kind) {
@@ -123,11 +161,11 @@ impl RuleApplier {
                 v
             });
         }
-        let ty = match types {
-            Some(types) => Some(mx::infer(op.kind, &types, &attrs).ok()?.into_iter().next()?),
+        let results = match types {
+            Some(types) => Some(mx::infer(op.kind, &types, &attrs).ok()?),
             None => None,
         };
-        Some((ast.add(ENodeOrVar::ENode(Mx::Op(op.kind, children))), ty))
+        Some((ast.add(ENodeOrVar::ENode(Mx::Op(op.kind, children))), results))
     }
 }
 

@@ -141,6 +141,20 @@ pub const FUNCS: &[Func] = &[
         eval: scalar,
     },
     Func {
+        name: "value",
+        params: &[Tensor],
+        result: Float,
+        doc: "the number a constant of one element holds (an attribute from a constant, such as `epsilon`)",
+        eval: value,
+    },
+    Func {
+        name: "last_axis",
+        params: &[Tensor],
+        result: Int,
+        doc: "the last axis: the rank minus 1",
+        eval: |a| Some(Value::Int(ty(&a[0])?.rank().checked_sub(1)? as i64)),
+    },
+    Func {
         name: "flip",
         params: &[Int],
         result: Int,
@@ -245,6 +259,11 @@ fn channel_shape(a: &[Value]) -> Option<Value> {
     let axis = usize::try_from(int(&a[1])?).ok().filter(|&i| i < shape.len())?;
     let dims = (0..shape.len()).map(|i| if i == axis { shape[i] as i64 } else { 1 });
     Some(Value::Ints(dims.collect()))
+}
+
+fn value(a: &[Value]) -> Option<Value> {
+    let c = facts(&a[0])?.constant.as_ref()?;
+    (c.len() == 1).then(|| Value::Float(c.get_f64(0)))
 }
 
 fn scalar(a: &[Value]) -> Option<Value> {

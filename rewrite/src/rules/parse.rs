@@ -3,7 +3,8 @@
 //! ```text
 //! file  := rule*
 //! rule  := "rule" NAME ":" pat "=>" pat ("if" expr)?
-//! pat   := ?VAR | "(" OP (pat | ATTR "=" expr)* ")" | FUNC "(" (expr ("," expr)*)? ")"
+//! pat   := ?VAR | "(" OP (pat | ATTR "=" expr)* ")" | "(" "result" INT pat ")"
+//!        | FUNC "(" (expr ("," expr)*)? ")"
 //! expr  := and ("||" and)*          and := unary ("&&" unary)*
 //! unary := "!" unary | atom (CMP atom)?
 //! atom  := INT | FLOAT | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
@@ -146,6 +147,9 @@ impl Parser {
             Some((Tok::Var(v), pos)) => Ok(Pat::Var(v, pos)),
             Some((Tok::LParen, _)) => {
                 let (name, pos) = self.ident("an op name")?;
+                if name == "result" {
+                    return self.result(pos);
+                }
                 let kind = OpKind::from_name(&name).ok_or_else(|| Located::new(pos, format!("unknown op `{name}`")))?;
                 let mut op = OpPat {
                     kind,
@@ -176,6 +180,22 @@ impl Parser {
                 Err(self.unexpected("a pattern (`?var` or `(op ...)`)"))
             }
         }
+    }
+
+    /// The rest of `(result N pat)`, after `result`.
+    fn result(&mut self, pos: Pos) -> Result<Pat, Located> {
+        let n = match self.peek() {
+            Some(Tok::Int(n)) => {
+                let n = *n;
+                let npos = self.pos();
+                self.next();
+                u32::try_from(n).map_err(|_| Located::new(npos, "a result number is 0 or more"))?
+            }
+            _ => return Err(self.unexpected("a result number")),
+        };
+        let inner = self.pat()?;
+        self.expect(Tok::RParen)?;
+        Ok(Pat::Result(n, Box::new(inner), pos))
     }
 
     fn expr(&mut self) -> Result<Expr, Located> {

@@ -83,6 +83,20 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             }
         }
         Pat::Op(op) => op,
+        // Result 0 of `layer_norm` is shaped like its input; the statistics are f32.
+        Pat::Result(n, inner, _) => {
+            return match inner.as_ref() {
+                Pat::Op(op) if op.kind == OpKind::LayerNorm && *n == 0 => sig(inner, stated),
+                Pat::Op(op) if op.kind == OpKind::LayerNorm => Sig {
+                    dtype: Known::Is(DType::F32),
+                    rank: sig(&op.operands[0], stated).rank,
+                },
+                _ => Sig {
+                    dtype: Known::Unknown,
+                    rank: Known::Unknown,
+                },
+            }
+        }
         Pat::Const(_) => {
             return Sig {
                 dtype: Known::Unknown,

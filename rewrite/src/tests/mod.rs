@@ -5,6 +5,7 @@
 mod batch_norm;
 mod extraction;
 mod folding;
+mod fusion;
 mod round_trip;
 mod rules;
 

@@ -28,7 +28,8 @@ impl ClassFacts for Facts {
     }
 }
 
-fn op_type(egraph: &EGraph<Mx, TestAnalysis>, enode: &Mx) -> Option<TensorType> {
+/// The result types of an op node.
+fn op_types(egraph: &EGraph<Mx, TestAnalysis>, enode: &Mx) -> Option<Vec<TensorType>> {
     let (kind, attr_ids, operand_ids) = enode.split_op()?;
     let mut attrs = Attrs::new();
     for (name, &id) in mx::attr_names(kind).iter().zip(attr_ids) {
@@ -38,7 +39,22 @@ fn op_type(egraph: &EGraph<Mx, TestAnalysis>, enode: &Mx) -> Option<TensorType> 
         .iter()
         .map(|&id| egraph[id].data.ty.clone())
         .collect::<Option<Vec<_>>>()?;
-    mx::infer(kind, &types, &attrs).ok()?.into_iter().next()
+    mx::infer(kind, &types, &attrs).ok()
+}
+
+/// The type of a single-result op node (`None` for a multi-result op, whose results are
+/// typed by their `Mx::Result` nodes).
+fn op_type(egraph: &EGraph<Mx, TestAnalysis>, enode: &Mx) -> Option<TensorType> {
+    let types = op_types(egraph, enode)?;
+    (types.len() == 1).then(|| types.into_iter().next().expect("one result"))
+}
+
+/// The type of result `n` of the op in class `tuple`.
+fn result_type(egraph: &EGraph<Mx, TestAnalysis>, n: u32, tuple: Id) -> Option<TensorType> {
+    egraph[tuple]
+        .nodes
+        .iter()
+        .find_map(|node| op_types(egraph, node)?.into_iter().nth(n as usize))
 }
 
 impl Analysis<Mx> for TestAnalysis {
@@ -58,7 +74,11 @@ impl Analysis<Mx> for TestAnalysis {
                 ty: op_type(egraph, enode),
                 constant: None,
             },
-            Mx::Attr(_) | Mx::Result(..) => Facts::default(),
+            Mx::Result(n, [tuple]) => Facts {
+                ty: result_type(egraph, *n, *tuple),
+                constant: None,
+            },
+            Mx::Attr(_) => Facts::default(),
         }
     }
 

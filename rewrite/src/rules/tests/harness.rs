@@ -59,6 +59,10 @@ fn build(pat: &Pat, leaves: &[(&str, Leaf)], expr: &mut RecExpr<Mx>) -> Id {
             }
             expr.add(Mx::Op(op.kind, children))
         }
+        Pat::Result(n, inner, _) => {
+            let op = build(inner, leaves, expr);
+            expr.add(Mx::Result(*n, [op]))
+        }
         Pat::Const(_) => panic!("test expressions name their constants as variables"),
     }
 }

@@ -5,5 +5,6 @@ mod analysis;
 mod builtin;
 mod constants;
 mod errors;
+mod fusion;
 mod harness;
 mod rewrite;

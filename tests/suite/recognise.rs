@@ -1,0 +1,47 @@
+//! Ops recognised by the built-in `fusion` rules, end to end: the repo's encoder writes four of
+//! its five layer normalisations out (`ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
+//! Add`); on cpu each becomes one `mx.layer_norm`, 8 ops and kernels fewer per chain. That the
+//! rewritten program still matches onnxruntime and `ref` is checked in `models.rs`.
+
+use crate::common::{cache_dir, mxc, stderr};
+
+/// The op names of printed IR, constants left out.
+fn ops(ir: &str) -> Vec<&str> {
+    ir.lines()
+        .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
+        .filter(|op| *op != "constant")
+        .collect()
+}
+
+fn read(model: &str, target: &str) -> String {
+    let out = mxc(&["read", model, "--target", target]);
+    assert!(out.status.success(), "mxc read --target {target}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn encoder_layer_norms_written_out_become_one_op_each() {
+    let model = cache_dir("models/encoder").join("model.onnx");
+    let model = model.to_str().unwrap();
+    let (imported, rewritten) = (read(model, "ref"), read(model, "cpu"));
+    let (before, after) = (ops(&imported), ops(&rewritten));
+    let count = |ops: &[&str], name: &str| ops.iter().filter(|o| **o == name).count();
+    // one LayerNormalization in the ONNX file, four written out
+    assert_eq!(count(&before, "layer_norm"), 1);
+    assert_eq!(count(&before, "reduce_mean"), 8);
+    assert_eq!(count(&after, "layer_norm"), 5, "{rewritten}");
+    for gone in ["reduce_mean", "pow", "sqrt"] {
+        assert_eq!(count(&after, gone), 0, "{gone} left in:\n{rewritten}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let mxr = dir.path().join("encoder.mxr");
+    let out = mxc(&["compile", model, "-o", mxr.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 110 kernels without the fusion rules: 4 chains of 9 ops become 4 ops
+    assert!(
+        stderr(&out).contains("78 kernels for cpu (111 ops imported)"),
+        "{}",
+        stderr(&out)
+    );
+}
