@@ -185,3 +185,20 @@ pub fn model_bytes(graph: mxc_lowering::onnx::proto::GraphProto) -> Vec<u8> {
     }
     .encode_to_vec()
 }
+
+/// The op names of printed mx IR, in order, constants left out.
+pub fn op_names(ir: &str) -> Vec<&str> {
+    ir.lines()
+        .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
+        .filter(|op| *op != "constant")
+        .collect()
+}
+
+/// `mxc read MODEL --target TARGET` followed by `extra` arguments: the graph that target lowers.
+pub fn read_for_target(model: &str, target: &str, extra: &[&str]) -> String {
+    let mut args = vec!["read", model, "--target", target];
+    args.extend(extra);
+    let out = mxc(&args);
+    assert!(out.status.success(), "mxc {args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -4,7 +4,7 @@
 //! small graphs (a depthwise conv without bias, gemms with `trans_b` 0 and 1) give the same
 //! outputs folded on cpu as unfolded on ref.
 
-use crate::common::{cache_dir, data_files, mismatch, mxc, read_pb, run_case, stderr};
+use crate::common::{cache_dir, data_files, mismatch, mxc, op_names, read_for_target, read_pb, run_case, stderr};
 use mxc_codegen::{compile, rewrite_for, CompileOptions, Target};
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType, ValueId};
 use mxc_kernels::Executable;
@@ -12,20 +12,6 @@ use std::collections::HashMap;
 
 const RTOL: f64 = 1e-4;
 const ATOL: f64 = 1e-5;
-
-/// The op names of printed IR, constants left out.
-fn ops(ir: &str) -> Vec<&str> {
-    ir.lines()
-        .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
-        .filter(|op| *op != "constant")
-        .collect()
-}
-
-fn read(model: &str, target: &str) -> String {
-    let out = mxc(&["read", model, "--target", target]);
-    assert!(out.status.success(), "mxc read --target {target}: {}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn convnet() -> std::path::PathBuf {
     cache_dir("models/convnet").join("model.onnx")
@@ -35,8 +21,8 @@ fn convnet() -> std::path::PathBuf {
 fn convnet_batch_norms_fold_into_their_convs() {
     let model = convnet();
     let model = model.to_str().unwrap();
-    let (imported, rewritten) = (read(model, "ref"), read(model, "cpu"));
-    let (before, after) = (ops(&imported), ops(&rewritten));
+    let (imported, rewritten) = (read_for_target(model, "ref", &[]), read_for_target(model, "cpu", &[]));
+    let (before, after) = (op_names(&imported), op_names(&rewritten));
     let count = |ops: &[&str], name: &str| ops.iter().filter(|o| **o == name).count();
     assert_eq!(count(&before, "batch_norm"), 21);
     assert_eq!(count(&after, "batch_norm"), 0, "{rewritten}");

@@ -3,28 +3,14 @@
 //! Add`); on cpu each becomes one `mx.layer_norm`, 8 ops and kernels fewer per chain. That the
 //! rewritten program still matches onnxruntime and `ref` is checked in `models.rs`.
 
-use crate::common::{cache_dir, mxc, stderr};
-
-/// The op names of printed IR, constants left out.
-fn ops(ir: &str) -> Vec<&str> {
-    ir.lines()
-        .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
-        .filter(|op| *op != "constant")
-        .collect()
-}
-
-fn read(model: &str, target: &str) -> String {
-    let out = mxc(&["read", model, "--target", target]);
-    assert!(out.status.success(), "mxc read --target {target}: {}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::common::{cache_dir, mxc, op_names, read_for_target, stderr};
 
 #[test]
 fn encoder_layer_norms_written_out_become_one_op_each() {
     let model = cache_dir("models/encoder").join("model.onnx");
     let model = model.to_str().unwrap();
-    let (imported, rewritten) = (read(model, "ref"), read(model, "cpu"));
-    let (before, after) = (ops(&imported), ops(&rewritten));
+    let (imported, rewritten) = (read_for_target(model, "ref", &[]), read_for_target(model, "cpu", &[]));
+    let (before, after) = (op_names(&imported), op_names(&rewritten));
     let count = |ops: &[&str], name: &str| ops.iter().filter(|o| **o == name).count();
     // one LayerNormalization in the ONNX file, four written out
     assert_eq!(count(&before, "layer_norm"), 1);

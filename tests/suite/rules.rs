@@ -2,23 +2,11 @@
 //! program the cpu target compiles without changing its outputs, a rule file with a mistake
 //! is refused with its file, line and column, and the ref target refuses user rules.
 
-use crate::common::{mxc, repo, stderr};
+use crate::common::{mxc, op_names, read_for_target, repo, stderr};
 
 fn read_cpu(extra: &[&str]) -> String {
     let model = repo().join("examples/tiny_cnn.onnx");
-    let mut args = vec!["read", model.to_str().unwrap(), "--target", "cpu"];
-    args.extend(extra);
-    let out = mxc(&args);
-    assert!(out.status.success(), "mxc {args:?}: {}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The op names of the printed graph, in order.
-fn ops(ir: &str) -> Vec<&str> {
-    ir.lines()
-        .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
-        .filter(|op| *op != "constant")
-        .collect()
+    read_for_target(model.to_str().unwrap(), "cpu", extra)
 }
 
 #[test]
@@ -27,11 +15,11 @@ fn user_rule_file_changes_the_compiled_program() {
     let plain = read_cpu(&[]);
     let rewritten = read_cpu(&["--rules", rules.to_str().unwrap()]);
     assert_eq!(
-        ops(&plain),
+        op_names(&plain),
         ["conv", "relu", "max_pool", "global_average_pool", "reshape", "gemm"]
     );
     assert_eq!(
-        ops(&rewritten),
+        op_names(&rewritten),
         ["conv", "max_pool", "relu", "global_average_pool", "reshape", "gemm"]
     );
 

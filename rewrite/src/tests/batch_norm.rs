@@ -5,8 +5,6 @@
 //! compare the programs' outputs through the `ref` target.)
 
 use super::*;
-use crate::rules::{builtin_rules, rewrites};
-use crate::{optimize, OptimizeOptions};
 use mxc_dialects::text::print;
 
 const EPS: f64 = 1e-5;
@@ -57,19 +55,7 @@ fn conv_attrs(group: i64) -> Attrs {
 }
 
 fn fold(g: &Graph) -> Graph {
-    let rules = builtin_rules("fold").unwrap().unwrap();
-    optimize(g, &rewrites(&rules), &OptimizeOptions::default())
-        .unwrap()
-        .graph
-}
-
-/// The non-constant ops of `g`.
-fn kinds(g: &Graph) -> Vec<OpKind> {
-    g.ops
-        .iter()
-        .map(|o| o.kind)
-        .filter(|k| *k != OpKind::Constant)
-        .collect()
+    with_builtin(g, "fold")
 }
 
 /// Asserts `actual[i]` is `expected(i)` up to f32 rounding.

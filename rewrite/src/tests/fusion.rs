@@ -5,8 +5,6 @@
 //! tests compare the outputs through the `ref` target.)
 
 use super::*;
-use crate::rules::{builtin_rules, rewrites};
-use crate::{optimize, OptimizeOptions};
 use mxc_dialects::text::print;
 
 /// `x - mean(x)` ... `* scale + bias` over `axis` of `x` (`[2, 4, 8]`), with `eps` a given value.
@@ -31,18 +29,7 @@ fn chain(g: &mut Graph, x: ValueId, axis: i64, eps: ValueId) -> ValueId {
 }
 
 fn fuse(g: &Graph) -> Graph {
-    let rules = builtin_rules("fusion").unwrap().unwrap();
-    optimize(g, &rewrites(&rules), &OptimizeOptions::default())
-        .unwrap()
-        .graph
-}
-
-fn kinds(g: &Graph) -> Vec<OpKind> {
-    g.ops
-        .iter()
-        .map(|o| o.kind)
-        .filter(|k| *k != OpKind::Constant)
-        .collect()
+    with_builtin(g, "fusion")
 }
 
 #[test]

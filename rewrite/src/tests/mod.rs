@@ -120,3 +120,22 @@ pub fn interpret(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
         .map(|p| values[p.value.index()].clone().unwrap())
         .collect()
 }
+
+/// `g` optimised with the built-in rule set `set` alone.
+pub fn with_builtin(g: &Graph, set: &str) -> Graph {
+    let rules = crate::rules::builtin_rules(set)
+        .expect("a built-in set")
+        .expect("parses");
+    crate::optimize(g, &crate::rules::rewrites(&rules), &crate::OptimizeOptions::default())
+        .expect("optimises")
+        .graph
+}
+
+/// The non-constant ops of `g`.
+pub fn kinds(g: &Graph) -> Vec<OpKind> {
+    g.ops
+        .iter()
+        .map(|o| o.kind)
+        .filter(|k| *k != OpKind::Constant)
+        .collect()
+}
