@@ -53,6 +53,7 @@ op_kinds! {
     Sigmoid => "sigmoid", 1..=1;
     Tanh => "tanh", 1..=1;
     Erf => "erf", 1..=1;
+    Gelu => "gelu", 1..=1;
     Clip => "clip", 3..=3;
     Softmax => "softmax", 1..=1;
     Conv => "conv", 2..=3;

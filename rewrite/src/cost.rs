@@ -77,6 +77,8 @@ pub fn flops(op: &OpSite) -> f64 {
     match op.kind {
         Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand => 0.0,
         Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
+        // x / sqrt(2), erf, + 1, * 0.5, * x
+        Gelu => 12.0 * out,
         Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
         | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip => out,
         Softmax => 5.0 * out,

@@ -37,7 +37,7 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
         Where => elementwise::select(operands).map(|t| vec![t]),
         Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
-        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
+        Sqrt | Exp | Log | Erf | Gelu | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
             elementwise::float_unary(&operands[0]).map(|t| vec![t])
         }
         Neg | Abs | Relu => elementwise::numeric_unary(&operands[0]).map(|t| vec![t]),
@@ -93,7 +93,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         Slice => &["ends", "starts", "steps"],
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
         Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
-        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul
+        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Gelu | Clip | MatMul
         | GlobalAveragePool => &[],
     }
 }

@@ -1,5 +1,5 @@
 //! Element-wise ops: identity, cast, arithmetic, pow, min/max, comparisons, select, logical
-//! not, clip and the unary math functions, with numpy broadcasting of the operands.
+//! not, clip, gelu and the unary math functions, with numpy broadcasting of the operands.
 //!
 //! One loop nest over the result; when no operand broadcasts, a single loop over flat views.
 
@@ -94,6 +94,7 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], bounds: &[V], alpha: f64) -> V
             e.select(&negative, &scaled, &x[0])
         }
         Sigmoid => sigmoid(e, &x[0]),
+        Gelu => gelu(e, &x[0]),
         Clip => {
             let low = e.max(&x[0], &bounds[0]);
             e.min(&low, &bounds[1])
@@ -113,6 +114,18 @@ fn sigmoid(e: &mut Emitter, x: &V) -> V {
     let denominator = e.add(&one, &ex);
     let numerator = e.select(&positive, &one, &ex);
     e.div(&numerator, &denominator)
+}
+
+/// `x * 0.5 * (1 + erf(x / sqrt(2)))`, the exact (erf) form, in the order exporters write it
+/// out, so a recognised chain computes the same numbers.
+fn gelu(e: &mut Emitter, x: &V) -> V {
+    let root2 = e.float(x.ty, std::f64::consts::SQRT_2);
+    let (half, one) = (e.float(x.ty, 0.5), e.one(x.ty));
+    let scaled = e.div(x, &root2);
+    let erf = e.math("erf", &scaled);
+    let one_plus = e.add(&erf, &one);
+    let half_x = e.mul(x, &half);
+    e.mul(&half_x, &one_plus)
 }
 
 /// numpy `power`: floats with `powf` (in f64 when the exponent is an integer or the base

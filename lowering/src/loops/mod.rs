@@ -123,7 +123,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
     match kind {
         Constant => Err("constants have no kernel".into()),
         Identity | Cast | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt
-        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Clip => {
+        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
             elementwise::lower(e, kind, attrs, ins, outs)
         }
         Conv | ConvTranspose => conv::lower(e, kind, attrs, ins, outs),

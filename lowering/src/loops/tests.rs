@@ -26,9 +26,8 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
     let plain = |tys: Vec<TensorType>| vec![(tys, Attrs::new())];
     match kind {
         Constant => vec![],
-        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf => {
-            plain(vec![t(d, &[2, 3])])
-        }
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf
+        | Gelu => plain(vec![t(d, &[2, 3])]),
         LeakyRelu => vec![(vec![t(d, &[2, 3])], attrs(&[("alpha", f(0.01))]))],
         Cast => DType::ALL
             .iter()

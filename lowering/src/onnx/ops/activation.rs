@@ -1,5 +1,5 @@
-//! Activations: `LeakyRelu`, `Clip`, `Softmax` map to their mx ops; `LogSoftmax`, `Gelu`,
-//! `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Elu`, `Selu`, `Celu`, `ThresholdedRelu`,
+//! Activations: `LeakyRelu`, `Clip`, `Softmax` and `Gelu` (exact form) map to their mx ops;
+//! `LogSoftmax`, `Gelu` (tanh approximation), `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Elu`, `Selu`, `Celu`, `ThresholdedRelu`,
 //! `PRelu`, `Mish` and `Swish` are built from mx ops following their ONNX definitions.
 
 use super::super::ctx::Ctx;
@@ -199,11 +199,8 @@ fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let approximate = ctx.node.string("approximate", "none")?;
     let mut e = Expr::new(ctx, x);
     let inner = match approximate.as_str() {
-        // erf(x / sqrt(2))
-        "none" => {
-            let scaled = e.affine(std::f64::consts::FRAC_1_SQRT_2, x, 0.0)?;
-            e.op(OpKind::Erf, &[scaled])?
-        }
+        // x * 0.5 * (1 + erf(x / sqrt(2))): one op
+        "none" => return Ok(vec![e.op(OpKind::Gelu, &[x])?]),
         // tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))
         "tanh" => {
             let x2 = e.op(OpKind::Mul, &[x, x])?;
@@ -407,9 +404,17 @@ mod tests {
             .node(node("Gelu", &["x"], &["y"], vec![]))
             .output("y")
             .text();
-        for op in ["mx.mul", "mx.erf", "mx.add"] {
-            assert!(text.contains(op), "{text}");
+        assert!(text.contains("mx.gelu"), "{text}");
+        assert!(!text.contains("mx.erf"), "{text}");
+        let tanh = ModelBuilder::new(20)
+            .input("x", DataType::Float, &[2])
+            .node(node("Gelu", &["x"], &["y"], vec![str_attr("approximate", "tanh")]))
+            .output("y")
+            .text();
+        for op in ["mx.mul", "mx.tanh", "mx.add"] {
+            assert!(tanh.contains(op), "{tanh}");
         }
+        assert!(!tanh.contains("mx.gelu"), "{tanh}");
         let err = ModelBuilder::new(20)
             .input("x", DataType::Float, &[2])
             .node(node("Gelu", &["x"], &["y"], vec![str_attr("approximate", "fast")]))
