@@ -1,13 +1,15 @@
 //! `mxc explain`: the target's rewrite of a model, kernel by kernel, with why each kernel is
-//! what it is (its cost, the alternative rejected, the rules that led to it), as text on
-//! stdout and, with `--dot`, as a Graphviz graph with one cluster per kernel.
+//! what it is (its cost, the alternative rejected, the rules that led to it, and for a fused
+//! kernel the same for each op it holds), as text on stdout and, with `--dot`, as a Graphviz
+//! graph with one cluster per kernel.
 
 use anyhow::{Context, Result};
 use mxc_codegen::Target;
-use mxc_dialects::{Def, Graph, OpKind};
+use mxc_dialects::{Def, Graph, Op, OpKind};
 use mxc_lowering::onnx::{import_file, ImportOptions};
-use mxc_rewrite::cost::{bytes_moved, flops, with_site};
-use mxc_rewrite::explain::{explain, Explained, KernelNote, Origin};
+use mxc_rewrite::cost::{bytes_moved, flops, kernel_cost, kernel_flops, with_site};
+use mxc_rewrite::explain::{explain, Explained, KernelNote, Origin, ValueNote};
+use mxc_rewrite::fuse::FUSION;
 use mxc_rewrite::rules::{rewrites, Rule};
 use mxc_rewrite::CostModel;
 use std::collections::BTreeMap;
@@ -36,7 +38,8 @@ pub fn run(model: &Path, target: Target, import: &ImportOptions, user: &[Rule], 
 struct View<'a> {
     imported: &'a Graph,
     graph: Graph,
-    kernels: Vec<Vec<usize>>,
+    /// The op of each kernel (an index into `graph.ops`).
+    kernels: Vec<usize>,
     notes: Option<(Vec<KernelNote>, mxc_rewrite::Stats)>,
     model: &'a dyn CostModel,
     target: Target,
@@ -48,13 +51,10 @@ impl<'a> View<'a> {
         let (graph, kernels, notes) = match explained {
             Some(e) => (
                 e.graph,
-                e.kernels.iter().map(|k| k.ops.clone()).collect(),
+                e.kernels.iter().map(|k| k.op).collect(),
                 Some((e.kernels, e.stats)),
             ),
-            None => {
-                let kernels = kernel_ops(imported).map(|i| vec![i]).collect();
-                (imported.clone(), kernels, None)
-            }
+            None => (imported.clone(), kernel_ops(imported).collect(), None),
         };
         let names = value_names(&graph);
         View {
@@ -71,17 +71,25 @@ impl<'a> View<'a> {
     fn text(&self) -> String {
         let mut out = String::new();
         self.header(&mut out);
-        for (k, ops) in self.kernels.iter().enumerate() {
+        for (k, &i) in self.kernels.iter().enumerate() {
             writeln!(out).unwrap();
-            for &i in ops {
-                writeln!(out, "kernel {k}: {}", self.op_line(i)).unwrap();
+            let op = &self.graph.ops[i];
+            writeln!(out, "kernel {k}: {}", self.op_line(i)).unwrap();
+            if let Some(body) = &op.body {
+                let kernels = self.notes.as_ref().map(|(notes, _)| &notes[..]).unwrap_or(&[]);
+                let notes = kernels.get(k).map(|n| &n.body[..]).unwrap_or(&[]);
+                fuses(&mut out, body, notes, kernels);
             }
-            let (cost, bytes, work) = ops.iter().fold((0.0, 0.0, 0.0), |(c, b, f), &i| {
-                with_site(&self.graph, &self.graph.ops[i], |s| {
-                    (c + self.model.op_cost(s), b + bytes_moved(s), f + flops(s))
-                })
+            let (cost, bytes) = with_site(&self.graph, op, |s| {
+                (kernel_cost(self.model, s, op.body.as_deref()), bytes_moved(s))
             });
-            writeln!(out, "  cost      {cost:.0} ({}, {:.0} flops)", mb(bytes), work).unwrap();
+            writeln!(
+                out,
+                "  cost      {cost:.0} ({}, {:.0} flops)",
+                mb(bytes),
+                op_flops(&self.graph, op)
+            )
+            .unwrap();
             if let Some((notes, stats)) = &self.notes {
                 note(&mut out, notes, k, stats.cost_after);
             }
@@ -135,7 +143,21 @@ impl<'a> View<'a> {
                 writeln!(out, "  {label:<9} {}", list.join(", ")).unwrap();
             }
         }
-        for line in rewritten(after_kinds(&self.graph, notes), notes) {
+        let g = &self.graph;
+        let fused: Vec<usize> = kernel_ops(g)
+            .filter_map(|i| g.ops[i].body.as_ref().map(|b| kernel_ops(b).count()))
+            .collect();
+        if !fused.is_empty() {
+            let ops: usize = fused.iter().sum();
+            let largest = fused.iter().max().copied().unwrap_or(0);
+            writeln!(
+                out,
+                "  fused     {} kernels hold {ops} ops (at most {largest} in one)",
+                fused.len()
+            )
+            .unwrap();
+        }
+        for line in rewritten(&self.graph, notes) {
             writeln!(out, "  rewritten {line}").unwrap();
         }
         writeln!(
@@ -183,23 +205,52 @@ impl<'a> View<'a> {
             )
             .unwrap();
         }
-        for (k, ops) in self.kernels.iter().enumerate() {
-            writeln!(out, "  subgraph cluster_k{k} {{\n    label=\"kernel {k}\";").unwrap();
-            for &i in ops {
-                let cost = with_site(g, &g.ops[i], |s| self.model.op_cost(s));
-                writeln!(out, "    op{i} [label=\"{}\\ncost {cost:.0}\"];", g.ops[i].kind.name()).unwrap();
+        for (k, &i) in self.kernels.iter().enumerate() {
+            let op = &g.ops[i];
+            let cost = with_site(g, op, |s| kernel_cost(self.model, s, op.body.as_deref()));
+            writeln!(
+                out,
+                "  subgraph cluster_k{k} {{\n    label=\"kernel {k}: cost {cost:.0}\";"
+            )
+            .unwrap();
+            match &op.body {
+                None => writeln!(out, "    op{i} [label=\"{}\"];", op.kind.name()).unwrap(),
+                Some(body) => {
+                    for j in kernel_ops(body) {
+                        writeln!(out, "    op{i}_{j} [label=\"{}\"];", body.ops[j].kind.name()).unwrap();
+                    }
+                    for j in kernel_ops(body) {
+                        for v in &body.ops[j].operands {
+                            if let Def::Op { op: from, .. } = body.def(*v) {
+                                if body.ops[from].kind != OpKind::Constant {
+                                    writeln!(out, "    op{i}_{from} -> op{i}_{j};").unwrap();
+                                }
+                            }
+                        }
+                    }
+                }
             }
             out.push_str("  }\n");
         }
+        // the dot node that computes a kernel's result
+        let result_node = |op: usize| match &g.ops[op].body {
+            None => format!("op{op}"),
+            Some(body) => match body.def(body.outputs[0].value) {
+                Def::Op { op: j, .. } => format!("op{op}_{j}"),
+                Def::Input(_) => format!("op{op}"),
+            },
+        };
         let source = |v: mxc_dialects::ValueId| match g.def(v) {
             Def::Input(n) => Some(format!("in{n}")),
             Def::Op { op, .. } if g.ops[op].kind == OpKind::Constant => None,
-            Def::Op { op, .. } => Some(format!("op{op}")),
+            Def::Op { op, .. } => Some(result_node(op)),
         };
-        for (i, op) in g.ops.iter().enumerate() {
-            for v in &op.operands {
-                if let Some(from) = source(*v) {
-                    writeln!(out, "  {from} -> op{i} [label=\"{}\"];", g.ty(*v)).unwrap();
+        for i in kernel_ops(g) {
+            let op = &g.ops[i];
+            for (n, v) in op.operands.iter().enumerate() {
+                let Some(from) = source(*v) else { continue };
+                for to in readers(i, op, n) {
+                    writeln!(out, "  {from} -> {to} [label=\"{}\"];", g.ty(*v)).unwrap();
                 }
             }
         }
@@ -214,22 +265,71 @@ impl<'a> View<'a> {
     }
 }
 
-/// The `from` and `rejected` lines of kernel `k`; `chosen` is the extracted program's cost.
-fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
-    let note = &notes[k];
+/// The dot nodes that read operand `n` of kernel op `i`: the op, or the body ops reading that
+/// input of a fused kernel.
+fn readers(i: usize, op: &Op, n: usize) -> Vec<String> {
+    let Some(body) = &op.body else {
+        return vec![format!("op{i}")];
+    };
+    let input = body.inputs[n].value;
+    kernel_ops(body)
+        .filter(|&j| body.ops[j].operands.contains(&input))
+        .map(|j| format!("op{i}_{j}"))
+        .collect()
+}
+
+/// The arithmetic of a kernel's op (a fused op's is its body's).
+fn op_flops(g: &Graph, op: &Op) -> f64 {
+    match &op.body {
+        Some(body) => kernel_flops(body),
+        None => with_site(g, op, flops),
+    }
+}
+
+/// A fused kernel's ops, one line each, with where each comes from when the notes say.
+fn fuses(out: &mut String, body: &Graph, notes: &[(usize, ValueNote)], kernels: &[KernelNote]) {
+    let names = value_names(body);
+    for (n, j) in kernel_ops(body).enumerate() {
+        let label = if n == 0 { "fuses" } else { "" };
+        let op = &body.ops[j];
+        let name = format!("{} = {}", names[op.results[0].index()], op.kind.name());
+        match notes.iter().find(|(k, _)| *k == j) {
+            Some((_, note)) => writeln!(out, "  {label:<9} {name:<22} {}", origin(note, kernels)).unwrap(),
+            None => writeln!(out, "  {label:<9} {name}").unwrap(),
+        }
+    }
+}
+
+/// `from relu, as imported`, `from batch_norm, by conv-batch-norm` or `created by ...`.
+fn origin(note: &ValueNote, notes: &[KernelNote]) -> String {
     let rules = match note.rules.is_empty() {
         true => "as imported".to_string(),
         false => format!("by {}", note.rules.join(", ")),
     };
     match note.origin {
-        Origin::Imported(kind) => writeln!(out, "  from      {}, {rules}", kind.name()).unwrap(),
-        Origin::Created { by: Some(b) } => {
-            let rules = notes[b].rules.join(", ");
-            writeln!(out, "  from      created by {rules} when rewriting kernel {b}").unwrap()
+        Origin::Imported(kind) => format!("from {}, {rules}", kind.name()),
+        Origin::Created { by: Some(b) } if b < notes.len() => {
+            let rules: Vec<&str> = notes[b]
+                .value
+                .rules
+                .iter()
+                .map(String::as_str)
+                .filter(|r| *r != FUSION)
+                .collect();
+            let rules = rules.join(", ");
+            format!("created by {rules} when rewriting kernel {b}")
         }
-        Origin::Created { by: None } => writeln!(out, "  from      created by the rules").unwrap(),
+        Origin::Created { .. } => "created by the rules".to_string(),
     }
-    for (kind, rules) in &note.replaces {
+}
+
+/// The `from` and `rejected` lines of kernel `k`; `chosen` is the extracted program's cost.
+fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
+    let note = &notes[k];
+    let from = origin(&note.value, notes);
+    let from = from.strip_prefix("from ").unwrap_or(&from);
+    writeln!(out, "  from      {from}").unwrap();
+    for (kind, rules) in &note.value.replaces {
         writeln!(out, "  replaces  {}, by {}", kind.name(), rules.join(", ")).unwrap();
     }
     match &note.rejected {
@@ -249,34 +349,46 @@ fn kernel_ops(g: &Graph) -> impl Iterator<Item = usize> + '_ {
     (0..g.ops.len()).filter(|&i| g.ops[i].kind != OpKind::Constant)
 }
 
+/// How many ops of each kind `g` computes, fused kernels' bodies counted op by op.
 fn kind_counts(g: &Graph) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for i in kernel_ops(g) {
-        *counts.entry(g.ops[i].kind.name().to_string()).or_insert(0) += 1;
+        match &g.ops[i].body {
+            Some(body) => {
+                for (kind, n) in kind_counts(body) {
+                    *counts.entry(kind).or_insert(0) += n;
+                }
+            }
+            None => *counts.entry(g.ops[i].kind.name().to_string()).or_insert(0) += 1,
+        }
     }
     counts
 }
 
-/// The op kind of each kernel (its last op).
-fn after_kinds(g: &Graph, notes: &[KernelNote]) -> Vec<OpKind> {
-    notes
-        .iter()
-        .map(|n| g.ops[*n.ops.last().expect("a kernel has ops")].kind)
-        .collect()
+/// Each value note with the kind of op it is about: each kernel's, then its body's ops'.
+fn noted_ops<'a>(g: &'a Graph, notes: &'a [KernelNote]) -> Vec<(&'a ValueNote, OpKind)> {
+    let mut out = Vec::new();
+    for note in notes {
+        let op = &g.ops[note.op];
+        out.push((&note.value, op.kind));
+        if let Some(body) = &op.body {
+            out.extend(note.body.iter().map(|(j, n)| (n, body.ops[*j].kind)));
+        }
+    }
+    out
 }
 
-/// `21 batch_norm -> conv by conv-batch-norm, constant folding`: the kernels the rules
+/// `21 batch_norm -> conv by conv-batch-norm, constant folding`: the values the rules
 /// changed, grouped by imported kind, chosen kind and rules, in program order.
-fn rewritten(kinds: Vec<OpKind>, notes: &[KernelNote]) -> Vec<String> {
+fn rewritten(g: &Graph, notes: &[KernelNote]) -> Vec<String> {
     let mut groups: Vec<(String, usize)> = Vec::new();
-    for (note, kind) in notes.iter().zip(&kinds) {
+    for (note, kind) in noted_ops(g, notes) {
         let line = match &note.origin {
             Origin::Imported(from) if !note.rules.is_empty() => {
                 format!("{} -> {} by {}", from.name(), kind.name(), note.rules.join(", "))
             }
-            Origin::Created { by: Some(k) } => format!("{} created by {}", kind.name(), notes[*k].rules.join(", ")),
-            Origin::Created { by: None } => format!("{} created by the rules", kind.name()),
             Origin::Imported(_) => String::new(),
+            Origin::Created { .. } => format!("{} {}", kind.name(), origin(note, notes)),
         };
         let replaced = note
             .replaces

@@ -1,5 +1,6 @@
 //! Which rewrites each target runs: `ref` none (it is the oracle: every op by its plain
-//! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model.
+//! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model,
+//! then fusion.
 
 use crate::{CodegenError, Target};
 use mxc_dialects::Graph;
@@ -38,6 +39,7 @@ pub fn plan(target: Target, user: &[Rule]) -> Result<Option<(Vec<Rule>, Optimize
             rules.extend(user.iter().cloned());
             let opts = OptimizeOptions {
                 cost_model: cost_model(target),
+                fuse: true,
                 ..OptimizeOptions::default()
             };
             Ok(Some((rules, opts)))

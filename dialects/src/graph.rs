@@ -4,6 +4,7 @@
 //! defined before it is used), named outputs. Values are numbered densely by `ValueId`.
 
 use crate::{mx, Attrs, IrError, OpKind, Tensor, TensorType};
+use std::sync::Arc;
 
 /// An SSA value: the input of a graph or a result of an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,13 +23,15 @@ pub enum Def {
     Op { op: usize, result: usize },
 }
 
-/// One operation: kind, operands, attributes and the values it defines.
+/// One operation: kind, operands, attributes and the values it defines; an `mx.fused` op
+/// also has a body (`mx::fused`), every other op none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
     pub kind: OpKind,
     pub operands: Vec<ValueId>,
     pub attrs: Attrs,
     pub results: Vec<ValueId>,
+    pub body: Option<Arc<Graph>>,
 }
 
 /// A graph input or output: the name the outside world uses and the value behind it.
@@ -111,8 +114,22 @@ impl Graph {
             operands,
             attrs,
             results: results.clone(),
+            body: None,
         });
         results
+    }
+
+    /// Appends an `mx.fused` op computing `body` on `operands`; refused if the body is not a
+    /// valid kernel body or does not take the operands' types.
+    pub fn build_fused(&mut self, body: Arc<Graph>, operands: Vec<ValueId>) -> Result<ValueId, IrError> {
+        let types: Vec<TensorType> = operands.iter().map(|v| self.ty(*v).clone()).collect();
+        let results = mx::fused::infer(Some(&body), &types).map_err(|message| IrError::Op {
+            op: OpKind::Fused.to_string(),
+            message,
+        })?;
+        let r = self.push_op(OpKind::Fused, operands, Attrs::new(), results);
+        self.ops.last_mut().expect("just pushed").body = Some(body);
+        Ok(r[0])
     }
 
     /// Appends an op, inferring its result types; an op that does not type-check is refused.
@@ -180,6 +197,7 @@ impl Graph {
                 .collect();
             let types = op.results.iter().map(|r| self.ty(*r).clone()).collect();
             let results = out.push_op(op.kind, operands, op.attrs.clone(), types);
+            out.ops.last_mut().expect("just pushed").body = op.body.clone();
             for (old, new) in op.results.iter().zip(results) {
                 map[old.index()] = Some(new);
             }

@@ -74,9 +74,69 @@ op_kinds! {
     ReduceMean => "reduce_mean", 1..=1;
     ReduceSum => "reduce_sum", 1..=1;
     ReduceMax => "reduce_max", 1..=1;
+    Fused => "fused", 1..=4096;
 }
 
 impl OpKind {
+    /// Ops that compute each result element from the operand elements at the same (numpy
+    /// broadcast) position, with no other memory access: a fused kernel can inline any number.
+    pub fn is_elementwise(self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Identity
+                | Cast
+                | Add
+                | Sub
+                | Mul
+                | Div
+                | Pow
+                | Max
+                | Min
+                | Equal
+                | Less
+                | Greater
+                | Where
+                | Not
+                | Sqrt
+                | Exp
+                | Log
+                | Neg
+                | Abs
+                | Reciprocal
+                | Floor
+                | Ceil
+                | Relu
+                | LeakyRelu
+                | Sigmoid
+                | Tanh
+                | Erf
+                | Gelu
+                | Clip
+        )
+    }
+
+    /// Ops whose kernel computes each result element once, at its full index, after reading
+    /// its operands in its own pattern: a fused kernel may hold one of them, with element-wise
+    /// ops applied to its result before the store (an epilogue: bias, activation, residual).
+    pub fn is_fusion_anchor(self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Conv | ConvTranspose
+                | Gemm
+                | MatMul
+                | MaxPool
+                | AveragePool
+                | GlobalAveragePool
+                | BatchNorm
+                | Softmax
+                | ReduceMean
+                | ReduceSum
+                | ReduceMax
+        )
+    }
+
     pub fn from_name(name: &str) -> Option<OpKind> {
         OpKind::ALL.iter().copied().find(|k| k.name() == name)
     }

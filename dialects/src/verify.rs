@@ -1,7 +1,7 @@
 //! The verifier: a graph is valid when every operand is defined before use, every op's
 //! recorded result types are the ones its type rule gives, and the ports are well formed.
 
-use crate::{mx, Def, Graph, IrError};
+use crate::{mx, Def, Graph, IrError, OpKind};
 use std::collections::HashSet;
 
 pub fn verify(g: &Graph) -> Result<(), IrError> {
@@ -30,7 +30,13 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             }
         }
         let operand_types: Vec<_> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
-        let inferred = mx::infer(op.kind, &operand_types, &op.attrs).map_err(at)?;
+        let inferred = match op.kind {
+            OpKind::Fused if op.attrs.0.is_empty() => mx::fused::infer(op.body.as_deref(), &operand_types),
+            OpKind::Fused => Err("takes no attributes".to_string()),
+            _ if op.body.is_some() => Err("only mx.fused has a body".to_string()),
+            kind => mx::infer(kind, &operand_types, &op.attrs),
+        }
+        .map_err(at)?;
         let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
         if inferred != recorded {
             let show = |ts: &[crate::TensorType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");

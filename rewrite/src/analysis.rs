@@ -176,6 +176,16 @@ pub fn infer_node(
     Ok((attrs, types, results))
 }
 
+/// The result types of a fused kernel with `body` on `operands`, or why it does not fit.
+pub fn kernel_types(
+    egraph: &EGraph<Mx, MxAnalysis>,
+    body: &mxc_dialects::Graph,
+    operands: &[Id],
+) -> Result<Vec<TensorType>, String> {
+    let types = operand_types(egraph, operands)?;
+    mx::fused::infer(Some(body), &types).map_err(|m| format!("{}: {m}", OpKind::Fused))
+}
+
 fn make_op(egraph: &EGraph<Mx, MxAnalysis>, node: &Mx) -> ClassData {
     let (attrs, _, results) = match infer_node(egraph, node) {
         Ok(r) => r,
@@ -224,6 +234,11 @@ impl Analysis<Mx> for MxAnalysis {
                 other => Kind::Invalid(format!("result {n} of {other}")),
             }),
             Mx::Op(..) => make_op(egraph, enode),
+            Mx::Kernel(body, operands) => ClassData::of(match kernel_types(egraph, &body.graph, operands) {
+                Ok(mut ts) if ts.len() == 1 => Kind::Value(ts.remove(0)),
+                Ok(ts) => Kind::Tuple(ts),
+                Err(why) => Kind::Invalid(why),
+            }),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use crate::analysis::MxAnalysis;
 use crate::extract::Selection;
-use crate::lang::{AttrValue, ConstValue, Mx};
+use crate::lang::{AttrValue, ConstValue, KernelBody, Mx};
 use crate::RewriteError;
 use egg::{EGraph, Id, Language};
 use mxc_dialects::{mx, verify, Attr, Graph, OpKind, TensorType, ValueId};
@@ -75,17 +75,22 @@ pub fn to_egraph_with(g: &Graph, mut analysis: MxAnalysis, explanations: bool) -
             class[op.results[0].index()] = Some(add(&mut egraph, Mx::Const(ConstValue::new(value.clone()))));
             continue;
         }
+        let operands = op
+            .operands
+            .iter()
+            .map(|v| class[v.index()].expect("verified: defined before use"));
+        if let Some(body) = &op.body {
+            let node = Mx::Kernel(KernelBody::new(body.clone(), Vec::new()), operands.collect());
+            class[op.results[0].index()] = Some(add(&mut egraph, node));
+            continue;
+        }
         let mut children = Vec::new();
         for name in mx::attr_names(op.kind) {
             let attr = op.attrs.get(name).and_then(AttrValue::from_attr);
             let attr = attr.ok_or_else(|| unsupported(format!("attribute `{name}` cannot be an e-graph leaf")))?;
             children.push(add(&mut egraph, Mx::Attr(attr)));
         }
-        children.extend(
-            op.operands
-                .iter()
-                .map(|v| class[v.index()].expect("verified: defined before use")),
-        );
+        children.extend(operands);
         let id = add(&mut egraph, Mx::Op(op.kind, children));
         if op.results.len() == 1 {
             class[op.results[0].index()] = Some(id);
@@ -188,6 +193,17 @@ pub fn to_graph_traced(
                 Built::Values(vec![*vs
                     .get(*n as usize)
                     .ok_or_else(|| fail(format!("no result {n}")))?])
+            }
+            Mx::Kernel(body, operands) => {
+                let mut args = Vec::new();
+                for c in operands {
+                    match values(c)?.as_slice() {
+                        [v] => args.push(*v),
+                        _ => return Err(fail("a fused kernel's operand is a multi-result op".into())),
+                    }
+                }
+                let v = g.build_fused(body.graph.clone(), args);
+                Built::Values(vec![v.map_err(RewriteError::InvalidOutput)?])
             }
             Mx::Op(..) => {
                 let (kind, leaves, operands) = node.split_op().expect("an op");

@@ -1,6 +1,8 @@
-//! Cost models: what one kernel computing an op costs on a target. A target supplies a
-//! `CostModel`; `LinearCost` (a launch cost, a cost per byte moved and per FLOP) is the
-//! start, with the `ref` and `cpu` parameters here. Constants, inputs and attribute leaves cost
+//! Cost models: what one kernel costs on a target, whether it computes one op or a fused
+//! group. A target supplies a `CostModel`; `LinearCost` (a launch cost, a cost per byte moved
+//! and per FLOP) is the start, with the `ref` and `cpu` parameters here. A fused kernel moves
+//! only its operands and its result, and computes every body op once per element of its
+//! result (so an op on a broadcast operand is recomputed for each element it is broadcast to). Constants, inputs and attribute leaves cost
 //! nothing; the extractor (`extract.rs`) adds the costs of the kernels a selection runs, each
 //! computed value counted once.
 
@@ -16,10 +18,28 @@ pub struct OpSite<'a> {
     pub results: &'a [TensorType],
 }
 
-/// The cost of running ops on a target, in its own unit (estimated nanoseconds for the models
-/// here). Costs must be finite and non-negative.
+/// A fused kernel as a cost model sees it: its body, operand and result types.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSite<'a> {
+    pub body: &'a Graph,
+    pub operands: &'a [TensorType],
+    pub results: &'a [TensorType],
+}
+
+/// The cost of running kernels on a target, in its own unit (estimated nanoseconds for the
+/// models here). Costs must be finite and non-negative.
 pub trait CostModel: fmt::Debug + Send + Sync {
+    /// A kernel computing one op.
     fn op_cost(&self, op: &OpSite) -> f64;
+    /// A fused kernel; by default what its ops cost as separate kernels (no gain from fusing).
+    fn kernel_cost(&self, kernel: &KernelSite) -> f64 {
+        let body = kernel.body;
+        body.ops
+            .iter()
+            .filter(|op| op.kind != OpKind::Constant)
+            .map(|op| with_site(body, op, |site| self.op_cost(site)))
+            .sum()
+    }
 }
 
 /// Cost = `launch` + `per_byte` x bytes read and written + `per_flop` x FLOPs.
@@ -55,6 +75,33 @@ impl CostModel for LinearCost {
     fn op_cost(&self, op: &OpSite) -> f64 {
         self.launch + self.per_byte * bytes_moved(op) + self.per_flop * flops(op)
     }
+
+    fn kernel_cost(&self, k: &KernelSite) -> f64 {
+        let bytes: f64 = k.operands.iter().chain(k.results).map(|t| t.num_bytes() as f64).sum();
+        self.launch + self.per_byte * bytes + self.per_flop * kernel_flops(k.body)
+    }
+}
+
+/// Arithmetic a fused kernel performs: each body op's, times the number of result elements it
+/// is computed for (an element-wise op on broadcast operands runs once per result element).
+pub fn kernel_flops(body: &Graph) -> f64 {
+    let Some(out) = body.outputs.first() else {
+        return 0.0;
+    };
+    let elements = body.ty(out.value).num_elements() as f64;
+    body.ops
+        .iter()
+        .filter(|op| op.kind != OpKind::Constant)
+        .map(|op| {
+            with_site(body, op, |site| {
+                let own = site.results.first().map_or(1, |t| t.num_elements()).max(1) as f64;
+                match op.kind.is_elementwise() {
+                    true => flops(site) * elements / own,
+                    false => flops(site),
+                }
+            })
+        })
+        .sum()
 }
 
 /// Bytes a kernel reads and writes: its operands once and its results once.
@@ -76,6 +123,8 @@ pub fn flops(op: &OpSite) -> f64 {
     };
     match op.kind {
         Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand => 0.0,
+        // a fused op's arithmetic is its body's (`kernel_flops`)
+        Fused => 0.0,
         Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
         // x / sqrt(2), erf, + 1, * 0.5, * x
         Gelu => 12.0 * out,
@@ -118,8 +167,20 @@ pub fn graph_cost(g: &Graph, model: &dyn CostModel) -> f64 {
     g.ops
         .iter()
         .filter(|op| op.kind != OpKind::Constant)
-        .map(|op| with_site(&g, op, |site| model.op_cost(site)))
+        .map(|op| with_site(&g, op, |site| kernel_cost(model, site, op.body.as_deref())))
         .sum()
+}
+
+/// The cost of the kernel computing `site`: a fused kernel's when `body` is its body.
+pub fn kernel_cost(model: &dyn CostModel, site: &OpSite, body: Option<&Graph>) -> f64 {
+    match body {
+        Some(body) => model.kernel_cost(&KernelSite {
+            body,
+            operands: site.operands,
+            results: site.results,
+        }),
+        None => model.op_cost(site),
+    }
 }
 
 /// `f` applied to `op` of `g` as a kernel sees it.

@@ -4,7 +4,8 @@
 //! recorded (only here: they cost memory and time). For each kernel of the extracted program
 //! it reports the imported form of its value, the cheapest alternative the extractor rejected
 //! for the same value, and the rules along egg's proof that the imported form equals the chosen
-//! one. A kernel is a list of ops: one op today, a fused group once fusion exists.
+//! one (`fusion` for a fused kernel). A fused kernel also gets the same note for each op of
+//! its body.
 //!
 //! The proof is kept to the kernel itself: the chosen form's operands are written as the
 //! imported terms wherever the value was imported, so rules applied to other kernels do not
@@ -14,6 +15,7 @@
 use crate::analysis::infer_node;
 use crate::convert::MxEGraph;
 use crate::extract::{dag_cost, greedy_dag, NodeCosts, Selection};
+use crate::fuse::FUSION;
 use crate::lang::Mx;
 use crate::runner::{rewrite, OptimizeOptions, Stats};
 use crate::{MxAnalysis, RewriteError};
@@ -36,16 +38,27 @@ pub struct Explained {
 /// Why one kernel is what it is.
 #[derive(Clone, Debug)]
 pub struct KernelNote {
-    /// Its ops, indices into `Explained::graph.ops` (one op until fusion exists).
-    pub ops: Vec<usize>,
-    pub origin: Origin,
+    /// Its op, an index into `Explained::graph.ops` (an `mx.fused` op for a fused kernel).
+    pub op: usize,
+    /// Where its value comes from.
+    pub value: ValueNote,
     /// The cheapest other form of the same value, if the value has one that can be built.
     pub rejected: Option<Alternative>,
+    /// For a fused kernel, a note per op of its body (by index into the body's ops; constants
+    /// left out).
+    pub body: Vec<(usize, ValueNote)>,
+}
+
+/// Where one value comes from.
+#[derive(Clone, Debug)]
+pub struct ValueNote {
+    pub origin: Origin,
     /// The rules along the proof from the imported form to the chosen one, in proof order
-    /// (`FOLDING` for the analysis' constant folding); empty when nothing was rewritten.
+    /// (`FOLDING` for the analysis' constant folding, `fusion` for a fused kernel); empty when
+    /// nothing was rewritten.
     pub rules: Vec<String>,
-    /// Other imported ops that computed the same value, which this kernel replaces, each with
-    /// the rules that proved them equal to its imported form (e.g. `neg` of a `neg`).
+    /// Other imported ops that computed the same value, which this one replaces, each with the
+    /// rules that proved them equal to its imported form (e.g. `neg` of a `neg`).
     pub replaces: Vec<(OpKind, Vec<String>)>,
 }
 
@@ -76,7 +89,8 @@ pub fn explain(
     opts: &OptimizeOptions,
 ) -> Result<Explained, RewriteError> {
     let mut done = rewrite(graph, rules, opts, true)?;
-    let names: HashSet<String> = rules.iter().map(|r| r.name.to_string()).collect();
+    let mut names: HashSet<String> = rules.iter().map(|r| r.name.to_string()).collect();
+    names.insert(FUSION.to_string());
     let egraph = &mut done.runner.egraph;
     let costs = NodeCosts::new(egraph, opts.cost_model.as_ref());
     let greedy = greedy_dag(egraph, &done.roots, &costs);
@@ -92,43 +106,57 @@ pub fn explain(
             }
         }
     }
+    let mut notes = Notes {
+        egraph,
+        selection: &selection,
+        imported: &imported,
+        also: &also,
+        names: &names,
+        created_by: HashMap::new(),
+    };
     let mut kernels = Vec::new();
-    let mut created_by: HashMap<Id, usize> = HashMap::new();
     for (i, op) in done.graph.ops.iter().enumerate() {
         if op.kind == OpKind::Constant {
             continue;
         }
         let class = done.classes[i];
-        let rejected = rejected(egraph, &selection, &done.roots, &costs, class);
-        let (origin, rules) = match imported.get(&class) {
-            Some(&from) => {
-                let mut created = Vec::new();
-                let chosen = chosen_term(egraph, &selection, &imported, class, Some(from), &mut created);
-                created
-                    .iter()
-                    .for_each(|c| _ = created_by.entry(*c).or_insert(kernels.len()));
-                let rules = rules_between(egraph, from, chosen, &names);
-                (Origin::Imported(imported_kind(egraph, from)), rules)
+        let node = selection
+            .node(notes.egraph, class)
+            .expect("a built class has a choice")
+            .clone();
+        let k = kernels.len();
+        let (value, body) = match &node {
+            // a fused kernel: its value as the op it grew from computes it, then fused; its
+            // body's ops (the root last) each as computed
+            Mx::Kernel(body, _) if !body.members.is_empty() => {
+                let members = &body.members;
+                let (root_class, root_node) = members.last().expect("not empty").clone();
+                let root = notes.value(root_class, root_node, k);
+                let mut value = root.clone();
+                value.rules.push(FUSION.to_string());
+                let mut ops = Vec::new();
+                for (j, (c, n)) in members.iter().enumerate().filter(|(_, (_, n))| !n.is_leaf()) {
+                    let note = match j + 1 == members.len() {
+                        true => root.clone(),
+                        false => notes.value(*c, n.clone(), k),
+                    };
+                    ops.push((j, note));
+                }
+                (value, ops)
             }
-            None => (Origin::Created { by: None }, Vec::new()),
+            _ => (notes.value(class, node.clone(), k), Vec::new()),
         };
-        let replaces = match (imported.get(&class), also.get(&class)) {
-            (Some(&from), Some(others)) => others
-                .iter()
-                .map(|&o| (imported_kind(egraph, o), rules_between(egraph, from, o, &names)))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let rejected = rejected(notes.egraph, &selection, &done.roots, &costs, class);
         kernels.push(KernelNote {
-            ops: vec![i],
-            origin,
+            op: i,
+            value,
             rejected,
-            rules,
-            replaces,
+            body,
         });
     }
+    let created_by = notes.created_by;
     for (note, &class) in kernels.iter_mut().zip(kernel_classes(&done.graph, &done.classes)) {
-        if let Origin::Created { by } = &mut note.origin {
+        if let Origin::Created { by } = &mut note.value.origin {
             *by = created_by.get(&class).copied();
         }
     }
@@ -137,6 +165,69 @@ pub fn explain(
         stats: done.stats,
         kernels,
     })
+}
+
+/// What the notes of one explanation share.
+struct Notes<'a> {
+    egraph: &'a mut MxEGraph,
+    selection: &'a Selection,
+    /// The imported term of each class a model op computed, and the other imported terms of
+    /// the same class.
+    imported: &'a HashMap<Id, Id>,
+    also: &'a HashMap<Id, Vec<Id>>,
+    names: &'a HashSet<String>,
+    /// Classes the rules created, with the kernel whose proof created them first.
+    created_by: HashMap<Id, usize>,
+}
+
+impl Notes<'_> {
+    /// The note of `class`, computed as `node`, in kernel number `kernel`.
+    fn value(&mut self, class: Id, node: Mx, kernel: usize) -> ValueNote {
+        let class = self.egraph.find(class);
+        let (origin, rules) = match self.imported.get(&class) {
+            Some(&from) => {
+                let mut created = Vec::new();
+                let chosen = chosen_term(
+                    self.egraph,
+                    self.selection,
+                    self.imported,
+                    node,
+                    Some(from),
+                    &mut created,
+                );
+                created
+                    .iter()
+                    .for_each(|c| _ = self.created_by.entry(*c).or_insert(kernel));
+                let rules = rules_between(self.egraph, from, chosen, self.names);
+                (Origin::Imported(imported_kind(self.egraph, from)), rules)
+            }
+            // created by a kernel's proof before this one (or by this kernel's own, for the ops
+            // of its body); the kernels' own are resolved when all proofs are done
+            None => (
+                Origin::Created {
+                    by: self.created_by.get(&class).copied(),
+                },
+                Vec::new(),
+            ),
+        };
+        let replaces = match (self.imported.get(&class), self.also.get(&class)) {
+            (Some(&from), Some(others)) => others
+                .iter()
+                .map(|&o| {
+                    (
+                        imported_kind(self.egraph, o),
+                        rules_between(self.egraph, from, o, self.names),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        ValueNote {
+            origin,
+            rules,
+            replaces,
+        }
+    }
 }
 
 fn kernel_classes<'a>(g: &'a Graph, classes: &'a [Id]) -> impl Iterator<Item = &'a Id> {
@@ -155,22 +246,18 @@ fn imported_kind(egraph: &MxEGraph, id: Id) -> OpKind {
     }
 }
 
-/// Adds the chosen form of `class` to the e-graph as a term of its own and returns its id: the
-/// chosen node over its operands' imported terms where they were imported (for the root, the
+/// Adds the chosen form `node` of a class to the e-graph as a term of its own and returns its
+/// id: the node over its operands' imported terms where they were imported (for the root, the
 /// very operands of its imported node `from`), over leaves as they are, and over chosen forms
 /// where rules created the operand (those classes are pushed on `created`).
 fn chosen_term(
     egraph: &mut MxEGraph,
     selection: &Selection,
     imported: &HashMap<Id, Id>,
-    class: Id,
+    node: Mx,
     from: Option<Id>,
     created: &mut Vec<Id>,
 ) -> Id {
-    let node = selection
-        .node(egraph, class)
-        .expect("a reached class has a choice")
-        .clone();
     let from_children: Vec<Id> = from.map_or_else(Vec::new, |f| egraph.id_to_node(f).children().to_vec());
     let mut children = Vec::new();
     for &c in node.children() {
@@ -179,10 +266,12 @@ fn chosen_term(
         let term = match (own.or_else(|| imported.get(&c).copied()), selection.node(egraph, c)) {
             (Some(u), _) => u,
             (None, Some(leaf)) if leaf.is_leaf() => egraph.add_uncanonical(leaf.clone()),
-            (None, _) => {
+            (None, Some(chosen)) => {
                 created.push(c);
-                chosen_term(egraph, selection, imported, c, None, created)
+                chosen_term(egraph, selection, imported, chosen.clone(), None, created)
             }
+            // every class with a buildable node has a choice; the class itself stands for it
+            (None, None) => c,
         };
         children.push(term);
     }
@@ -291,9 +380,9 @@ mod tests {
         let e = explain(&g, &[neg_neg()], &OptimizeOptions::default()).unwrap();
         assert_eq!(e.kernels.len(), 1);
         let k = &e.kernels[0];
-        assert_eq!(k.origin, Origin::Imported(OpKind::Relu));
-        assert!(k.rules.is_empty(), "{k:?}");
-        assert_eq!(k.replaces, [(OpKind::Neg, vec!["neg-neg".to_string()])]);
+        assert_eq!(k.value.origin, Origin::Imported(OpKind::Relu));
+        assert!(k.value.rules.is_empty(), "{k:?}");
+        assert_eq!(k.value.replaces, [(OpKind::Neg, vec!["neg-neg".to_string()])]);
         assert!(k.rejected.is_some(), "{k:?}");
     }
 }

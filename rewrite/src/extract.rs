@@ -20,9 +20,9 @@
 //! both by their exact DAG cost and returns the cheaper, so the result is never worse than the
 //! input under the cost model.
 
-use crate::analysis::{infer_node, Kind};
+use crate::analysis::{infer_node, kernel_types, operand_types, Kind};
 use crate::convert::MxEGraph;
-use crate::cost::{CostModel, OpSite};
+use crate::cost::{CostModel, KernelSite, OpSite};
 use crate::lang::Mx;
 use crate::RewriteError;
 use egg::{Id, Language};
@@ -105,6 +105,18 @@ fn node_cost(egraph: &MxEGraph, class: &Kind, node: &Mx, model: &dyn CostModel) 
         Mx::Input(_) | Mx::Const(_) | Mx::Attr(_) => 0.0,
         Mx::Result(n, [tuple]) => match (&egraph[*tuple].data.kind, class) {
             (Kind::Tuple(ts), Kind::Value(ty)) if ts.get(*n as usize) == Some(ty) => 0.0,
+            _ => f64::INFINITY,
+        },
+        Mx::Kernel(body, operands) => match (kernel_types(egraph, &body.graph, operands), class) {
+            (Ok(results), Kind::Value(ty)) if results.len() == 1 && results[0] == *ty => {
+                let operands = operand_types(egraph, operands).expect("kernel_types read them");
+                let site = KernelSite {
+                    body: &body.graph,
+                    operands: &operands,
+                    results: &results,
+                };
+                model.kernel_cost(&site).max(MIN_OP_COST)
+            }
             _ => f64::INFINITY,
         },
         Mx::Op(kind, _) => match infer_node(egraph, node) {
@@ -339,19 +351,21 @@ pub struct Extraction {
     pub greedy: bool,
 }
 
-/// The cheaper of the greedy DAG selection and the input graph's own selection.
+/// The cheapest of the greedy DAG selection and `fallbacks`, each a program given as its
+/// nodes in execution order (the input graph's own, and the selection before fusion added
+/// kernels), so the result is never worse than any of them.
 pub fn extract(
     egraph: &MxEGraph,
     roots: &[Id],
-    original: &[Mx],
+    fallbacks: &[&[Mx]],
     model: &dyn CostModel,
 ) -> Result<Extraction, RewriteError> {
     let costs = NodeCosts::new(egraph, model);
     let greedy = greedy_dag(egraph, roots, &costs);
-    let input = original_selection(egraph, original);
+    let others = fallbacks.iter().map(|nodes| (original_selection(egraph, nodes), false));
     let mut best: Option<Extraction> = None;
     let mut why = Vec::new();
-    for (selection, is_greedy) in [(greedy, true), (input, false)] {
+    for (selection, is_greedy) in std::iter::once((greedy, true)).chain(others) {
         match dag_cost(egraph, &selection, roots, &costs) {
             Ok(cost) if best.as_ref().is_none_or(|b| cost < b.cost) => {
                 best = Some(Extraction {
@@ -365,4 +379,24 @@ pub fn extract(
         }
     }
     best.ok_or_else(|| RewriteError::Extraction(why.join("; ")))
+}
+
+/// The classes `selection` reaches from `roots`, each after those its node uses, with the
+/// chosen node.
+pub fn selected_nodes(egraph: &MxEGraph, selection: &Selection, roots: &[Id]) -> Vec<(Id, Mx)> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<(Id, bool)> = roots.iter().map(|r| (egraph.find(*r), false)).collect();
+    while let Some((id, finished)) = stack.pop() {
+        let Some(node) = selection.node(egraph, id) else {
+            continue;
+        };
+        if finished {
+            out.push((id, node.clone()));
+        } else if seen.insert(id) {
+            stack.push((id, true));
+            stack.extend(node.children().iter().map(|c| (egraph.find(*c), false)));
+        }
+    }
+    out
 }

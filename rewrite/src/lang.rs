@@ -2,10 +2,11 @@
 //! leaf per attribute (in the order of `mx::attr_names`, i.e. sorted by name), then its
 //! operands; attribute values, constants and graph inputs are leaves. Keeping attributes as
 //! children lets ordinary egg patterns bind them to variables (`(transpose ?x ?perm)`) and
-//! rules compute new ones.
+//! rules compute new ones. A fused kernel (`Mx::Kernel`, added by `fuse.rs`) carries its body
+//! graph; its children are its operands.
 
 use egg::{Id, Language};
-use mxc_dialects::{Attr, DType, OpKind, Tensor};
+use mxc_dialects::{Attr, DType, Graph, OpKind, Tensor};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub enum Mx {
     Op(OpKind, Vec<Id>),
     /// Result `n` of a multi-result op (the only child).
     Result(u32, [Id; 1]),
+    /// An `mx.fused` kernel: its body, then its operands (the body's inputs, in order).
+    Kernel(KernelBody, Vec<Id>),
 }
 
 impl Mx {
@@ -49,13 +52,14 @@ impl Language for Mx {
         match (self, other) {
             (Mx::Op(a, xs), Mx::Op(b, ys)) => a == b && xs.len() == ys.len(),
             (Mx::Result(a, _), Mx::Result(b, _)) => a == b,
+            (Mx::Kernel(a, xs), Mx::Kernel(b, ys)) => a == b && xs.len() == ys.len(),
             (a, b) => a == b,
         }
     }
 
     fn children(&self) -> &[Id] {
         match self {
-            Mx::Op(_, children) => children,
+            Mx::Op(_, children) | Mx::Kernel(_, children) => children,
             Mx::Result(_, child) => child,
             _ => &[],
         }
@@ -63,7 +67,7 @@ impl Language for Mx {
 
     fn children_mut(&mut self) -> &mut [Id] {
         match self {
-            Mx::Op(_, children) => children,
+            Mx::Op(_, children) | Mx::Kernel(_, children) => children,
             Mx::Result(_, child) => child,
             _ => &mut [],
         }
@@ -78,7 +82,69 @@ impl fmt::Display for Mx {
             Mx::Attr(a) => write!(f, "{a}"),
             Mx::Op(kind, _) => f.write_str(kind.name()),
             Mx::Result(n, _) => write!(f, "result{n}"),
+            Mx::Kernel(body, _) => write!(f, "fused({})", body.op_names().join(", ")),
         }
+    }
+}
+
+/// A fused kernel's body, compared, hashed and ordered by its printed text.
+#[derive(Clone, Debug)]
+pub struct KernelBody {
+    pub graph: Arc<Graph>,
+    /// Where each body op came from, when fusion built the kernel: the e-class and e-node it
+    /// was made of (for explanations; not part of the kernel's identity).
+    pub members: Arc<[(Id, Mx)]>,
+    text: Arc<str>,
+    hash: u64,
+}
+
+impl KernelBody {
+    pub fn new(graph: Arc<Graph>, members: Vec<(Id, Mx)>) -> KernelBody {
+        let text: Arc<str> = mxc_dialects::text::print(&graph).into();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        KernelBody {
+            graph,
+            members: members.into(),
+            text,
+            hash: h.finish(),
+        }
+    }
+
+    /// The names of the body's ops (not its constants), in order.
+    pub fn op_names(&self) -> Vec<&'static str> {
+        self.graph
+            .ops
+            .iter()
+            .filter(|op| op.kind != OpKind::Constant)
+            .map(|op| op.kind.name())
+            .collect()
+    }
+}
+
+impl PartialEq for KernelBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+
+impl Eq for KernelBody {}
+
+impl Hash for KernelBody {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.hash.hash(state);
+    }
+}
+
+impl PartialOrd for KernelBody {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for KernelBody {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
     }
 }
 

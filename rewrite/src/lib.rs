@@ -14,6 +14,7 @@ pub mod cost;
 mod error;
 pub mod explain;
 pub mod extract;
+pub mod fuse;
 pub mod lang;
 pub mod rules;
 pub mod runner;

@@ -1,10 +1,13 @@
 //! `optimize`: a graph into the e-graph, the rules run to saturation or a limit under egg's
-//! `BackoffScheduler` (which bans rules that match explosively), the cheapest graph extracted.
+//! `BackoffScheduler` (which bans rules that match explosively), the cheapest graph extracted;
+//! with fusion on, fused kernels are then added to the extracted values' e-classes
+//! (`fuse.rs`) and the cheapest graph extracted again from the same e-graph.
 
 use crate::analysis::{MxAnalysis, DEFAULT_FOLD_LIMIT};
 use crate::convert::{to_egraph_with, to_graph_traced, Converted, MxEGraph};
 use crate::cost::{graph_cost, CostModel, LinearCost};
-use crate::extract::{extract, Extraction};
+use crate::extract::{extract, selected_nodes, Extraction};
+use crate::fuse::add_kernels;
 use crate::lang::Mx;
 use crate::RewriteError;
 use egg::{BackoffScheduler, Id, Rewrite, Runner, StopReason};
@@ -31,6 +34,8 @@ pub struct OptimizeOptions {
     pub fold_limit: usize,
     /// The target's cost model, for extraction.
     pub cost_model: Arc<dyn CostModel>,
+    /// Offer fused kernels to extraction (`fuse.rs`).
+    pub fuse: bool,
 }
 
 impl Default for OptimizeOptions {
@@ -44,6 +49,7 @@ impl Default for OptimizeOptions {
             ban_length: 5,
             fold_limit: DEFAULT_FOLD_LIMIT,
             cost_model: Arc::new(LinearCost::cpu()),
+            fuse: false,
         }
     }
 }
@@ -58,8 +64,11 @@ pub struct Stats {
     /// Total DAG cost of the input graph and of the result, under `cost_model`.
     pub cost_before: f64,
     pub cost_after: f64,
-    /// False when the input graph's own choice was cheaper than the greedy extractor's.
+    /// False when the input graph's own choice (or, with fusion, the unfused extraction) was
+    /// cheaper than the greedy extractor's.
     pub greedy_won: bool,
+    /// Fused kernels offered to extraction.
+    pub kernels_offered: usize,
     pub saturation_time: Duration,
     pub extraction_time: Duration,
 }
@@ -108,11 +117,23 @@ pub(crate) fn rewrite(
     let analysis = MxAnalysis::new(Vec::new(), opts.fold_limit);
     let mut converted = to_egraph_with(graph, analysis, explanations)?;
     let egraph = std::mem::take(&mut converted.egraph);
-    let runner = saturate(egraph, rules, opts)?;
+    let mut runner = saturate(egraph, rules, opts)?;
     let saturation_time = start.elapsed();
+    let model = opts.cost_model.as_ref();
+    let canonical = |egraph: &MxEGraph| -> Vec<Id> { converted.roots.iter().map(|r| egraph.find(*r)).collect() };
+    let mut roots = canonical(&runner.egraph);
+    let mut extraction = extract(&runner.egraph, &roots, &[&converted.original], model)?;
+    let mut kernels_offered = 0;
+    if opts.fuse {
+        let unfused: Vec<Mx> = selected_nodes(&runner.egraph, &extraction.selection, &roots)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
+        kernels_offered = add_kernels(&mut runner.egraph, &extraction.selection, &roots);
+        roots = canonical(&runner.egraph);
+        extraction = extract(&runner.egraph, &roots, &[&converted.original, &unfused], model)?;
+    }
     let egraph = &runner.egraph;
-    let roots: Vec<_> = converted.roots.iter().map(|r| egraph.find(*r)).collect();
-    let extraction = extract(egraph, &roots, &converted.original, opts.cost_model.as_ref())?;
     let (result, classes) = to_graph_traced(egraph, &extraction.selection, &roots, &converted.signature)?;
     let stats = Stats {
         enodes: egraph.total_number_of_nodes(),
@@ -122,6 +143,7 @@ pub(crate) fn rewrite(
         cost_before: graph_cost(graph, opts.cost_model.as_ref()),
         cost_after: extraction.cost,
         greedy_won: extraction.greedy,
+        kernels_offered,
         saturation_time,
         extraction_time: start.elapsed() - saturation_time,
     };

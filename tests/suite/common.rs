@@ -186,12 +186,20 @@ pub fn model_bytes(graph: mxc_lowering::onnx::proto::GraphProto) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// The op names of printed mx IR, in order, constants left out.
+/// The op names of printed mx IR, in order, constants left out and fused kernels' bodies
+/// listed in place of the `mx.fused` op.
 pub fn op_names(ir: &str) -> Vec<&str> {
     ir.lines()
         .filter_map(|l| l.split(" = mx.").nth(1)?.split([' ', '{']).next())
-        .filter(|op| *op != "constant")
+        .filter(|op| *op != "constant" && *op != "fused")
         .collect()
+}
+
+/// The kernels of printed mx IR: its top-level ops but constants (a fused op counts once).
+pub fn kernel_count(ir: &str) -> usize {
+    ir.lines()
+        .filter(|l| l.starts_with("  %") && l.contains(" = mx.") && !l.contains(" = mx.constant "))
+        .count()
 }
 
 /// `mxc read MODEL --target TARGET` followed by `extra` arguments: the graph that target lowers.

@@ -17,26 +17,40 @@ fn kernels(text: &str) -> Vec<&str> {
     text.split("\n\n").skip(1).collect()
 }
 
+/// Each line with runs of spaces squeezed to one.
+fn squeezed(text: &str) -> String {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
-fn convnet_convs_come_from_folded_batch_norms() {
+fn convnet_convs_come_from_folded_batch_norms_and_fuse_with_their_epilogues() {
     let model = cache_dir("models/convnet").join("model.onnx");
     let text = explain(&model, &["--target", "cpu"]);
-    assert!(text.contains("  kernels   74 -> 53\n"), "{text}");
+    assert!(text.contains("  kernels   74 -> 25\n"), "{text}");
     assert!(text.contains("  removed   21 batch_norm\n"), "{text}");
-    let convs: Vec<&str> = kernels(&text)
-        .into_iter()
-        .filter(|k| k.contains("= mx.conv "))
+    assert!(text.contains("  fused     19 kernels hold 47 ops"), "{text}");
+    assert_eq!(kernels(&text).len(), 25);
+    // every conv, in a fused kernel or alone, was a batch norm folded into a conv
+    let flat = squeezed(&text);
+    let convs: Vec<&str> = flat
+        .lines()
+        .filter(|l| l.contains("= conv ") || l.contains("= mx.conv "))
         .collect();
     assert_eq!(convs.len(), 21, "{text}");
-    for conv in &convs {
-        assert!(conv.contains("from      batch_norm, by conv-"), "{conv}");
-        assert!(conv.contains("rejected  batch_norm(conv: "), "{conv}");
-    }
-    assert!(
-        convs.iter().any(|k| k.contains("by conv-batch-norm, constant folding")),
-        "{text}"
-    );
-    assert_eq!(kernels(&text).len(), 53);
+    let from_folds = flat.matches("from batch_norm, by conv-").count();
+    assert_eq!(from_folds, 21, "{text}");
+    // a residual block's second conv takes the add and the relu after it into its kernel
+    let block = kernels(&text)
+        .into_iter()
+        .find(|k| k.contains("= add ") && k.contains("= conv "))
+        .expect("a conv + add + relu kernel");
+    let block = squeezed(block);
+    assert!(block.contains("= relu from relu, as imported"), "{block}");
+    assert!(block.contains("\nfrom relu, by fusion"), "{block}");
+    assert!(block.contains("rejected relu(fused(conv, add): tensor<"), "{block}");
     assert_eq!(
         text,
         explain(&model, &[]),
@@ -45,29 +59,39 @@ fn convnet_convs_come_from_folded_batch_norms() {
 }
 
 #[test]
-fn user_rule_is_named_for_the_relu_with_the_rejected_pool() {
+fn user_rule_is_named_for_the_relu_it_moved_into_the_pools_kernel() {
     let model = repo().join("examples/tiny_cnn.onnx");
     let rules = repo().join("examples/rules/pool-before-relu.rules");
-    let text = explain(&model, &["--rules", rules.to_str().unwrap()]);
-    let relu = kernels(&text).into_iter().find(|k| k.contains("= mx.relu ")).unwrap();
-    assert!(relu.contains("from      max_pool, by pool-before-relu\n"), "{relu}");
+    let text = squeezed(&explain(&model, &["--rules", rules.to_str().unwrap()]));
+    let fused = kernels(&text).into_iter().find(|k| k.contains("= mx.fused ")).unwrap();
     assert!(
-        relu.contains("rejected  max_pool(relu: tensor<1x4x8x8xf32>): cost "),
-        "{relu}"
+        fused.contains("fuses %0 = max_pool created by pool-before-relu when rewriting kernel 1"),
+        "{fused}"
     );
-    let pool = kernels(&text)
-        .into_iter()
-        .find(|k| k.contains("= mx.max_pool "))
-        .unwrap();
-    assert!(pool.contains("created by pool-before-relu"), "{pool}");
+    assert!(
+        fused.contains("%1 = relu from max_pool, by pool-before-relu\n"),
+        "{fused}"
+    );
+    assert!(
+        fused.contains("from max_pool, by pool-before-relu, fusion\n"),
+        "{fused}"
+    );
+    assert!(
+        fused.contains("rejected relu(max_pool: tensor<1x4x4x4xf32>): cost "),
+        "{fused}"
+    );
 
-    let plain = explain(&model, &[]);
-    assert!(plain.contains("from      relu, as imported\n"), "{plain}");
-    assert!(plain.contains("  kernels   6 -> 6\n"), "{plain}");
+    let plain = squeezed(&explain(&model, &[]));
+    let fused = kernels(&plain).into_iter().find(|k| k.contains("= mx.fused ")).unwrap();
+    assert!(
+        fused.contains("fuses %0 = conv from conv, as imported\n%1 = relu from relu, as imported"),
+        "{fused}"
+    );
+    assert!(plain.contains("kernels 6 -> 5\n"), "{plain}");
 }
 
 #[test]
-fn dot_has_one_cluster_per_kernel() {
+fn dot_has_one_cluster_per_kernel_with_a_box_per_fused_op() {
     let model = repo().join("examples/tiny_cnn.onnx");
     let dir = tempfile::tempdir().unwrap();
     let dot = dir.path().join("tiny.dot");
@@ -75,7 +99,15 @@ fn dot_has_one_cluster_per_kernel() {
     let graph = std::fs::read_to_string(&dot).unwrap();
     assert!(graph.starts_with("digraph"), "{graph}");
     assert_eq!(graph.matches("subgraph cluster_").count(), kernels(&text).len());
-    assert_eq!(graph.matches("subgraph cluster_").count(), 6);
+    assert_eq!(graph.matches("subgraph cluster_").count(), 5);
+    // the conv + relu kernel (op 2): two boxes, an edge between them, the image read by the conv
+    assert!(
+        graph.contains("op2_0 [label=\"conv\"]") && graph.contains("op2_1 [label=\"relu\"]"),
+        "{graph}"
+    );
+    assert!(graph.contains("op2_0 -> op2_1;"), "{graph}");
+    assert!(graph.contains("in0 -> op2_0 [label="), "{graph}");
+    assert!(graph.contains("op2_1 -> op3 [label="), "{graph}");
 }
 
 #[test]

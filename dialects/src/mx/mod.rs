@@ -3,6 +3,7 @@
 //! (axes non-negative, pads explicit, shapes fully resolved); each family's file says which.
 
 mod elementwise;
+pub mod fused;
 mod layout;
 mod linalg;
 mod nn;
@@ -62,6 +63,7 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Gather => layout::gather(operands, attrs).map(|t| vec![t]),
         Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
         ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
+        Fused => Err("takes its result types from its body (see `mx::fused::infer`)".into()),
     }
 }
 
@@ -94,7 +96,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
         Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
         | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Gelu | Clip | MatMul
-        | GlobalAveragePool => &[],
+        | GlobalAveragePool | Fused => &[],
     }
 }
 

@@ -246,11 +246,31 @@ impl Parser {
                 types.len()
             ));
         }
+        let body = match kind {
+            OpKind::Fused => Some(std::sync::Arc::new(self.body()?)),
+            _ => None,
+        };
         let results = g.push_op(kind, operands, attrs, types);
+        g.ops.last_mut().expect("just pushed").body = body;
         for (name, v) in names.into_iter().zip(results) {
             self.define(name, v)?;
         }
         Ok(())
+    }
+
+    /// The body of an `mx.fused` op: a graph with its own value names, verified here so that
+    /// an error names the body's op.
+    fn body(&mut self) -> Result<Graph, IrError> {
+        let outer = std::mem::take(&mut self.values);
+        let pending = self.pending.len();
+        let body = self.graph();
+        self.values = outer;
+        let body = body?;
+        if self.pending.len() > pending {
+            return self.error("a fused body holds only one-element constants, written inline");
+        }
+        verify(&body)?;
+        Ok(body)
     }
 
     /// The attribute dictionary after its `{`.

@@ -11,7 +11,8 @@ pub fn print(g: &Graph) -> String {
         out: String::new(),
         resources: Vec::new(),
     };
-    p.graph();
+    p.graph("");
+    p.resources();
     p.out
 }
 
@@ -37,7 +38,9 @@ impl<'a> Printer<'a> {
         self.g.ops[..op].iter().map(|o| o.results.len()).sum::<usize>() + result
     }
 
-    fn graph(&mut self) {
+    /// The graph, its lines indented by `indent`; an `mx.fused` op's body follows its types,
+    /// indented one level deeper.
+    fn graph(&mut self, indent: &str) {
         let g = self.g;
         let inputs: Vec<String> = g
             .inputs
@@ -47,7 +50,7 @@ impl<'a> Printer<'a> {
         writeln!(self.out, "graph {} ({}) {{", quote(&g.name), inputs.join(", ")).unwrap();
         for op in &g.ops {
             let results: Vec<String> = op.results.iter().map(|r| self.name(*r)).collect();
-            write!(self.out, "  {} = {}", results.join(", "), op.kind).unwrap();
+            write!(self.out, "{indent}  {} = {}", results.join(", "), op.kind).unwrap();
             let operands: Vec<String> = op.operands.iter().map(|v| self.name(*v)).collect();
             if !operands.is_empty() {
                 write!(self.out, " {}", operands.join(", ")).unwrap();
@@ -62,15 +65,30 @@ impl<'a> Printer<'a> {
                 write!(self.out, " {{{}}}", attrs.join(", ")).unwrap();
             }
             let types: Vec<String> = op.results.iter().map(|r| g.ty(*r).to_string()).collect();
-            writeln!(self.out, " : {}", types.join(", ")).unwrap();
+            write!(self.out, " : {}", types.join(", ")).unwrap();
+            if let Some(body) = &op.body {
+                let mut nested = Printer {
+                    g: body,
+                    out: String::from(" "),
+                    resources: Vec::new(),
+                };
+                nested.graph(&format!("{indent}  "));
+                debug_assert!(nested.resources.is_empty(), "fused bodies hold only small constants");
+                self.out.push_str(&nested.out);
+            } else {
+                self.out.push('\n');
+            }
         }
         let outputs: Vec<String> = g
             .outputs
             .iter()
             .map(|p| format!("{} = {}", quote(&p.name), self.name(p.value)))
             .collect();
-        writeln!(self.out, "  return {}", outputs.join(", ")).unwrap();
-        self.out.push_str("}\n");
+        writeln!(self.out, "{indent}  return {}", outputs.join(", ")).unwrap();
+        writeln!(self.out, "{indent}}}").unwrap();
+    }
+
+    fn resources(&mut self) {
         if !self.resources.is_empty() {
             self.out.push_str("resources {\n");
             for (i, t) in self.resources.iter().enumerate() {

@@ -7,7 +7,9 @@
 //! access to it runs, so its loads are written as a zero constant and its stores dropped.
 
 use super::emit::{Emitter, Ty, V};
+use super::fused::Epilogue;
 use mxc_dialects::DType;
+use std::rc::Rc;
 
 /// The MLIR type an element is stored as (`bool` is `i1`, one byte in memory).
 pub fn storage_ty(dtype: DType) -> Ty {
@@ -37,12 +39,15 @@ pub fn compute_ty(dtype: DType) -> Ty {
     }
 }
 
-/// A kernel argument: a static-shaped memref with the identity layout.
+/// A kernel argument: a static-shaped memref with the identity layout. A buffer with an
+/// epilogue is the result of a fused kernel's anchor: what is written to it goes through the
+/// epilogue's element-wise ops to the kernel's result instead (`fused.rs`).
 #[derive(Clone, Debug)]
 pub struct Buf {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
+    pub epilogue: Option<Rc<Epilogue>>,
 }
 
 impl Buf {
@@ -51,6 +56,7 @@ impl Buf {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
+            epilogue: None,
         }
     }
 
@@ -130,8 +136,14 @@ impl Emitter {
         }
     }
 
-    /// Stores a value given in any compute type, converting it (ONNX Cast) to the element type.
+    /// Stores a value given in any compute type, converting it (ONNX Cast) to the element type;
+    /// through the epilogue, when the buffer has one.
     pub fn write(&mut self, buf: &Buf, idx: &[V], v: &V) {
+        if let Some(epilogue) = buf.epilogue.clone() {
+            let v = self.round_to(v, buf.dtype);
+            let y = epilogue.apply(self, idx, v);
+            return self.write(&epilogue.out, idx, &y);
+        }
         let v = self.convert(v, buf.ty());
         let v = match storage_ty(buf.dtype) {
             Ty::F16 => self.f32_to_f16(&v),
@@ -139,6 +151,24 @@ impl Emitter {
             _ => v,
         };
         self.store(buf, idx, &v);
+    }
+
+    /// `v` as it would read back after a store as `dtype`: converted (ONNX Cast) to the compute
+    /// type, and rounded to f16 or bf16 for those. Fused kernels keep values in registers and
+    /// round them here, so they compute the numbers the unfused kernels do.
+    pub fn round_to(&mut self, v: &V, dtype: DType) -> V {
+        let v = self.convert(v, compute_ty(dtype));
+        match storage_ty(dtype) {
+            Ty::F16 => {
+                let h = self.f32_to_f16(&v);
+                self.f16_to_f32(&h)
+            }
+            Ty::BF16 => {
+                let h = self.f32_to_bf16(&v);
+                self.bf16_to_f32(&h)
+            }
+            _ => v,
+        }
     }
 
     /// `acc + a[ai] * b[bi]`, the step of a dot product.

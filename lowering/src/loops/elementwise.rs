@@ -26,12 +26,19 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             e.read(b, &zeros)
         })
         .collect();
-    let alpha = if kind == OpKind::LeakyRelu {
-        attrs.float("alpha")?
-    } else {
-        0.0
+    let alpha = alpha(kind, attrs)?;
+    let f = |e: &mut Emitter, x: &[V]| {
+        let x: Vec<V> = x.iter().chain(&bounds).cloned().collect();
+        scalar(e, kind, &x, alpha)
     };
-    let f = |e: &mut Emitter, x: &[V]| scalar(e, kind, x, &bounds, alpha);
+    for_each_element(e, args, out, f);
+    Ok(())
+}
+
+/// Writes `f(operand elements)` at every element of `out`, each operand read where numpy
+/// broadcasting maps the element's index: one nest over the result, or one loop over flat
+/// views when no operand broadcasts.
+pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl FnOnce(&mut Emitter, &[V]) -> V) {
     if args.iter().all(|b| b.shape == out.shape) {
         let views: Vec<Buf> = args.iter().map(|b| e.flat(b)).collect();
         let flat_out = e.flat(out);
@@ -48,12 +55,25 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             e.write(out, idx, &y);
         });
     }
-    Ok(())
 }
 
-/// The op on one element of each operand, in their compute types; `write` then converts
-/// the value to the result's element type (which is all `cast` needs).
-fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], bounds: &[V], alpha: f64) -> V {
+/// The op of kind `kind` on one element of each operand (clip's bounds included), in their
+/// compute types; the caller converts the value to the result's element type (which is all
+/// `cast` needs).
+pub fn apply(e: &mut Emitter, kind: OpKind, attrs: &Attrs, x: &[V]) -> Result<V, String> {
+    let alpha = alpha(kind, attrs)?;
+    Ok(scalar(e, kind, x, alpha))
+}
+
+/// leaky_relu's slope (unused by the other ops).
+fn alpha(kind: OpKind, attrs: &Attrs) -> Result<f64, String> {
+    match kind {
+        OpKind::LeakyRelu => attrs.float("alpha"),
+        _ => Ok(0.0),
+    }
+}
+
+fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], alpha: f64) -> V {
     use OpKind::*;
     let ty = x[0].ty;
     match kind {
@@ -96,8 +116,8 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], bounds: &[V], alpha: f64) -> V
         Sigmoid => sigmoid(e, &x[0]),
         Gelu => gelu(e, &x[0]),
         Clip => {
-            let low = e.max(&x[0], &bounds[0]);
-            e.min(&low, &bounds[1])
+            let low = e.max(&x[0], &x[1]);
+            e.min(&low, &x[2])
         }
         // identity and cast: the conversion happens on the store
         _ => x[0].clone(),

@@ -12,6 +12,7 @@ mod buffer;
 mod conv;
 mod elementwise;
 mod emit;
+mod fused;
 mod half;
 mod layout;
 mod llvm;
@@ -37,7 +38,7 @@ use mxc_dialects::{Attrs, Graph, Op, OpKind, ValueId};
 pub struct LoopModule {
     /// The MLIR module (`func`, `scf`, `memref`, `arith`, `math`) as text.
     pub mlir: String,
-    /// The kernels in the graph's op order.
+    /// The kernels in the graph's op order (one per `mx.fused` op as for any other).
     pub kernels: Vec<KernelSpec>,
 }
 
@@ -72,7 +73,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
         if op.kind == OpKind::Constant {
             continue;
         }
-        let symbol = format!("k{index}_{}", op.kind.name());
+        let symbol = format!("k{index}_{}", kernel_name(op));
         let func = lower_op(g, op, &symbol).map_err(|message| LoopError::Op {
             index,
             op: op.kind.to_string(),
@@ -113,8 +114,30 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<String, String> {
         .map(|b| format!("{}: {}", b.name, b.memref()))
         .collect();
     let mut e = Emitter::new();
-    lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?;
+    match &op.body {
+        Some(body) => fused::lower(&mut e, body, &ins, &outs[0])?,
+        None => lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?,
+    }
     Ok(e.finish(&format!("func.func @{symbol}({})", args.join(", "))))
+}
+
+/// What a kernel's symbol calls it: the op's name, or a fused kernel's ops in order (the first
+/// four: `conv_add_relu`).
+fn kernel_name(op: &Op) -> String {
+    let Some(body) = &op.body else {
+        return op.kind.name().to_string();
+    };
+    let names: Vec<&str> = body
+        .ops
+        .iter()
+        .filter(|o| o.kind != OpKind::Constant)
+        .map(|o| o.kind.name())
+        .collect();
+    match names.len() {
+        0 => "fused".to_string(),
+        n if n > 4 => format!("{}_etc", names[..4].join("_")),
+        _ => names.join("_"),
+    }
 }
 
 /// Writes the body of the kernel of an op of kind `kind` to `e`.
@@ -132,5 +155,6 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
         Reshape | Transpose | Concat | Slice | Gather | Expand => layout::lower(e, kind, attrs, ins, outs),
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
+        Fused => Err("a fused op is lowered from its body".into()),
     }
 }

@@ -1,0 +1,239 @@
+//! `mx.fused` kernels, one loop nest per fused group (the body's rules are in
+//! `mxc_dialects::mx::fused`).
+//!
+//! Without an anchor, one pass over the result evaluates the body's element-wise ops at each
+//! element, each operand read where broadcasting maps the element's index. With an anchor (a
+//! conv, matmul, pooling, softmax, reduction, ...), the anchor's own lowering runs with its
+//! result buffer carrying an `Epilogue`: each value it stores goes through the element-wise
+//! ops after it, at the same index, and the final value is stored to the kernel's result.
+//!
+//! Intermediate values stay in registers and are rounded to their element type
+//! (`Emitter::round_to`), so a fused kernel computes the numbers the unfused kernels do.
+
+use super::buffer::{compute_ty, Buf};
+use super::elementwise;
+use super::emit::{Emitter, V};
+use mxc_dialects::{mx, Def, Graph, OpKind, ValueId};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The element-wise ops after a fused kernel's anchor, applied to each value it stores.
+#[derive(Debug)]
+pub struct Epilogue {
+    body: Arc<Graph>,
+    /// The anchor's result in the body.
+    anchor: ValueId,
+    /// The kernel's operands (the body's inputs, in order).
+    ins: Vec<Buf>,
+    /// The kernel's result.
+    pub out: Buf,
+}
+
+impl Epilogue {
+    /// The kernel's result at `idx`, where the anchor's result is `value`.
+    pub fn apply(&self, e: &mut Emitter, idx: &[V], value: V) -> V {
+        let read = |e: &mut Emitter, i: usize| e.read_bcast(&self.ins[i], idx);
+        evaluate(e, &self.body, read, Some((self.anchor, value)))
+    }
+}
+
+/// Writes the kernel of an `mx.fused` op with `body`, operands `ins` and result `out`.
+pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<(), String> {
+    let Some(a) = mx::fused::anchor(body) else {
+        elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), None));
+        return Ok(());
+    };
+    let anchor = &body.ops[a];
+    let anchor_ins = anchor
+        .operands
+        .iter()
+        .map(|v| match body.def(*v) {
+            Def::Input(i) => Ok(ins[i].clone()),
+            Def::Op { .. } => Err(format!("{}: an anchor's operands must be body inputs", anchor.kind)),
+        })
+        .collect::<Result<Vec<Buf>, String>>()?;
+    let ty = body.ty(anchor.results[0]);
+    let mut anchor_out = Buf::new(&out.name, ty.dtype, &ty.shape);
+    anchor_out.epilogue = Some(Rc::new(Epilogue {
+        body: body.clone(),
+        anchor: anchor.results[0],
+        ins: ins.to_vec(),
+        out: out.clone(),
+    }));
+    super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
+}
+
+/// The value of the body's output at one element: `input(e, i)` gives body input `i` there
+/// (asked at most once each), `anchor` the anchor's result when there is one. The body was
+/// verified, so its element-wise ops have their attributes.
+fn evaluate(
+    e: &mut Emitter,
+    body: &Graph,
+    mut input: impl FnMut(&mut Emitter, usize) -> V,
+    anchor: Option<(ValueId, V)>,
+) -> V {
+    let mut values: Vec<Option<V>> = vec![None; body.num_values()];
+    if let Some((id, v)) = anchor {
+        values[id.index()] = Some(v);
+    }
+    for op in &body.ops {
+        let result = op.results[0];
+        if values[result.index()].is_some() {
+            continue;
+        }
+        let dtype = body.ty(result).dtype;
+        let y = if op.kind == OpKind::Constant {
+            let t = body.constant_value(result).expect("a constant has its value");
+            let ty = compute_ty(dtype);
+            match dtype.is_float() {
+                true => e.float(ty, t.get_f64(0)),
+                false => e.int(ty, t.get_i64(0)),
+            }
+        } else {
+            let mut x = Vec::with_capacity(op.operands.len());
+            for v in &op.operands {
+                if values[v.index()].is_none() {
+                    let Def::Input(i) = body.def(*v) else {
+                        unreachable!("operands are defined before use")
+                    };
+                    values[v.index()] = Some(input(e, i));
+                }
+                x.push(values[v.index()].clone().expect("just set"));
+            }
+            let y = elementwise::apply(e, op.kind, &op.attrs, &x).expect("a verified body");
+            e.round_to(&y, dtype)
+        };
+        values[result.index()] = Some(y);
+    }
+    let out = body.outputs[0].value;
+    match values[out.index()].clone() {
+        Some(v) => v,
+        None => match body.def(out) {
+            Def::Input(i) => input(e, i),
+            Def::Op { .. } => unreachable!("every op was evaluated"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{check_in_order, loop_depth, t};
+    use super::super::{lower_graph, to_llvm_ir};
+    use mxc_dialects::{Attrs, DType, Graph, OpKind, Tensor, TensorType};
+    use std::sync::Arc;
+
+    /// A graph of one `mx.fused` op over fresh inputs of `inputs`' types.
+    fn fused(inputs: &[TensorType], build: impl FnOnce(&mut Graph, &[mxc_dialects::ValueId])) -> Graph {
+        let mut body = Graph::new("kernel");
+        let args: Vec<_> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| body.add_input(&format!("in{i}"), ty.clone()))
+            .collect();
+        build(&mut body, &args);
+        let mut g = Graph::new("test");
+        let xs = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| g.add_input(&format!("x{i}"), ty.clone()))
+            .collect();
+        let y = g.build_fused(Arc::new(body), xs).unwrap();
+        g.add_output("y", y);
+        g
+    }
+
+    #[test]
+    fn an_element_wise_chain_is_one_loop_with_one_store() {
+        let f32s = |s: &[usize]| t(DType::F32, s);
+        let g = fused(&[f32s(&[2, 3]), f32s(&[3])], |b, x| {
+            let s = b.build1(OpKind::Add, vec![x[0], x[1]], Attrs::new()).unwrap();
+            let half = b.constant(Tensor::from_f64s(DType::F32, vec![], &[0.5]));
+            let m = b.build1(OpKind::Mul, vec![s, half], Attrs::new()).unwrap();
+            let r = b.build1(OpKind::Relu, vec![m], Attrs::new()).unwrap();
+            b.add_output("out0", r);
+        });
+        let m = lower_graph(&g).unwrap();
+        assert_eq!(m.kernels.len(), 1);
+        assert_eq!(m.kernels[0].symbol, "k0_add_mul_relu");
+        assert_eq!(loop_depth(&m.mlir), 2, "{}", m.mlir);
+        assert_eq!(m.mlir.matches("memref.store").count(), 1, "{}", m.mlir);
+        check_in_order(
+            &m.mlir,
+            &[
+                "5.0e-1",
+                "memref.load %in0",
+                "memref.load %in1",
+                "arith.addf",
+                "arith.mulf",
+                "arith.maximumf",
+                "memref.store",
+            ],
+        );
+        to_llvm_ir(&m.mlir).unwrap();
+    }
+
+    #[test]
+    fn fused_kernels_translate_for_every_element_type() {
+        for d in [
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::I8,
+            DType::U32,
+            DType::I64,
+        ] {
+            let g = fused(&[t(d, &[3, 4]), t(d, &[4, 2]), t(d, &[2])], |b, x| {
+                let y = b.build1(OpKind::MatMul, vec![x[0], x[1]], Attrs::new()).unwrap();
+                let z = b.build1(OpKind::Max, vec![y, x[2]], Attrs::new()).unwrap();
+                let one = b.constant(Tensor::from_f64s(d, vec![1], &[1.0]));
+                let w = b.build1(OpKind::Sub, vec![z, one], Attrs::new()).unwrap();
+                let c = b
+                    .build1(
+                        OpKind::Cast,
+                        vec![w],
+                        Attrs::new().with("to", mxc_dialects::Attr::DType(DType::F32)),
+                    )
+                    .unwrap();
+                b.add_output("out0", c);
+            });
+            let m = lower_graph(&g).unwrap_or_else(|e| panic!("{d}: {e}"));
+            to_llvm_ir(&m.mlir).unwrap_or_else(|e| panic!("{d}: {e}\n{}", m.mlir));
+        }
+    }
+
+    #[test]
+    fn an_epilogue_runs_after_the_anchors_reduction_before_its_one_store() {
+        let g = fused(
+            &[t(DType::F32, &[4, 8]), t(DType::F32, &[8, 5]), t(DType::F32, &[5])],
+            |b, x| {
+                let y = b.build1(OpKind::MatMul, vec![x[0], x[1]], Attrs::new()).unwrap();
+                let z = b.build1(OpKind::Add, vec![y, x[2]], Attrs::new()).unwrap();
+                let h = b
+                    .build1(
+                        OpKind::Cast,
+                        vec![z],
+                        Attrs::new().with("to", mxc_dialects::Attr::DType(DType::F16)),
+                    )
+                    .unwrap();
+                b.add_output("out0", h);
+            },
+        );
+        let m = lower_graph(&g).unwrap();
+        assert_eq!(m.mlir.matches("memref.store").count(), 1, "{}", m.mlir);
+        check_in_order(
+            &m.mlir,
+            &[
+                "iter_args",
+                "arith.mulf",
+                "arith.addf",
+                "scf.yield",
+                "memref.load %in2",
+                "arith.addf",
+                "memref.store",
+                "memref<4x5xf16>",
+            ],
+        );
+        to_llvm_ir(&m.mlir).unwrap();
+    }
+}
