@@ -4,23 +4,29 @@
 //! graph with one cluster per kernel.
 
 use anyhow::{Context, Result};
-use mxc_codegen::Target;
+use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::{Def, Graph, Op, OpKind};
 use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::cost::{bytes_moved, flops, kernel_cost, kernel_flops, with_site};
 use mxc_rewrite::explain::{explain, Explained, KernelNote, Origin, ValueNote};
 use mxc_rewrite::fuse::FUSION;
-use mxc_rewrite::rules::{rewrites, Rule};
+use mxc_rewrite::rules::rewrites;
 use mxc_rewrite::CostModel;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
 /// Explains `model` for `target` on stdout; writes the dot graph to `dot` if given.
-pub fn run(model: &Path, target: Target, import: &ImportOptions, user: &[Rule], dot: Option<&Path>) -> Result<()> {
+pub fn run(
+    model: &Path,
+    target: Target,
+    import: &ImportOptions,
+    options: &CompileOptions,
+    dot: Option<&Path>,
+) -> Result<()> {
     let imported = import_file(model, import)?.prune();
     let cost = mxc_codegen::cost_model(target);
-    let explained = match mxc_codegen::rewrite_plan(target, user)? {
+    let explained = match mxc_codegen::rewrite_plan(target, options)? {
         Some((rules, opts)) => Some(
             explain(&imported, &rewrites(&rules), &opts).with_context(|| format!("explaining {}", model.display()))?,
         ),

@@ -99,12 +99,15 @@ enum RulesCommand {
     },
 }
 
-/// User rule files for the rewrite engine.
+/// What the rewrite engine does besides the target's built-in rules.
 #[derive(clap::Args)]
 struct RuleFiles {
     /// A rule file (see docs/rules.md), applied after the target's built-in rules; repeatable
     #[arg(long = "rules", value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// Do not fuse ops into kernels: every op its own kernel (to compare with the fused program)
+    #[arg(long)]
+    no_fusion: bool,
 }
 
 impl RuleFiles {
@@ -113,7 +116,10 @@ impl RuleFiles {
         for f in &self.files {
             rules.extend(load_rules(f)?);
         }
-        Ok(CompileOptions { rules })
+        Ok(CompileOptions {
+            rules,
+            fusion: !self.no_fusion,
+        })
     }
 }
 
@@ -155,7 +161,7 @@ fn run(cli: Cli) -> Result<()> {
             let graph = import_file(&model, &shapes.import_options()?)?;
             let options = rules.compile_options()?;
             let shown = match target {
-                Some(target) => mxc_codegen::rewrite_for(&graph, target, &options.rules)?.0,
+                Some(target) => mxc_codegen::rewrite_for(&graph, target, &options)?.0,
                 None if options.rules.is_empty() => std::borrow::Cow::Borrowed(&graph),
                 None => bail!("--rules needs --target: rules rewrite the graph a target lowers"),
             };
@@ -207,8 +213,8 @@ fn run(cli: Cli) -> Result<()> {
             rules,
             dot,
         } => {
-            let rules = rules.compile_options()?.rules;
-            explain::run(&model, target, &shapes.import_options()?, &rules, dot.as_deref())
+            let options = rules.compile_options()?;
+            explain::run(&model, target, &shapes.import_options()?, &options, dot.as_deref())
         }
         Command::Rules {
             command: RulesCommand::Check { files },

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use mxc_dialects::{Graph, OpKind, Tensor};
-use mxc_rewrite::cost::graph_cost;
+use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::path::Path;
 
@@ -44,7 +44,8 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
     let bytes = LinearCost {
         launch: 0.0,
         per_byte: 1.0,
-        per_flop: 0.0,
+        per_flop: FlopCost::flat(0.0),
+        channels_last: ChannelsLast::neutral(),
     };
     let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6;
     let mut line = format!(

@@ -51,10 +51,21 @@ impl FromStr for Target {
 }
 
 /// What to compile with besides the target's own choices.
-#[derive(Default)]
 pub struct CompileOptions {
     /// User rules, applied after the target's built-in rules (not on `ref`, the oracle).
     pub rules: Vec<mxc_rewrite::rules::Rule>,
+    /// Let extraction fuse ops into kernels (on targets that fuse: `cpu`); off, every op is
+    /// its own kernel, which is what the fused program is measured against.
+    pub fusion: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            rules: Vec::new(),
+            fusion: true,
+        }
+    }
 }
 
 /// A compiled program: its plan and a shared object exporting one entry per step.
@@ -86,7 +97,7 @@ pub enum CodegenError {
 
 /// Compiles a verified graph for `target`.
 pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Compiled, CodegenError> {
-    let (rewritten, rewrite_stats) = rewrites::apply(graph, target, &options.rules)?;
+    let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
     let loops = mxc_lowering::loops::lower_graph(graph)?;
     let ir = mxc_lowering::loops::to_llvm_ir(&loops.mlir)?;

@@ -2,7 +2,7 @@
 //! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model,
 //! then fusion.
 
-use crate::{CodegenError, Target};
+use crate::{CodegenError, CompileOptions, Target};
 use mxc_dialects::Graph;
 use mxc_rewrite::rules::{builtin_rules, rewrites, Rule, BUILTIN_FILES};
 use mxc_rewrite::{optimize, CostModel, LinearCost, OptimizeOptions, Stats};
@@ -14,9 +14,9 @@ use std::sync::Arc;
 pub fn apply<'g>(
     graph: &'g Graph,
     target: Target,
-    user: &[Rule],
+    options: &CompileOptions,
 ) -> Result<(Cow<'g, Graph>, Option<Stats>), CodegenError> {
-    match plan(target, user)? {
+    match plan(target, options)? {
         None => Ok((Cow::Borrowed(graph), None)),
         Some((rules, opts)) => {
             let optimized = optimize(graph, &rewrites(&rules), &opts)?;
@@ -27,7 +27,8 @@ pub fn apply<'g>(
 
 /// The rules (built-in, then the user's) and options `target` rewrites with, or `None` when it
 /// rewrites nothing (`ref`, which refuses user rules).
-pub fn plan(target: Target, user: &[Rule]) -> Result<Option<(Vec<Rule>, OptimizeOptions)>, CodegenError> {
+pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule>, OptimizeOptions)>, CodegenError> {
+    let user = &options.rules;
     match target {
         Target::Ref if user.is_empty() => Ok(None),
         Target::Ref => Err(CodegenError::RulesOnRef),
@@ -39,7 +40,7 @@ pub fn plan(target: Target, user: &[Rule]) -> Result<Option<(Vec<Rule>, Optimize
             rules.extend(user.iter().cloned());
             let opts = OptimizeOptions {
                 cost_model: cost_model(target),
-                fuse: true,
+                fuse: options.fusion,
                 ..OptimizeOptions::default()
             };
             Ok(Some((rules, opts)))

@@ -60,6 +60,13 @@ impl Attrs {
         }
     }
 
+    pub fn str(&self, name: &str) -> Result<&str, String> {
+        match self.get(name) {
+            Some(Attr::Str(v)) => Ok(v),
+            other => Err(expected(name, "a string", other)),
+        }
+    }
+
     pub fn dtype(&self, name: &str) -> Result<DType, String> {
         match self.get(name) {
             Some(Attr::DType(v)) => Ok(*v),

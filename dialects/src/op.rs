@@ -58,6 +58,7 @@ op_kinds! {
     Softmax => "softmax", 1..=1;
     Conv => "conv", 2..=3;
     ConvTranspose => "conv_transpose", 2..=3;
+    ConvNhwc => "conv_nhwc", 2..=3;
     Gemm => "gemm", 2..=3;
     MatMul => "matmul", 2..=2;
     MaxPool => "max_pool", 1..=1;
@@ -124,6 +125,7 @@ impl OpKind {
         matches!(
             self,
             Conv | ConvTranspose
+                | ConvNhwc
                 | Gemm
                 | MatMul
                 | MaxPool

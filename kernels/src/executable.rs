@@ -6,6 +6,10 @@ use crate::RunError;
 use mxc_dialects::program::{BufferKind, Program};
 use mxc_dialects::Tensor;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A program's outputs, by name, in the graph's order.
+pub type Outputs = Vec<(String, Tensor)>;
 
 pub struct Executable {
     program: Program,
@@ -47,7 +51,22 @@ impl Executable {
 
     /// Runs the program on named inputs (every graph input exactly once) and returns the
     /// outputs in the graph's order.
-    pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>, RunError> {
+    pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Outputs, RunError> {
+        self.execute(inputs, None)
+    }
+
+    /// `run`, also returning the time each step (kernel call) took, in plan order.
+    pub fn run_timed(&self, inputs: &HashMap<String, Tensor>) -> Result<(Outputs, Vec<Duration>), RunError> {
+        let mut times = Vec::with_capacity(self.program.steps.len());
+        let outputs = self.execute(inputs, Some(&mut times))?;
+        Ok((outputs, times))
+    }
+
+    fn execute(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+        mut times: Option<&mut Vec<Duration>>,
+    ) -> Result<Outputs, RunError> {
         let p = &self.program;
         for name in inputs.keys() {
             if !p.inputs.iter().any(|b| &b.name == name) {
@@ -85,11 +104,15 @@ impl Executable {
             }
         };
         for (step, kernel) in p.steps.iter().zip(&self.kernels) {
+            let start = times.is_some().then(Instant::now);
             let args: Vec<*mut u8> = step.args.iter().map(|&i| pointer(i)).collect();
             // SAFETY: each pointer addresses a live buffer of the size and type the kernel was
             // compiled for (the plan and the kernels come from the same graph); kernels write
             // only their result buffers, which are temps owned by this call.
             unsafe { kernel(args.as_ptr()) };
+            if let (Some(times), Some(start)) = (times.as_deref_mut(), start) {
+                times.push(start.elapsed());
+            }
         }
         Ok(p.outputs
             .iter()

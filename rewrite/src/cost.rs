@@ -42,49 +42,140 @@ pub trait CostModel: fmt::Debug + Send + Sync {
     }
 }
 
-/// Cost = `launch` + `per_byte` x bytes read and written + `per_flop` x FLOPs.
+/// Cost = `launch` + `per_byte` x bytes read and written + `per_flop` x FLOPs, where a
+/// `conv_nhwc`'s FLOPs count as many as `channels_last` says relative to `conv`'s.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinearCost {
     pub launch: f64,
     pub per_byte: f64,
-    pub per_flop: f64,
+    pub per_flop: FlopCost,
+    pub channels_last: ChannelsLast,
+}
+
+/// The cost of a FLOP by kind of kernel: the matrix products and convolutions have kernels of
+/// their own, whose speeds differ several times over; everything else is `other`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlopCost {
+    pub matmul: f64,
+    pub conv: f64,
+    pub other: f64,
+}
+
+impl FlopCost {
+    /// The same cost for every FLOP.
+    pub fn flat(cost: f64) -> FlopCost {
+        FlopCost {
+            matmul: cost,
+            conv: cost,
+            other: cost,
+        }
+    }
+
+    fn of(&self, kind: OpKind) -> f64 {
+        match kind {
+            OpKind::MatMul | OpKind::Gemm => self.matmul,
+            OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
+            _ => self.other,
+        }
+    }
+}
+
+/// The time of a channels-last convolution's kernel over the channels-first one's, by kind of
+/// convolution (measured by `cargo bench -p mxc-codegen --bench conv_layout`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelsLast {
+    /// Stride 1, a window larger than 1x1.
+    pub window: f64,
+    /// Stride 1, a 1x1 window.
+    pub pointwise: f64,
+    /// Any stride above 1.
+    pub strided: f64,
+}
+
+impl ChannelsLast {
+    /// Both layouts equally fast.
+    pub fn neutral() -> ChannelsLast {
+        ChannelsLast {
+            window: 1.0,
+            pointwise: 1.0,
+            strided: 1.0,
+        }
+    }
+
+    /// The factor for a `conv_nhwc` with `attrs` and weights `w` ([M, kh, kw, C]).
+    fn factor(&self, attrs: &Attrs, w: Option<&TensorType>) -> f64 {
+        let strided = attrs.ints("strides").is_ok_and(|s| s.iter().any(|&s| s > 1));
+        let window = w.is_some_and(|w| w.shape.len() == 4 && w.shape[1] * w.shape[2] > 1);
+        match (strided, window) {
+            (true, _) => self.strided,
+            (false, true) => self.window,
+            (false, false) => self.pointwise,
+        }
+    }
 }
 
 impl LinearCost {
-    /// The `ref` target: scalar loops, one kernel per op (about 1 FLOP and 4 bytes per ns).
+    /// The `ref` target: scalar loops for a generic x86-64, one kernel per op (about 1 FLOP and
+    /// 4 bytes per ns; ref rewrites nothing, so this only prices `mxc explain --target ref`).
     pub fn reference() -> LinearCost {
         LinearCost {
             launch: 50.0,
             per_byte: 0.25,
-            per_flop: 1.0,
+            per_flop: FlopCost::flat(1.0),
+            channels_last: ChannelsLast::neutral(),
         }
     }
 
-    /// The `cpu` target: vectorised and threaded kernels (about 32 FLOPs and 16 bytes per ns),
-    /// with a thread-pool dispatch per kernel.
+    /// The `cpu` target, fitted on the development machine (2 cores; `cargo bench --bench
+    /// cost_model` and `cargo bench -p mxc-codegen --bench conv_layout`, medians, rounded):
+    /// a kernel call with its result buffer, the bytes of a large `add`, the FLOPs of `matmul`,
+    /// `conv` and `exp`; channels-last convolutions by the medians of their kinds.
     pub fn cpu() -> LinearCost {
         LinearCost {
-            launch: 500.0,
-            per_byte: 1.0 / 16.0,
-            per_flop: 1.0 / 32.0,
+            launch: 160.0,
+            per_byte: 0.02,
+            per_flop: FlopCost {
+                matmul: 0.4,
+                conv: 0.075,
+                other: 0.25,
+            },
+            channels_last: ChannelsLast {
+                window: 0.76,
+                pointwise: 1.0,
+                strided: 1.3,
+            },
         }
+    }
+
+    /// The arithmetic part of an op's cost.
+    fn compute(&self, op: &OpSite) -> f64 {
+        let layout = match op.kind {
+            OpKind::ConvNhwc => self.channels_last.factor(op.attrs, op.operands.get(1)),
+            _ => 1.0,
+        };
+        self.per_flop.of(op.kind) * flops(op) * layout
     }
 }
 
 impl CostModel for LinearCost {
     fn op_cost(&self, op: &OpSite) -> f64 {
-        self.launch + self.per_byte * bytes_moved(op) + self.per_flop * flops(op)
+        self.launch + self.per_byte * bytes_moved(op) + self.compute(op)
     }
 
     fn kernel_cost(&self, k: &KernelSite) -> f64 {
         let bytes: f64 = k.operands.iter().chain(k.results).map(|t| t.num_bytes() as f64).sum();
-        self.launch + self.per_byte * bytes + self.per_flop * kernel_flops(k.body)
+        self.launch + self.per_byte * bytes + kernel_work(k.body, |site| self.compute(site))
     }
 }
 
 /// Arithmetic a fused kernel performs: each body op's, times the number of result elements it
 /// is computed for (an element-wise op on broadcast operands runs once per result element).
 pub fn kernel_flops(body: &Graph) -> f64 {
+    kernel_work(body, flops)
+}
+
+/// `work` of each body op, scaled as `kernel_flops` scales FLOPs, summed.
+fn kernel_work(body: &Graph, work: impl Fn(&OpSite) -> f64) -> f64 {
     let Some(out) = body.outputs.first() else {
         return 0.0;
     };
@@ -96,8 +187,8 @@ pub fn kernel_flops(body: &Graph) -> f64 {
             with_site(body, op, |site| {
                 let own = site.results.first().map_or(1, |t| t.num_elements()).max(1) as f64;
                 match op.kind.is_elementwise() {
-                    true => flops(site) * elements / own,
-                    false => flops(site),
+                    true => work(site) * elements / own,
+                    false => work(site),
                 }
             })
         })
@@ -126,7 +217,9 @@ pub fn flops(op: &OpSite) -> f64 {
         // a fused op's arithmetic is its body's (`kernel_flops`)
         Fused => 0.0,
         Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
-        // x / sqrt(2), erf, + 1, * 0.5, * x
+        // x / sqrt(2), erf, + 1, * 0.5, * x; tanh form: x * x, * x, * c, + x, * k, tanh, + 1,
+        // * 0.5, * x (the chains they replace)
+        Gelu if op.attrs.str("approximate") == Ok("tanh") => 16.0 * out,
         Gelu => 12.0 * out,
         Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
         | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip => out,
@@ -147,8 +240,9 @@ pub fn flops(op: &OpSite) -> f64 {
             let k = if trans_a { dim(0, 0) } else { dim(0, 1) };
             2.0 * out * k + out
         }
-        // Weights [C_out, C_in / group, k...]: each output element is a dot product of that size.
-        Conv => 2.0 * out * weight(1) / dim(1, 0),
+        // Weights [C_out, C_in / group, k...] (`conv_nhwc`: [C_out, k..., C_in / group]): each
+        // output element is a dot product of that size.
+        Conv | ConvNhwc => 2.0 * out * weight(1) / dim(1, 0),
         // Weights [C_in, C_out / group, k...]: each input element scatters into that many.
         ConvTranspose => 2.0 * input * weight(1) / dim(1, 0),
         MaxPool | AveragePool => {

@@ -24,9 +24,10 @@ use crate::analysis::{infer_node, kernel_types, operand_types, Kind};
 use crate::convert::MxEGraph;
 use crate::cost::{CostModel, KernelSite, OpSite};
 use crate::lang::Mx;
+use crate::refine::refine;
 use crate::RewriteError;
 use egg::{Id, Language};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 /// Every op costs at least this much, so that no cycle of ops is free.
@@ -58,6 +59,11 @@ impl Selection {
     pub fn with_choice(&self, egraph: &MxEGraph, id: Id, index: usize) -> Selection {
         let mut choice = self.choice.clone();
         choice.insert(egraph.find(id), index);
+        Selection { choice }
+    }
+
+    /// The selection choosing node `index` of each class in `choice` (canonical ids).
+    pub(crate) fn from_choices(choice: HashMap<Id, usize>) -> Selection {
         Selection { choice }
     }
 
@@ -210,8 +216,9 @@ struct Best {
     node: usize,
     /// This class's own node plus the classes only it reaches.
     private: f64,
-    /// Shared classes beneath it, each with its `private` cost.
-    shared: Rc<HashMap<usize, f64>>,
+    /// Shared classes beneath it, each with its `private` cost (ordered, so that sums over it
+    /// are added in the same order in every run and ties break the same way).
+    shared: Rc<BTreeMap<usize, f64>>,
     shared_sum: f64,
     total: f64,
 }
@@ -313,7 +320,7 @@ fn evaluate(node: &Node, best: &[Option<Best>], shared: &[bool]) -> Option<Best>
         (only.shared.clone(), only.shared_sum)
     } else {
         below.sort_by_key(|b| std::cmp::Reverse(b.shared.len()));
-        let mut map: HashMap<usize, f64> = below.first().map(|b| (*b.shared).clone()).unwrap_or_default();
+        let mut map: BTreeMap<usize, f64> = below.first().map(|b| (*b.shared).clone()).unwrap_or_default();
         for b in below.iter().skip(1) {
             for (k, v) in b.shared.iter() {
                 map.entry(*k).or_insert(*v);
@@ -351,21 +358,33 @@ pub struct Extraction {
     pub greedy: bool,
 }
 
-/// The cheapest of the greedy DAG selection and `fallbacks`, each a program given as its
-/// nodes in execution order (the input graph's own, and the selection before fusion added
-/// kernels), so the result is never worse than any of them.
+/// A program extraction must do at least as well as, given as its nodes in execution order.
+pub struct Fallback<'a> {
+    pub nodes: &'a [Mx],
+    /// Also try it with fused kernels switched in where they lower its cost (`refine.rs`).
+    pub refine: bool,
+}
+
+/// The cheapest of the greedy DAG selection and `fallbacks` (the input graph's own program,
+/// and the one before fusion added kernels), so the result is never worse than any of them.
 pub fn extract(
     egraph: &MxEGraph,
     roots: &[Id],
-    fallbacks: &[&[Mx]],
+    fallbacks: &[Fallback],
     model: &dyn CostModel,
 ) -> Result<Extraction, RewriteError> {
     let costs = NodeCosts::new(egraph, model);
-    let greedy = greedy_dag(egraph, roots, &costs);
-    let others = fallbacks.iter().map(|nodes| (original_selection(egraph, nodes), false));
+    let mut candidates = vec![(greedy_dag(egraph, roots, &costs), true)];
+    for f in fallbacks {
+        let selection = original_selection(egraph, f.nodes);
+        if f.refine {
+            candidates.push((refine(egraph, &selection, roots, &costs), false));
+        }
+        candidates.push((selection, false));
+    }
     let mut best: Option<Extraction> = None;
     let mut why = Vec::new();
-    for (selection, is_greedy) in std::iter::once((greedy, true)).chain(others) {
+    for (selection, is_greedy) in candidates {
         match dag_cost(egraph, &selection, roots, &costs) {
             Ok(cost) if best.as_ref().is_none_or(|b| cost < b.cost) => {
                 best = Some(Extraction {

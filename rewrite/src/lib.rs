@@ -16,6 +16,7 @@ pub mod explain;
 pub mod extract;
 pub mod fuse;
 pub mod lang;
+mod refine;
 pub mod rules;
 pub mod runner;
 

@@ -6,7 +6,7 @@
 use crate::analysis::{MxAnalysis, DEFAULT_FOLD_LIMIT};
 use crate::convert::{to_egraph_with, to_graph_traced, Converted, MxEGraph};
 use crate::cost::{graph_cost, CostModel, LinearCost};
-use crate::extract::{extract, selected_nodes, Extraction};
+use crate::extract::{extract, selected_nodes, Extraction, Fallback};
 use crate::fuse::add_kernels;
 use crate::lang::Mx;
 use crate::RewriteError;
@@ -122,7 +122,11 @@ pub(crate) fn rewrite(
     let model = opts.cost_model.as_ref();
     let canonical = |egraph: &MxEGraph| -> Vec<Id> { converted.roots.iter().map(|r| egraph.find(*r)).collect() };
     let mut roots = canonical(&runner.egraph);
-    let mut extraction = extract(&runner.egraph, &roots, &[&converted.original], model)?;
+    let imported = Fallback {
+        nodes: &converted.original,
+        refine: false,
+    };
+    let mut extraction = extract(&runner.egraph, &roots, &[imported], model)?;
     let mut kernels_offered = 0;
     if opts.fuse {
         let unfused: Vec<Mx> = selected_nodes(&runner.egraph, &extraction.selection, &roots)
@@ -131,7 +135,17 @@ pub(crate) fn rewrite(
             .collect();
         kernels_offered = add_kernels(&mut runner.egraph, &extraction.selection, &roots);
         roots = canonical(&runner.egraph);
-        extraction = extract(&runner.egraph, &roots, &[&converted.original, &unfused], model)?;
+        let fallbacks = [
+            Fallback {
+                nodes: &converted.original,
+                refine: false,
+            },
+            Fallback {
+                nodes: &unfused,
+                refine: true,
+            },
+        ];
+        extraction = extract(&runner.egraph, &roots, &fallbacks, model)?;
     }
     let egraph = &runner.egraph;
     let (result, classes) = to_graph_traced(egraph, &extraction.selection, &roots, &converted.signature)?;

@@ -186,6 +186,7 @@ fn attribute(g: &mut Gen, name: &str, kind: OpKind, shape: &[usize]) -> Attr {
         "beta" => Attr::Float(g.pick(&[1.0, 0.5, 0.0])),
         "epsilon" => Attr::Float(g.pick(&[1e-5, 1e-3])),
         "to" => Attr::DType(g.pick(&[DType::F32, DType::I64, DType::I32, DType::U8, DType::F64, DType::Bool])),
+        "approximate" => Attr::Str(g.pick(&["none", "tanh"]).into()),
         // ceil_mode, count_include_pad, keepdims, trans_a, trans_b
         _ => Attr::Int(g.below(2) as i64),
     }

@@ -245,6 +245,7 @@ fn literal(lit: &Lit, name: &str) -> Option<Attr> {
         Lit::Ints(v) => Attr::Ints(v.clone()),
         Lit::Floats(v) => Attr::Floats(v.clone()),
         Lit::DType(d) => Attr::DType(*d),
+        Lit::Str(s) => Attr::Str(s.clone()),
         Lit::Bool(_) => return None,
     })
 }

@@ -28,8 +28,11 @@ fn convnet_batch_norms_fold_into_their_convs() {
     let count = |ops: &[&str], name: &str| ops.iter().filter(|o| **o == name).count();
     assert_eq!(count(&before, "batch_norm"), 21);
     assert_eq!(count(&after, "batch_norm"), 0, "{rewritten}");
-    assert_eq!(count(&after, "conv"), 21);
-    assert_eq!((before.len(), after.len()), (74, 53));
+    // channels first or last, as the cpu cost model chooses
+    assert_eq!(count(&after, "conv") + count(&after, "conv_nhwc"), 21);
+    // 21 batch norms gone; the layout rules may add transposes around channels-last convs
+    let computing = after.iter().filter(|o| **o != "transpose").count();
+    assert_eq!((before.len(), computing), (74, 53), "{rewritten}");
 
     let dir = tempfile::tempdir().unwrap();
     let mxr = dir.path().join("convnet.mxr");
@@ -90,7 +93,7 @@ fn run(g: &Graph, target: Target, inputs: &HashMap<String, Tensor>) -> Vec<Tenso
 /// The cpu target folds every `batch_norm` of `g` away, and its program computes what ref's
 /// unfolded one does.
 fn folds_and_matches_ref(g: &Graph, inputs: &[(&str, Tensor)]) {
-    let (rewritten, _) = rewrite_for(g, Target::Cpu, &[]).unwrap();
+    let (rewritten, _) = rewrite_for(g, Target::Cpu, &CompileOptions::default()).unwrap();
     let kinds: Vec<OpKind> = rewritten.ops.iter().map(|o| o.kind).collect();
     assert!(!kinds.contains(&OpKind::BatchNorm), "{}: {kinds:?}", g.name);
     let inputs: HashMap<String, Tensor> = inputs.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();

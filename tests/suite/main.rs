@@ -7,6 +7,7 @@ mod common;
 mod eval_vs_ref;
 mod explain;
 mod folding;
+mod layout;
 mod models;
 mod node_suite;
 mod pipeline;

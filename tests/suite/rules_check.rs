@@ -109,6 +109,43 @@ fn the_builtin_rules_pass_and_most_of_them_fire() {
 }
 
 #[test]
+fn every_fusion_rule_fires_and_a_gelu_of_the_other_form_is_caught() {
+    let out = check(&[&path("rewrite/rules/fusion.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    for rule in [
+        "layer-norm",
+        "gelu",
+        "gelu-half-first",
+        "gelu-tanh",
+        "gelu-tanh-onnx",
+        "gelu-tanh-dynamo",
+        "gelu-tanh-gpt2",
+        "softmax",
+    ] {
+        assert!(line_of(&report, rule).contains(": ok ("), "{report}");
+    }
+    assert!(report.contains("8 rules: 8 ok, 0 never fired, 0 unsound"), "{report}");
+
+    // the tanh chain taken for the exact (erf) gelu
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong-gelu.rules");
+    std::fs::write(
+        &file,
+        "rule tanh-as-erf:\n\
+         (mul ?half (mul ?x (add ?one (tanh (mul ?k (add ?x (mul ?c (mul ?x (mul ?x ?x)))))))))\n\
+         => (gelu ?x approximate=\"none\")\n\
+         if dtype(?x) == f32 && splat(?k, 0.7978845834732056) && splat(?c, 0.044714998453855515)\n\
+         && splat(?one, 1) && splat(?half, 0.5) && type(?x) == type(root)\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(line_of(&report, "tanh-as-erf").ends_with("UNSOUND"), "{report}");
+}
+
+#[test]
 fn a_rule_file_with_a_mistake_is_an_error_with_its_location() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.rules");
@@ -125,4 +162,29 @@ fn a_rule_file_with_a_mistake_is_an_error_with_its_location() {
         "{err}"
     );
     assert!(stdout(&out).is_empty(), "no rule is checked before every file loads");
+}
+
+#[test]
+fn every_layout_rule_fires_and_weights_in_the_wrong_layout_are_caught() {
+    let out = check(&[&path("rewrite/rules/layout.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    assert!(report.contains("38 rules: 38 ok, 0 never fired, 0 unsound"), "{report}");
+
+    // the kernel's rows and columns swapped: [M, kw, kh, C] where conv_nhwc wants [M, kh, kw, C]
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong-layout.rules");
+    std::fs::write(
+        &file,
+        "rule conv-nhwc-swapped:\n\
+         (conv ?x ?w dilations=?d group=?g pads=?p strides=?s)\n\
+         => (transpose (conv_nhwc (transpose ?x perm=[0, 2, 3, 1]) (transpose ?w perm=[0, 3, 2, 1])\n\
+         dilations=?d group=?g pads=?p strides=?s) perm=[0, 3, 1, 2])\n\
+         if rank(?x) == 4\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(line_of(&report, "conv-nhwc-swapped").ends_with("UNSOUND"), "{report}");
 }

@@ -1,8 +1,8 @@
 //! Type rules of element-wise ops: numpy-style broadcasting, arithmetic, comparisons,
-//! select, clip and the unary math functions.
+//! select, clip, gelu and the unary math functions.
 
 use super::same_dtype;
-use crate::{DType, TensorType};
+use crate::{Attrs, DType, TensorType};
 
 /// The numpy broadcast of two shapes, or an error naming both.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
@@ -74,6 +74,14 @@ pub fn float_unary(t: &TensorType) -> Result<TensorType, String> {
     Ok(t.clone())
 }
 
+/// `gelu`: a float operand; `approximate` is "none" (the exact, erf form) or "tanh".
+pub fn gelu(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    match attrs.str("approximate")? {
+        "none" | "tanh" => float_unary(x),
+        other => Err(format!("approximate must be \"none\" or \"tanh\", got {other:?}")),
+    }
+}
+
 pub fn numeric_unary(t: &TensorType) -> Result<TensorType, String> {
     if t.dtype == DType::Bool {
         return Err("operand must be numeric, got bool".into());
@@ -101,5 +109,20 @@ mod tests {
         assert_eq!(broadcast_shapes(&[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
         assert_eq!(broadcast_shapes(&[], &[5]).unwrap(), vec![5]);
         assert!(broadcast_shapes(&[2, 3], &[4, 3]).is_err());
+    }
+
+    #[test]
+    fn gelu_takes_a_float_and_one_of_two_approximations() {
+        let x = TensorType::new(DType::F32, vec![2, 3]);
+        let with = |a: &str| Attrs::new().with("approximate", crate::Attr::Str(a.into()));
+        assert_eq!(gelu(&x, &with("none")).unwrap(), x);
+        assert_eq!(gelu(&x, &with("tanh")).unwrap(), x);
+        assert_eq!(
+            gelu(&x, &with("fast")).unwrap_err(),
+            "approximate must be \"none\" or \"tanh\", got \"fast\""
+        );
+        let missing = gelu(&x, &Attrs::new()).unwrap_err();
+        assert!(missing.contains("missing attribute `approximate`"), "{missing}");
+        assert!(gelu(&TensorType::new(DType::I32, vec![2]), &with("none")).is_err());
     }
 }

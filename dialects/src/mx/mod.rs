@@ -38,9 +38,10 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
         Where => elementwise::select(operands).map(|t| vec![t]),
         Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
-        Sqrt | Exp | Log | Erf | Gelu | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
+        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
             elementwise::float_unary(&operands[0]).map(|t| vec![t])
         }
+        Gelu => elementwise::gelu(&operands[0], attrs).map(|t| vec![t]),
         Neg | Abs | Relu => elementwise::numeric_unary(&operands[0]).map(|t| vec![t]),
         LeakyRelu => {
             attrs.float("alpha")?;
@@ -50,6 +51,7 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         Softmax => nn::softmax(&operands[0], attrs).map(|t| vec![t]),
         Conv => nn::conv(operands, attrs).map(|t| vec![t]),
         ConvTranspose => nn::conv_transpose(operands, attrs).map(|t| vec![t]),
+        ConvNhwc => nn::conv_nhwc(operands, attrs).map(|t| vec![t]),
         MaxPool | AveragePool => nn::pool(&operands[0], attrs).map(|t| vec![t]),
         GlobalAveragePool => nn::global_pool(&operands[0]).map(|t| vec![t]),
         BatchNorm => nn::batch_norm(operands, attrs).map(|t| vec![t]),
@@ -75,8 +77,9 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         Constant => &["value"],
         Cast => &["to"],
         LeakyRelu => &["alpha"],
+        Gelu => &["approximate"],
         Softmax | Concat | Gather => &["axis"],
-        Conv => &["dilations", "group", "pads", "strides"],
+        Conv | ConvNhwc => &["dilations", "group", "pads", "strides"],
         ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
         Gemm => &["alpha", "beta", "trans_a", "trans_b"],
         MaxPool => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
@@ -95,7 +98,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         Slice => &["ends", "starts", "steps"],
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
         Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
-        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Gelu | Clip | MatMul
+        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul
         | GlobalAveragePool | Fused => &[],
     }
 }

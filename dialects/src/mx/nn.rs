@@ -1,5 +1,5 @@
-//! Type rules of the neural-network ops: convolution, transposed convolution, pooling,
-//! normalisation and softmax.
+//! Type rules of the neural-network ops: convolution (also channels last), transposed
+//! convolution, pooling, normalisation and softmax.
 //!
 //! Normalised attributes: `strides`, `dilations` and `kernel` have one entry per spatial
 //! dimension; `pads` has the begin pads of every spatial dimension, then the end pads.
@@ -116,6 +116,26 @@ pub fn conv(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
         )?);
     }
     Ok(x.with_shape(shape))
+}
+
+/// 2-D convolution with channels last: `x` is `[N, H, W, C]`, `w` is `[M, kh, kw, C/group]`,
+/// the optional bias `[M]`, the result `[N, OH, OW, M]`; the attributes are `conv`'s. Typed as
+/// `conv` of the operands in NCHW order, with the result's channels moved last.
+pub fn conv_nhwc(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, w) = (&ops[0], &ops[1]);
+    for (t, name, dims) in [(x, "input", "N x H x W x C"), (w, "weights", "M x kh x kw x C/group")] {
+        if t.rank() != 4 {
+            return Err(format!(
+                "{name} must be {dims} (channels last is 2-D only), got shape {:?}",
+                t.shape
+            ));
+        }
+    }
+    let nchw = |t: &TensorType| t.with_shape(vec![t.shape[0], t.shape[3], t.shape[1], t.shape[2]]);
+    let mut operands = vec![nchw(x), nchw(w)];
+    operands.extend(ops.get(2).cloned());
+    let y = conv(&operands, attrs)?;
+    Ok(y.with_shape(vec![y.shape[0], y.shape[2], y.shape[3], y.shape[1]]))
 }
 
 /// Transposed convolution; `output_padding` has one entry per spatial dimension.
@@ -244,4 +264,57 @@ pub fn softmax(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
         return Err(format!("input must be a float tensor, got {}", x.dtype));
     }
     Ok(x.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Attr;
+
+    fn f32s(shape: &[usize]) -> TensorType {
+        TensorType::new(DType::F32, shape.to_vec())
+    }
+
+    fn conv_attrs(pads: i64, stride: i64, group: i64) -> Attrs {
+        Attrs::new()
+            .with("dilations", Attr::Ints(vec![1, 1]))
+            .with("group", Attr::Int(group))
+            .with("pads", Attr::Ints(vec![pads; 4]))
+            .with("strides", Attr::Ints(vec![stride; 2]))
+    }
+
+    #[test]
+    fn conv_nhwc_puts_channels_last_and_agrees_with_conv() {
+        let a = conv_attrs(1, 2, 1);
+        let y = conv_nhwc(&[f32s(&[2, 9, 7, 3]), f32s(&[16, 3, 3, 3]), f32s(&[16])], &a).unwrap();
+        assert_eq!(y, f32s(&[2, 5, 4, 16]));
+        let nchw = conv(&[f32s(&[2, 3, 9, 7]), f32s(&[16, 3, 3, 3]), f32s(&[16])], &a).unwrap();
+        assert_eq!(nchw, f32s(&[2, 16, 5, 4]));
+        // grouped: 8 input channels in 4 groups, 2 per group; 1x2 kernel
+        let y = conv_nhwc(&[f32s(&[1, 6, 6, 8]), f32s(&[12, 1, 2, 2])], &conv_attrs(0, 1, 4)).unwrap();
+        assert_eq!(y, f32s(&[1, 6, 5, 12]));
+    }
+
+    #[test]
+    fn conv_nhwc_refuses_other_ranks_and_mismatched_operands() {
+        let a = conv_attrs(0, 1, 1);
+        let err = conv_nhwc(&[f32s(&[1, 8, 3]), f32s(&[4, 3, 3])], &a).unwrap_err();
+        assert!(
+            err.contains("input must be N x H x W x C") && err.contains("2-D only"),
+            "{err}"
+        );
+        let err = conv_nhwc(&[f32s(&[1, 8, 8, 3]), f32s(&[4, 3, 3])], &a).unwrap_err();
+        assert!(err.contains("weights must be M x kh x kw x C/group"), "{err}");
+        let err = conv_nhwc(&[f32s(&[1, 8, 8, 3]), f32s(&[4, 3, 3, 2])], &a).unwrap_err();
+        assert!(err.contains("channels per group"), "{err}");
+        let err = conv_nhwc(&[f32s(&[1, 8, 8, 3]), f32s(&[4, 3, 3, 3]), f32s(&[3])], &a).unwrap_err();
+        assert!(err.contains("bias must have shape [4]"), "{err}");
+        let err = conv_nhwc(&[f32s(&[1, 2, 2, 3]), f32s(&[4, 3, 3, 3])], &a).unwrap_err();
+        assert!(err.contains("does not fit"), "{err}");
+        let ints = [
+            TensorType::new(DType::I32, vec![1, 8, 8, 3]),
+            TensorType::new(DType::I32, vec![4, 3, 3, 3]),
+        ];
+        assert!(conv_nhwc(&ints, &a).unwrap_err().contains("float"));
+    }
 }

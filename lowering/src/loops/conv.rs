@@ -1,6 +1,9 @@
 //! Convolution and transposed convolution, N-d, with groups, strides, dilations, explicit pads
 //! and an optional bias: one loop nest over the result, a reduction over the group's input
 //! channels and the kernel window inside, positions outside the input skipped (zero padding).
+//! The forward convolution also comes channels last (`conv_nhwc`, 2-D), from the same code:
+//! its reduction runs over the window, then the channels innermost, for a block of output
+//! channels at a time.
 
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
@@ -22,12 +25,66 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         window,
     };
     match kind {
-        OpKind::Conv => conv.forward(e),
+        OpKind::Conv => conv.forward(e, Layout::ChannelsFirst),
+        OpKind::ConvNhwc => conv.forward(e, Layout::ChannelsLast),
         OpKind::ConvTranspose => conv.transposed(e),
         _ => return Err(format!("{kind} is not a convolution")),
     }
     Ok(())
 }
+
+/// Where the channels are in the operands and the result of a forward convolution: second
+/// (`conv`: `x[N, C, spatial...]`, `w[M, C/G, k...]`) or last (`conv_nhwc`: `x[N, H, W, C]`,
+/// `w[M, kh, kw, C/G]`). The first axis is the batch, or the output channel of `w`, in both.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    ChannelsFirst,
+    ChannelsLast,
+}
+
+impl Layout {
+    fn channel_axis(self, rank: usize) -> usize {
+        match self {
+            Layout::ChannelsFirst => 1,
+            Layout::ChannelsLast => rank - 1,
+        }
+    }
+
+    /// The spatial part (the kernel window, of `w`) of a shape or an index.
+    fn spatial<T>(self, dims: &[T]) -> &[T] {
+        match self {
+            Layout::ChannelsFirst => &dims[2..],
+            Layout::ChannelsLast => &dims[1..dims.len() - 1],
+        }
+    }
+
+    /// The index `(lead, channel, spatial...)` in this layout.
+    fn index(self, lead: &V, channel: &V, spatial: &[V]) -> Vec<V> {
+        let mut idx = vec![lead.clone()];
+        if self == Layout::ChannelsFirst {
+            idx.push(channel.clone());
+        }
+        idx.extend_from_slice(spatial);
+        if self == Layout::ChannelsLast {
+            idx.push(channel.clone());
+        }
+        idx
+    }
+}
+
+/// How many output channels one iteration of a forward convolution computes: up to
+/// `OUTPUT_BLOCK`, a divisor of the channels per group (a block never straddles two groups).
+/// Independent sums let the CPU overlap their additions (one chain of dependent adds per
+/// output was the measured bottleneck of both layouts).
+fn output_block(per_group_out: usize) -> usize {
+    (1..=OUTPUT_BLOCK)
+        .rev()
+        .find(|b| per_group_out.is_multiple_of(*b))
+        .unwrap_or(1)
+}
+
+/// The most output channels a convolution computes per iteration.
+const OUTPUT_BLOCK: usize = 4;
 
 struct Conv<'a> {
     x: &'a Buf,
@@ -40,34 +97,74 @@ struct Conv<'a> {
 
 impl Conv<'_> {
     /// `y[n, m, o] = sum over c, k of x[n, g*C/G + c, o*s + k*d - p] * w[m, c, k] (+ b[m])`
-    /// where `g = m / (M/G)`.
-    fn forward(&self, e: &mut Emitter) {
+    /// where `g = m / (M/G)`, with the channels where `layout` puts them.
+    ///
+    /// The reduction is ordered for the layout's contiguous axis. Channels first: `c`, then
+    /// the kernel window, innermost (and the padding check with it). Channels last: the
+    /// window, its padding check once per kernel position, then `c` innermost, which reads
+    /// both `x` and `w` contiguously.
+    ///
+    /// Each iteration over the result computes `block` output channels of one group at once:
+    /// one read of `x` serves them all, and their sums are independent chains the CPU
+    /// overlaps (each sum alone is a chain of dependent additions, which the float semantics
+    /// forbid reordering). Each element is still summed in the same order, so the block does
+    /// not change a value.
+    fn forward(&self, e: &mut Emitter, layout: Layout) {
         let (x, w, out) = (self.x, self.w, self.out);
-        let channels = w.shape[1];
-        let per_group_out = out.shape[1] / self.group;
-        let kernel = &w.shape[2..];
-        let extents = &x.shape[2..];
-        let mut inner = vec![channels];
-        inner.extend_from_slice(kernel);
-        e.nest(&out.shape, |e, idx| {
-            let (n, m, o) = (&idx[0], &idx[1], &idx[2..]);
-            let g = e.div_idx(m, per_group_out as i64);
-            let zero = e.zero(out.ty());
-            let acc = e.nest_acc(&inner, &[zero], |e, ck, acc| {
-                let (c, k) = (&ck[0], &ck[1..]);
+        let channel_axis = layout.channel_axis(out.rank());
+        let channels = w.shape[layout.channel_axis(w.rank())];
+        let per_group_out = out.shape[channel_axis] / self.group;
+        let block = output_block(per_group_out);
+        let kernel = layout.spatial(&w.shape);
+        let bounds: Vec<(i64, i64)> = layout.spatial(&x.shape).iter().map(|&n| (0, n as i64)).collect();
+        let out_extents = layout.spatial(&out.shape);
+        // the loops before the padding check, and those after it
+        let (outer, inner) = match layout {
+            Layout::ChannelsFirst => ([&[channels], kernel].concat(), vec![]),
+            Layout::ChannelsLast => (kernel.to_vec(), vec![channels]),
+        };
+        let mut blocks = out.shape.clone();
+        blocks[channel_axis] /= block;
+        e.nest(&blocks, |e, idx| {
+            let n = &idx[0];
+            let o = layout.spatial(idx);
+            let first = e.lin(&[(&idx[channel_axis], block as i64)], 0);
+            let ms: Vec<V> = (0..block as i64).map(|j| e.lin(&[(&first, 1)], j)).collect();
+            // the group (statically 0 without groups, so the channel is `c` itself)
+            let g = match self.group {
+                1 => e.idx(0),
+                _ => e.div_idx(&first, per_group_out as i64),
+            };
+            let zeros = vec![e.zero(out.ty()); block];
+            let sums = e.nest_acc(&outer, &zeros, |e, a, acc| {
+                let k = match layout {
+                    Layout::ChannelsFirst => &a[1..],
+                    Layout::ChannelsLast => a,
+                };
                 let pos = self.window.positions(e, o, k);
-                let bounds: Vec<(i64, i64)> = extents.iter().map(|&n| (0, n as i64)).collect();
-                let conds = self.window.inside(e, &pos, &bounds, &out.shape[2..], kernel);
+                let conds = self.window.inside(e, &pos, &bounds, out_extents, kernel);
                 e.when(&conds, acc, |e| {
-                    let channel = e.lin(&[(&g, channels as i64), (c, 1)], 0);
-                    let mut xi = vec![n.clone(), channel];
-                    xi.extend(pos);
-                    let mut wi = vec![m.clone(), c.clone()];
-                    wi.extend_from_slice(k);
-                    vec![e.multiply_add(&acc[0], x, &xi, w, &wi)]
+                    e.nest_acc(&inner, acc, |e, b, acc| {
+                        let c = match layout {
+                            Layout::ChannelsFirst => &a[0],
+                            Layout::ChannelsLast => &b[0],
+                        };
+                        let channel = e.lin(&[(&g, channels as i64), (c, 1)], 0);
+                        let xv = e.read(x, &layout.index(n, &channel, &pos));
+                        let step = |(m, acc): (&V, &V)| {
+                            let wv = e.read(w, &layout.index(m, c, k));
+                            let p = e.mul(&xv, &wv);
+                            e.add(acc, &p)
+                        };
+                        ms.iter().zip(acc).map(step).collect()
+                    })
                 })
             });
-            self.finish(e, idx, &acc[0]);
+            for (m, sum) in ms.iter().zip(&sums) {
+                let mut at = idx.to_vec();
+                at[channel_axis] = m.clone();
+                self.finish(e, &at, m, sum);
+            }
         });
     }
 
@@ -114,15 +211,15 @@ impl Conv<'_> {
                     vec![e.multiply_add(&acc[0], x, &xi, w, &wi)]
                 })
             });
-            self.finish(e, idx, &acc[0]);
+            self.finish(e, idx, m, &acc[0]);
         });
     }
 
     /// Adds the bias (after the sum, as the ONNX reference does) and stores.
-    fn finish(&self, e: &mut Emitter, idx: &[V], acc: &V) {
+    fn finish(&self, e: &mut Emitter, idx: &[V], m: &V, acc: &V) {
         let r = match self.bias {
             Some(b) => {
-                let bv = e.read(b, &idx[1..2]);
+                let bv = e.read(b, std::slice::from_ref(m));
                 e.add(acc, &bv)
             }
             None => acc.clone(),
@@ -182,6 +279,86 @@ mod tests {
                 "memref.store",
             ],
         );
+    }
+
+    #[test]
+    fn channels_last_sums_over_the_window_then_the_channels_four_output_channels_at_once() {
+        let tys = [
+            t(DType::F32, &[1, 8, 8, 3]),
+            t(DType::F32, &[8, 3, 3, 3]),
+            t(DType::F32, &[8]),
+        ];
+        let m = lower_one(OpKind::ConvNhwc, &tys, window(&[1, 1, 1, 1], &[1, 1]));
+        assert_eq!(loop_depth(&m.mlir), 7, "{}", m.mlir);
+        // two blocks of four output channels; the padding is checked once per kernel
+        // position, outside the loop over the channels, which reads x and w along their last
+        // (contiguous) axis: x once for the four sums, carried side by side
+        check_in_order(
+            &m.mlir,
+            &[
+                "scf.for %i1 = %c0 to %c8",
+                "scf.for %i2 = %c0 to %c8",
+                "scf.for %i3 = %c0 to %c2",
+                "scf.for",
+                "iter_args(",
+                "-> (f32, f32, f32, f32)",
+                "arith.cmpi sge",
+                "scf.if",
+                "to %c3 step %c1 iter_args",
+                "memref.load %in0",
+                "memref.load %in1",
+                "arith.mulf",
+                "arith.addf",
+                "memref.load %in1",
+                "memref.load %in1",
+                "memref.load %in1",
+                "scf.yield",
+                "} else {",
+                "memref.load %in2[%t4]",
+                "arith.addf",
+                "memref.store",
+                "memref<1x8x8x8xf32>",
+            ],
+        );
+        assert_eq!(m.mlir.matches("memref.load %in0").count(), 1, "{}", m.mlir);
+        assert_eq!(m.mlir.matches("memref.store").count(), 4, "{}", m.mlir);
+        // x and w are read at [.., c], c the innermost loop's variable
+        let lines: Vec<&str> = m.mlir.lines().collect();
+        let inner = lines.iter().position(|l| l.contains("memref.load %in0")).unwrap();
+        let header = lines[..inner].iter().rev().find(|l| l.contains("scf.for")).unwrap();
+        let c = header.split_whitespace().find(|w| w.starts_with("%i")).unwrap();
+        for load in lines[inner..inner + 8].iter().filter(|l| l.contains("memref.load")) {
+            assert!(load.contains(&format!(", {c}] :")), "not read at [.., {c}]: {load}");
+        }
+    }
+
+    #[test]
+    fn grouped_channels_last_reads_the_groups_channels() {
+        let mut a = window(&[0; 4], &[2, 2]);
+        a.set("group", Attr::Int(2));
+        let m = lower_one(
+            OpKind::ConvNhwc,
+            &[t(DType::F32, &[1, 6, 6, 4]), t(DType::F32, &[6, 2, 2, 2])],
+            a,
+        );
+        assert!(!m.mlir.contains("scf.if"), "{}", m.mlir);
+        // a block is a group's 3 output channels: first = block * 3, group = first / 3,
+        // channel = group * 2 + c
+        check_in_order(
+            &m.mlir,
+            &[
+                "scf.for %i3 = %c0 to %c2",
+                "arith.muli",
+                "%c3",
+                "arith.divsi",
+                "%c3",
+                "arith.muli",
+                "%c2",
+                "arith.addi",
+                "memref.load %in0",
+            ],
+        );
+        assert_eq!(m.mlir.matches("memref.store").count(), 3, "{}", m.mlir);
     }
 
     #[test]

@@ -26,10 +26,10 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             e.read(b, &zeros)
         })
         .collect();
-    let alpha = alpha(kind, attrs)?;
+    let params = params(kind, attrs)?;
     let f = |e: &mut Emitter, x: &[V]| {
         let x: Vec<V> = x.iter().chain(&bounds).cloned().collect();
-        scalar(e, kind, &x, alpha)
+        scalar(e, kind, &x, params)
     };
     for_each_element(e, args, out, f);
     Ok(())
@@ -61,19 +61,35 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl FnOnce
 /// compute types; the caller converts the value to the result's element type (which is all
 /// `cast` needs).
 pub fn apply(e: &mut Emitter, kind: OpKind, attrs: &Attrs, x: &[V]) -> Result<V, String> {
-    let alpha = alpha(kind, attrs)?;
-    Ok(scalar(e, kind, x, alpha))
+    let params = params(kind, attrs)?;
+    Ok(scalar(e, kind, x, params))
 }
 
-/// leaky_relu's slope (unused by the other ops).
-fn alpha(kind: OpKind, attrs: &Attrs) -> Result<f64, String> {
+/// What an op's scalar code reads from its attributes: leaky_relu's slope, gelu's
+/// approximation (unused by the other ops).
+#[derive(Clone, Copy, Default)]
+struct Params {
+    alpha: f64,
+    tanh_gelu: bool,
+}
+
+fn params(kind: OpKind, attrs: &Attrs) -> Result<Params, String> {
+    let mut p = Params::default();
     match kind {
-        OpKind::LeakyRelu => attrs.float("alpha"),
-        _ => Ok(0.0),
+        OpKind::LeakyRelu => p.alpha = attrs.float("alpha")?,
+        OpKind::Gelu => {
+            p.tanh_gelu = match attrs.str("approximate")? {
+                "none" => false,
+                "tanh" => true,
+                other => return Err(format!("gelu: unknown approximation {other:?}")),
+            }
+        }
+        _ => {}
     }
+    Ok(p)
 }
 
-fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], alpha: f64) -> V {
+fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
     use OpKind::*;
     let ty = x[0].ty;
     match kind {
@@ -108,12 +124,13 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], alpha: f64) -> V {
         }
         LeakyRelu => {
             let zero = e.zero(ty);
-            let a = e.float(ty, alpha);
+            let a = e.float(ty, params.alpha);
             let scaled = e.mul(&x[0], &a);
             let negative = e.cmp(Cmp::Lt, &x[0], &zero);
             e.select(&negative, &scaled, &x[0])
         }
         Sigmoid => sigmoid(e, &x[0]),
+        Gelu if params.tanh_gelu => gelu_tanh(e, &x[0]),
         Gelu => gelu(e, &x[0]),
         Clip => {
             let low = e.max(&x[0], &x[1]);
@@ -145,6 +162,25 @@ fn gelu(e: &mut Emitter, x: &V) -> V {
     let erf = e.math("erf", &scaled);
     let one_plus = e.add(&erf, &one);
     let half_x = e.mul(x, &half);
+    e.mul(&half_x, &one_plus)
+}
+
+/// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`, the tanh approximation, with
+/// the constants rounded to the element type, `x^3` as `x * (x * x)` (as PyTorch's exporter
+/// writes it out) and the product as `(0.5 * x) * (1 + tanh(..))` (as ONNX's function body
+/// does; multiplying by 0.5 is exact, so where the half goes does not change a value).
+fn gelu_tanh(e: &mut Emitter, x: &V) -> V {
+    let k = e.float(x.ty, (2.0 / std::f64::consts::PI).sqrt());
+    let c = e.float(x.ty, 0.044715);
+    let (half, one) = (e.float(x.ty, 0.5), e.one(x.ty));
+    let square = e.mul(x, x);
+    let cube = e.mul(x, &square);
+    let c_cube = e.mul(&c, &cube);
+    let sum = e.add(x, &c_cube);
+    let inner = e.mul(&k, &sum);
+    let tanh = e.math("tanh", &inner);
+    let one_plus = e.add(&one, &tanh);
+    let half_x = e.mul(&half, x);
     e.mul(&half_x, &one_plus)
 }
 
@@ -266,6 +302,46 @@ mod tests {
             "{}",
             m.mlir
         );
+    }
+
+    #[test]
+    fn gelu_computes_the_form_its_approximation_names() {
+        let gelu = |a: &str| {
+            let m = lower_one(
+                OpKind::Gelu,
+                &[t(DType::F32, &[4])],
+                attrs(&[("approximate", Attr::Str(a.into()))]),
+            );
+            m.mlir
+        };
+        let exact = gelu("none");
+        check_in_order(
+            &exact,
+            &["arith.divf", "math.erf", "arith.addf", "arith.mulf", "arith.mulf"],
+        );
+        assert!(!exact.contains("math.tanh"), "{exact}");
+        // x * (x * x), * 0.044715, + x, * sqrt(2 / pi), tanh, 1 +, 0.5 * x, * (1 + tanh)
+        let tanh = gelu("tanh");
+        check_in_order(
+            &tanh,
+            &[
+                "arith.mulf",
+                "arith.mulf",
+                "arith.mulf",
+                "arith.addf",
+                "arith.mulf",
+                "math.tanh",
+                "arith.addf",
+                "arith.mulf",
+                "arith.mulf",
+                "memref.store",
+            ],
+        );
+        assert!(
+            tanh.contains("7.978846e-1 : f32") && tanh.contains("4.4715e-2 : f32"),
+            "{tanh}"
+        );
+        assert!(!tanh.contains("math.erf"), "{tanh}");
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
             elementwise::lower(e, kind, attrs, ins, outs)
         }
-        Conv | ConvTranspose => conv::lower(e, kind, attrs, ins, outs),
+        Conv | ConvTranspose | ConvNhwc => conv::lower(e, kind, attrs, ins, outs),
         MaxPool | AveragePool | GlobalAveragePool => pool::lower(e, kind, attrs, ins, outs),
         Gemm | MatMul => matmul::lower(e, kind, attrs, ins, outs),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),

@@ -27,8 +27,13 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
     match kind {
         // fused kernels have their own tests (`fused.rs`)
         Constant | Fused => vec![],
-        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf
-        | Gelu => plain(vec![t(d, &[2, 3])]),
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf => {
+            plain(vec![t(d, &[2, 3])])
+        }
+        Gelu => ["none", "tanh"]
+            .iter()
+            .map(|a| (vec![t(d, &[2, 3])], attrs(&[("approximate", Attr::Str(a.to_string()))])))
+            .collect(),
         LeakyRelu => vec![(vec![t(d, &[2, 3])], attrs(&[("alpha", f(0.01))]))],
         Cast => DType::ALL
             .iter()
@@ -44,6 +49,10 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         Softmax => vec![(vec![t(d, &[2, 3, 4])], attrs(&[("axis", i(1))]))],
         Conv => vec![(
             vec![t(d, &[1, 2, 5, 5]), t(d, &[4, 1, 3, 3]), t(d, &[4])],
+            window(&[("group", i(2))]),
+        )],
+        ConvNhwc => vec![(
+            vec![t(d, &[1, 5, 5, 2]), t(d, &[4, 3, 3, 1]), t(d, &[4])],
             window(&[("group", i(2))]),
         )],
         ConvTranspose => vec![(

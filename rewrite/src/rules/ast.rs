@@ -55,6 +55,7 @@ pub enum Lit {
     Floats(Vec<f64>),
     DType(DType),
     Bool(bool),
+    Str(String),
 }
 
 /// Comparison and logical operators of conditions.

@@ -20,6 +20,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         "rewrite/rules/fusion.rules",
         include_str!("../../rules/fusion.rules"),
     ),
+    (
+        "layout",
+        "rewrite/rules/layout.rules",
+        include_str!("../../rules/layout.rules"),
+    ),
 ];
 
 /// The rules of built-in set `name` (`None` for an unknown set).

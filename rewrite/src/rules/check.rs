@@ -246,6 +246,7 @@ pub fn lit_sort(lit: &Lit) -> Sort {
         Lit::Floats(_) => Sort::Floats,
         Lit::DType(_) => Sort::DType,
         Lit::Bool(_) => Sort::Bool,
+        Lit::Str(_) => Sort::Str,
     }
 }
 

@@ -97,5 +97,6 @@ pub fn lit_value(lit: &Lit) -> Value {
         Lit::Floats(v) => Value::Floats(v.clone()),
         Lit::DType(d) => Value::DType(*d),
         Lit::Bool(b) => Value::Bool(*b),
+        Lit::Str(s) => Value::Str(s.clone()),
     }
 }

@@ -134,6 +134,13 @@ pub const FUNCS: &[Func] = &[
         eval: channel_shape,
     },
     Func {
+        name: "shape_at_rank",
+        params: &[Tensor, Int],
+        result: Ints,
+        doc: "the shape with 1s in front up to the rank: how broadcasting aligns it with a tensor of that rank",
+        eval: shape_at_rank,
+    },
+    Func {
         name: "scalar",
         params: &[Float, DType],
         result: Tensor,
@@ -153,6 +160,16 @@ pub const FUNCS: &[Func] = &[
         result: Int,
         doc: "the last axis: the rank minus 1",
         eval: |a| Some(Value::Int(ty(&a[0])?.rank().checked_sub(1)? as i64)),
+    },
+    Func {
+        name: "single",
+        params: &[Ints],
+        result: Int,
+        doc: "the one element of a one-element list (the axis of `axes=[a]`)",
+        eval: |a| match ints(&a[0])? {
+            [x] => Some(Value::Int(*x)),
+            _ => None,
+        },
     },
     Func {
         name: "flip",
@@ -258,6 +275,14 @@ fn channel_shape(a: &[Value]) -> Option<Value> {
     let shape = &ty(&a[0])?.shape;
     let axis = usize::try_from(int(&a[1])?).ok().filter(|&i| i < shape.len())?;
     let dims = (0..shape.len()).map(|i| if i == axis { shape[i] as i64 } else { 1 });
+    Some(Value::Ints(dims.collect()))
+}
+
+/// `[1, .., 1, shape...]` of length `rank` (not below the tensor's own rank).
+fn shape_at_rank(a: &[Value]) -> Option<Value> {
+    let shape = &ty(&a[0])?.shape;
+    let ones = usize::try_from(int(&a[1])?).ok()?.checked_sub(shape.len())?;
+    let dims = std::iter::repeat_n(1, ones).chain(shape.iter().map(|&d| d as i64));
     Some(Value::Ints(dims.collect()))
 }
 

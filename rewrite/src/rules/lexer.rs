@@ -12,6 +12,8 @@ pub enum Tok {
     Var(String),
     Int(i64),
     Float(f64),
+    /// A string in double quotes (no escapes), without its quotes.
+    Str(String),
     LParen,
     RParen,
     LBracket,
@@ -39,6 +41,7 @@ impl Tok {
             Tok::Var(s) => format!("`?{s}`"),
             Tok::Int(v) => format!("`{v}`"),
             Tok::Float(v) => format!("`{v:?}`"),
+            Tok::Str(s) => format!("`\"{s}\"`"),
             other => {
                 let s = match other {
                     Tok::LParen => "(",
@@ -116,6 +119,16 @@ pub fn lex(text: &str) -> Result<Vec<(Tok, Pos)>, Located> {
                 i += 1;
             }
             Tok::Ident(chars[start..i].iter().collect())
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' && chars[i] != '\n' {
+                i += 1;
+            }
+            if chars.get(i) != Some(&'"') {
+                return Err(Located::new(pos, "a string must end with `\"` on the same line"));
+            }
+            i += 1;
+            Tok::Str(chars[start + 1..i - 1].iter().collect())
         } else if c == '?' {
             i += 1;
             while i < chars.len() && is_name_char(chars[i]) {

@@ -7,7 +7,7 @@
 //!        | FUNC "(" (expr ("," expr)*)? ")"
 //! expr  := and ("||" and)*          and := unary ("&&" unary)*
 //! unary := "!" unary | atom (CMP atom)?
-//! atom  := INT | FLOAT | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
+//! atom  := INT | FLOAT | STRING | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
 //!        | ?VAR | root | FUNC "(" (expr ("," expr)*)? ")" | "(" expr ")"
 //! ```
 
@@ -240,6 +240,7 @@ impl Parser {
         match self.next() {
             Some((Tok::Int(v), _)) => Ok(Expr::Lit(Lit::Int(v), pos)),
             Some((Tok::Float(v), _)) => Ok(Expr::Lit(Lit::Float(v), pos)),
+            Some((Tok::Str(s), _)) => Ok(Expr::Lit(Lit::Str(s), pos)),
             Some((Tok::Var(v), _)) => Ok(Expr::Var(v, pos)),
             Some((Tok::LBracket, _)) => self.list(pos),
             Some((Tok::LParen, _)) => {

@@ -18,6 +18,7 @@ pub enum Sort {
     DType,
     Type,
     Bool,
+    Str,
 }
 
 impl Sort {
@@ -39,6 +40,7 @@ impl fmt::Display for Sort {
             Sort::DType => "an element type",
             Sort::Type => "a tensor type",
             Sort::Bool => "a boolean",
+            Sort::Str => "a string",
         })
     }
 }
@@ -61,6 +63,7 @@ pub enum Value {
     DType(DType),
     Type(TensorType),
     Bool(bool),
+    Str(String),
 }
 
 impl Value {
@@ -71,7 +74,7 @@ impl Value {
             AttrValue::Ints(v) => Value::Ints(v.clone()),
             AttrValue::Floats(v) => Value::Floats(v.iter().map(|b| f64::from_bits(*b)).collect()),
             AttrValue::DType(d) => Value::DType(*d),
-            AttrValue::Str(_) => return None,
+            AttrValue::Str(s) => Value::Str(s.clone()),
         })
     }
 
@@ -85,6 +88,7 @@ impl Value {
             (Value::Ints(v), Sort::Floats) => AttrValue::Floats(v.iter().map(|x| (*x as f64).to_bits()).collect()),
             (Value::Floats(v), Sort::Floats) => AttrValue::Floats(v.iter().map(|x| x.to_bits()).collect()),
             (Value::DType(d), Sort::DType) => AttrValue::DType(*d),
+            (Value::Str(s), Sort::Str) => AttrValue::Str(s.clone()),
             _ => return None,
         })
     }
@@ -102,6 +106,7 @@ impl Value {
             (Value::DType(a), Value::DType(b)) => a == b,
             (Value::Type(a), Value::Type(b)) => a == b,
             (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Str(a), Value::Str(b)) => a == b,
             _ => return None,
         })
     }
@@ -124,6 +129,7 @@ pub fn attr_sort(name: &str) -> Option<Sort> {
         "axes" | "dilations" | "pads" | "strides" | "kernel" | "output_padding" | "shape" | "perm" | "starts"
         | "ends" | "steps" => Sort::Ints,
         "to" => Sort::DType,
+        "approximate" => Sort::Str,
         _ => return None,
     })
 }

@@ -4,7 +4,7 @@
 use super::*;
 use crate::convert::MxEGraph;
 use crate::cost::{CostModel, OpSite};
-use crate::extract::{dag_cost, extract, NodeCosts};
+use crate::extract::{dag_cost, extract, Fallback, NodeCosts};
 
 /// Costs by kind only: `exp` is dear, `sqrt` dearer, everything else costs 1.
 #[derive(Debug)]
@@ -43,7 +43,16 @@ fn shared_or_not() -> (MxEGraph, Id, Vec<Mx>) {
 fn a_shared_value_is_counted_once() {
     let (eg, root, original) = shared_or_not();
     let model = ByKind { sqrt: 150.0 };
-    let best = extract(&eg, &[root], &[&original], &model).unwrap();
+    let best = extract(
+        &eg,
+        &[root],
+        &[Fallback {
+            nodes: &original,
+            refine: false,
+        }],
+        &model,
+    )
+    .unwrap();
     assert_eq!(best.cost, 103.0);
     assert!(matches!(best.selection.node(&eg, root), Some(Mx::Op(OpKind::Add, _))));
     let costs = NodeCosts::new(&eg, &model);

@@ -6,6 +6,9 @@ mod batch_norm;
 mod extraction;
 mod folding;
 mod fusion;
+mod kernels;
+mod layout;
+mod recognise;
 mod round_trip;
 mod rules;
 

@@ -1,5 +1,5 @@
-//! Activations: `LeakyRelu`, `Clip`, `Softmax` and `Gelu` (exact form) map to their mx ops;
-//! `LogSoftmax`, `Gelu` (tanh approximation), `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Elu`, `Selu`, `Celu`, `ThresholdedRelu`,
+//! Activations: `LeakyRelu`, `Clip`, `Softmax` and `Gelu` (both forms) map to their mx ops;
+//! `LogSoftmax`, `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Elu`, `Selu`, `Celu`, `ThresholdedRelu`,
 //! `PRelu`, `Mish` and `Swish` are built from mx ops following their ONNX definitions.
 
 use super::super::ctx::Ctx;
@@ -194,29 +194,19 @@ fn log_softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String
     e.op(OpKind::Sub, &[d, l])
 }
 
+/// `mx.gelu` with the same `approximate`: "none", `x * 0.5 * (1 + erf(x / sqrt(2)))`, or
+/// "tanh", `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
 fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let approximate = ctx.node.string("approximate", "none")?;
-    let mut e = Expr::new(ctx, x);
-    let inner = match approximate.as_str() {
-        // x * 0.5 * (1 + erf(x / sqrt(2))): one op
-        "none" => return Ok(vec![e.op(OpKind::Gelu, &[x])?]),
-        // tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))
-        "tanh" => {
-            let x2 = e.op(OpKind::Mul, &[x, x])?;
-            let x3 = e.op(OpKind::Mul, &[x2, x])?;
-            let c = e.k(0.044715);
-            let cx3 = e.op(OpKind::Mul, &[c, x3])?;
-            let sum = e.op(OpKind::Add, &[x, cx3])?;
-            let scaled = e.affine((2.0 / std::f64::consts::PI).sqrt(), sum, 0.0)?;
-            e.op(OpKind::Tanh, &[scaled])?
-        }
-        other => return Err(format!("unknown approximation \"{other}\"")),
-    };
-    // 0.5 * x * (1 + inner)
-    let one_plus = e.affine(1.0, inner, 1.0)?;
-    let half_x = e.affine(0.5, x, 0.0)?;
-    Ok(vec![e.op(OpKind::Mul, &[half_x, one_plus])?])
+    if !matches!(approximate.as_str(), "none" | "tanh") {
+        return Err(format!("unknown approximation \"{approximate}\""));
+    }
+    Ok(vec![ctx.build1(
+        OpKind::Gelu,
+        vec![x],
+        Attrs::new().with("approximate", Attr::Str(approximate)),
+    )?])
 }
 
 /// `clip(alpha * x + beta, 0, 1)`.
@@ -397,29 +387,34 @@ mod tests {
         assert!(text.contains("dense<[-3.4028235e38]>"), "{text}");
     }
 
+    fn gelu(attrs: Vec<super::super::super::proto::AttributeProto>) -> ModelBuilder {
+        ModelBuilder::new(20)
+            .input("x", DataType::Float, &[2])
+            .node(node("Gelu", &["x"], &["y"], attrs))
+            .output("y")
+    }
+
+    /// The op lines of a printed graph.
+    fn body(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| l.contains(" = mx.")).map(str::trim).collect()
+    }
+
     #[test]
-    fn gelu_follows_its_definition() {
-        let text = ModelBuilder::new(20)
-            .input("x", DataType::Float, &[2])
-            .node(node("Gelu", &["x"], &["y"], vec![]))
-            .output("y")
-            .text();
-        assert!(text.contains("mx.gelu"), "{text}");
-        assert!(!text.contains("mx.erf"), "{text}");
-        let tanh = ModelBuilder::new(20)
-            .input("x", DataType::Float, &[2])
-            .node(node("Gelu", &["x"], &["y"], vec![str_attr("approximate", "tanh")]))
-            .output("y")
-            .text();
-        for op in ["mx.mul", "mx.tanh", "mx.add"] {
-            assert!(tanh.contains(op), "{tanh}");
-        }
-        assert!(!tanh.contains("mx.gelu"), "{tanh}");
-        let err = ModelBuilder::new(20)
-            .input("x", DataType::Float, &[2])
-            .node(node("Gelu", &["x"], &["y"], vec![str_attr("approximate", "fast")]))
-            .output("y")
-            .error();
+    fn gelu_is_one_op_in_either_form() {
+        let exact = gelu(vec![]).text();
+        assert_eq!(
+            body(&exact),
+            ["%0 = mx.gelu %arg0 {approximate = \"none\"} : tensor<2xf32>"],
+            "{exact}"
+        );
+        assert_eq!(body(&gelu(vec![str_attr("approximate", "none")]).text()), body(&exact));
+        let tanh = gelu(vec![str_attr("approximate", "tanh")]).text();
+        assert_eq!(
+            body(&tanh),
+            ["%0 = mx.gelu %arg0 {approximate = \"tanh\"} : tensor<2xf32>"],
+            "{tanh}"
+        );
+        let err = gelu(vec![str_attr("approximate", "fast")]).error();
         assert_eq!(err, "node #0 (output \"y\") (Gelu): unknown approximation \"fast\"");
     }
 }

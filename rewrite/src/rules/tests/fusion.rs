@@ -1,5 +1,6 @@
 //! The built-in `fusion` rules and the rule-language pieces they need: `(result N (op ...))` on
-//! the right side, `value(?c)` and `last_axis(?x)`.
+//! the right side, `value(?c)`, `last_axis(?x)` and `single(?a)`, and string attributes
+//! (`gelu`'s `approximate`).
 
 use super::harness::{expr, input, simplify, splat, Leaf};
 use crate::rules::{builtin_rules, parse_rules, RuleError};
@@ -152,4 +153,75 @@ fn value_is_the_one_element_of_a_constant() {
     assert_eq!(run(splat(F32, &[1], 0.0)), x());
     assert_ne!(run(splat(F32, &[4], 0.0)), x());
     assert_ne!(run(splat(F32, &[], 1.0)), x());
+}
+
+#[test]
+fn strings_are_attribute_values() {
+    // a literal on the left matches that value only; on the right it sets the attribute (a
+    // made-up rule, for the mechanics)
+    let rules = parse_rules(
+        r#"rule a: (gelu (neg (neg ?x)) approximate="tanh") => (gelu ?x approximate="none")"#,
+        "t.rules",
+    )
+    .unwrap();
+    let leaves = [("x", input(F32, &[4]))];
+    let start = |a: &str| format!(r#"(gelu (neg (neg ?x)) approximate="{a}")"#);
+    assert_eq!(
+        simplify(&rules, &start("tanh"), &leaves).to_string(),
+        expr(r#"(gelu ?x approximate="none")"#, &leaves).to_string()
+    );
+    assert_eq!(
+        simplify(&rules, &start("none"), &leaves).to_string(),
+        expr(&start("none"), &leaves).to_string()
+    );
+    // a variable binds it and conditions compare it
+    let same = r#"rule a: (neg (gelu ?x approximate=?p)) => (gelu (neg ?x) approximate=?p) if ?p == "tanh""#;
+    assert!(parse_rules(same, "ok.rules").is_ok());
+    fails(
+        "rule a: (gelu ?x approximate=1) => ?x",
+        1,
+        30,
+        "attribute `approximate` must be a string",
+    );
+    fails(
+        "rule a: (transpose ?x perm=\"none\") => ?x",
+        1,
+        28,
+        "attribute `perm` must be a list of integers",
+    );
+    fails(
+        "rule a: (neg ?x) => (gelu ?x approximate=\"tanh)",
+        1,
+        42,
+        "a string must end with `\"` on the same line",
+    );
+    fails(
+        r#"rule a: (gelu ?x approximate=?p) => ?x if ?p < "tanh""#,
+        1,
+        43,
+        "expected a number, this is a string",
+    );
+}
+
+#[test]
+fn single_is_the_one_axis_of_a_list() {
+    let rules = parse_rules(
+        "rule a: (reduce_max ?x axes=?a keepdims=1) => (softmax ?x axis=single(?a))",
+        "t.rules",
+    )
+    .unwrap();
+    let leaves = [("x", input(F32, &[2, 1, 4]))];
+    // (a made-up rule, for the mechanics: the types agree when the reduced axis has extent 1)
+    let start = |axes: &str| format!("(reduce_max ?x axes={axes} keepdims=1)");
+    assert_eq!(
+        simplify(&rules, &start("[1]"), &leaves).to_string(),
+        expr("(softmax ?x axis=1)", &leaves).to_string()
+    );
+    // two axes: `single` is unknown and the rule does not fire
+    let two = start("[0, 1]");
+    let leaves = [("x", input(F32, &[1, 1, 4]))];
+    assert_eq!(
+        simplify(&rules, &two, &leaves).to_string(),
+        expr(&two, &leaves).to_string()
+    );
 }

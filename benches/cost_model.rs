@@ -1,0 +1,226 @@
+//! Calibration of the `cpu` cost model against this machine (a benchmark, not a test:
+//! `cargo bench --bench cost_model`). It times kernels whose cost one parameter dominates —
+//! a chain of one-element ops (the per-kernel launch), a large `add` (bytes), a `matmul`, a
+//! `conv` and an `exp` (arithmetic) — fits `LinearCost`'s parameters to them, then checks the model's
+//! fusion decisions on the repo's models: the measured time of the fused program against the
+//! unfused one, next to the ratio the model predicted. Figures are medians of repeated runs.
+
+use mxc_codegen::{compile, CompileOptions, Target};
+use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
+use mxc_kernels::Executable;
+use mxc_lowering::onnx::{import_file, ImportOptions};
+use mxc_rewrite::cost::{graph_cost, FlopCost};
+use mxc_rewrite::LinearCost;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn f32s(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape.to_vec())
+}
+
+/// Deterministic inputs: floats in [-1, 1), integers 0 or 1 (valid as indices and masks).
+fn fill(ty: &TensorType) -> Tensor {
+    let n = ty.num_elements();
+    let values: Vec<f64> = (0..n).map(|i| ((i * 7919 % 2003) as f64 / 1001.5) - 1.0).collect();
+    match ty.dtype.is_float() {
+        true => Tensor::from_f64s(ty.dtype, ty.shape.clone(), &values),
+        false => Tensor::from_i64s(
+            ty.dtype,
+            ty.shape.clone(),
+            &(0..n).map(|i| (i % 2) as i64).collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// A compiled program ready to time, with its inputs.
+struct Timed {
+    exe: Executable,
+    inputs: HashMap<String, Tensor>,
+    graph: Graph,
+}
+
+fn prepare(g: &Graph, fusion: bool) -> Timed {
+    let options = CompileOptions {
+        fusion,
+        ..CompileOptions::default()
+    };
+    let compiled = compile(g, Target::Cpu, &options).expect("compiles");
+    let inputs = g.inputs.iter().map(|p| (p.name.clone(), fill(g.ty(p.value)))).collect();
+    Timed {
+        exe: Executable::load(compiled.program, &compiled.library).expect("loads"),
+        inputs,
+        graph: compiled.graph,
+    }
+}
+
+/// Medians over enough runs to fill about `budget`: of a whole run, and of the kernels' own
+/// time (the sum of the steps' times, without copying inputs and outputs).
+fn median_run(t: &Timed, budget: Duration) -> (Duration, Duration) {
+    let once = Instant::now();
+    t.exe.run(&t.inputs).expect("runs");
+    let runs = (budget.as_secs_f64() / once.elapsed().as_secs_f64().max(1e-7)).clamp(5.0, 2000.0) as usize;
+    let (mut whole, mut kernels): (Vec<Duration>, Vec<Duration>) = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let (_, steps) = t.exe.run_timed(&t.inputs).expect("runs");
+            (start.elapsed(), steps.iter().sum::<Duration>())
+        })
+        .unzip();
+    whole.sort();
+    kernels.sort();
+    (whole[whole.len() / 2], kernels[kernels.len() / 2])
+}
+
+fn ns(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e9
+}
+
+/// `n` dependent one-element ops: the cost of a kernel call with nothing to do.
+fn launches(n: usize) -> Graph {
+    let mut g = Graph::new("launches");
+    let mut x = g.add_input("x", f32s(&[1]));
+    for _ in 0..n {
+        x = g.build1(OpKind::Sqrt, vec![x], Attrs::new()).expect("typed");
+    }
+    g.add_output("y", x);
+    g
+}
+
+fn binary(kind: OpKind, a: TensorType, b: TensorType, attrs: Attrs) -> Graph {
+    let mut g = Graph::new(kind.name());
+    let (x, y) = (g.add_input("a", a), g.add_input("b", b));
+    let r = g.build1(kind, vec![x, y], attrs).expect("typed");
+    g.add_output("y", r);
+    g
+}
+
+fn unary(kind: OpKind, ty: TensorType) -> Graph {
+    let mut g = Graph::new(kind.name());
+    let x = g.add_input("x", ty);
+    let r = g.build1(kind, vec![x], Attrs::new()).expect("typed");
+    g.add_output("y", r);
+    g
+}
+
+fn conv_attrs() -> Attrs {
+    Attrs::new()
+        .with("dilations", Attr::Ints(vec![1, 1]))
+        .with("group", Attr::Int(1))
+        .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
+        .with("strides", Attr::Ints(vec![1, 1]))
+}
+
+/// The kernels taking most of a run: (symbol, median time) for the `n` slowest.
+fn slowest(t: &Timed, n: usize) -> Vec<(String, Duration)> {
+    let runs: Vec<Vec<Duration>> = (0..25).map(|_| t.exe.run_timed(&t.inputs).expect("runs").1).collect();
+    let steps = &t.exe.program().steps;
+    let mut per_step: Vec<(String, Duration)> = (0..steps.len())
+        .map(|i| {
+            let mut ts: Vec<Duration> = runs.iter().map(|r| r[i]).collect();
+            ts.sort();
+            (steps[i].symbol.clone(), ts[ts.len() / 2])
+        })
+        .collect();
+    per_step.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
+    per_step.truncate(n);
+    per_step
+}
+
+fn main() {
+    let budget = Duration::from_millis(1500);
+    let now = LinearCost::cpu();
+    println!("cpu cost model calibration (medians; current model: {now:?})\n");
+
+    // a kernel's launch: the call and its result buffer (allocated and zeroed per run)
+    let chain = 400;
+    let (one, many) = (prepare(&launches(1), false), prepare(&launches(chain + 1), false));
+    let launch = (ns(median_run(&many, budget).0) - ns(median_run(&one, budget).0)) / chain as f64;
+    println!("launch     {chain} one-element kernels: {launch:.1} ns per kernel");
+
+    let n = 1 << 22;
+    let add = prepare(&binary(OpKind::Add, f32s(&[n]), f32s(&[n]), Attrs::new()), false);
+    let bytes = 3.0 * 4.0 * n as f64;
+    let per_byte = ns(median_run(&add, budget).1) / bytes;
+    println!(
+        "bytes      add of 2 x {n} f32: {:.2} GB/s, {per_byte:.4} ns per byte",
+        1.0 / per_byte
+    );
+
+    let mut per_flop = Vec::new();
+    let kernels = [
+        (
+            "matmul 256x256x256",
+            binary(OpKind::MatMul, f32s(&[256, 256]), f32s(&[256, 256]), Attrs::new()),
+            2.0 * 256f64.powi(3),
+            3.0 * 4.0 * 256.0 * 256.0,
+        ),
+        (
+            "conv 16->16 3x3 at 32x32",
+            binary(
+                OpKind::Conv,
+                f32s(&[1, 16, 32, 32]),
+                f32s(&[16, 16, 3, 3]),
+                conv_attrs(),
+            ),
+            2.0 * 16.0 * 32.0 * 32.0 * 16.0 * 9.0,
+            4.0 * (2.0 * 16.0 * 32.0 * 32.0 + 16.0 * 16.0 * 9.0),
+        ),
+        (
+            "exp of 2^20 f32 (8 flops each)",
+            unary(OpKind::Exp, f32s(&[1 << 20])),
+            8.0 * (1 << 20) as f64,
+            8.0 * (1 << 20) as f64,
+        ),
+    ];
+    for (name, g, flops, bytes) in kernels {
+        let t = prepare(&g, false);
+        let time = ns(median_run(&t, budget).1);
+        let f = (time - per_byte * bytes) / flops;
+        println!("flops      {name}: {:.2} GFLOP/s, {f:.4} ns per flop", flops / time);
+        per_flop.push(f);
+    }
+    let per_flop = FlopCost {
+        matmul: per_flop[0],
+        conv: per_flop[1],
+        other: per_flop[2],
+    };
+    let fitted = LinearCost {
+        launch,
+        per_byte,
+        per_flop,
+        ..LinearCost::cpu()
+    };
+    println!("\nfitted     {fitted:?}\n");
+
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for model in ["convnet", "encoder"] {
+        let path = repo.join(".cache/models").join(model).join("model.onnx");
+        let Ok(g) = import_file(&path, &ImportOptions::default()) else {
+            println!("{model}: not found at {} (run scripts/setup.sh)", path.display());
+            continue;
+        };
+        let (plain, fused) = (prepare(&g, false), prepare(&g, true));
+        let (tp, tf) = (median_run(&plain, budget), median_run(&fused, budget));
+        let predicted = |m: &LinearCost| graph_cost(&fused.graph, m) / graph_cost(&plain.graph, m);
+        println!(
+            "{model:<8} unfused {:.3} ms ({:.3} in kernels), fused {:.3} ms ({:.3}): measured {:.3}, predicted {:.3} (current model), {:.3} (fitted)",
+            ns(tp.0) / 1e6,
+            ns(tp.1) / 1e6,
+            ns(tf.0) / 1e6,
+            ns(tf.1) / 1e6,
+            ns(tf.0) / ns(tp.0),
+            predicted(&now),
+            predicted(&fitted)
+        );
+        if std::env::var_os("MXC_BENCH_KERNELS").is_some() {
+            for (label, t) in [("unfused", &plain), ("fused", &fused)] {
+                let list: Vec<String> = slowest(t, 8)
+                    .iter()
+                    .map(|(s, d)| format!("{s} {:.1} us", ns(*d) / 1e3))
+                    .collect();
+                println!("  {label:<8} slowest: {}", list.join(", "));
+            }
+        }
+    }
+}
