@@ -12,7 +12,7 @@ use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::cost::{graph_cost, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn f32s(shape: &[usize]) -> TensorType {
@@ -194,10 +194,21 @@ fn main() {
     println!("\nfitted     {fitted:?}\n");
 
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for model in ["convnet", "encoder"] {
-        let path = repo.join(".cache/models").join(model).join("model.onnx");
+    let mut models: Vec<PathBuf> = ["convnet", "encoder"]
+        .iter()
+        .map(|m| repo.join(".cache/models").join(m).join("model.onnx"))
+        .collect();
+    // more models (static shapes), e.g. the shared bench models: MXC_BENCH_MODELS=a.onnx:b.onnx
+    if let Some(more) = std::env::var_os("MXC_BENCH_MODELS") {
+        models.extend(std::env::split_paths(&more));
+    }
+    for path in models {
+        let model = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         let Ok(g) = import_file(&path, &ImportOptions::default()) else {
-            println!("{model}: not found at {} (run scripts/setup.sh)", path.display());
+            println!("{model}: cannot import {} (run scripts/setup.sh)", path.display());
             continue;
         };
         let (plain, fused) = (prepare(&g, false), prepare(&g, true));
