@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compile-time benchmark (not a test): compiles synthetic models of 100, 1,000 and 10,000
 # nodes and the repo's real models for a target, 3 times each, and prints the median wall
-# time and the time per ONNX node. Compile time per node should stay about flat.
+# time and the time per ONNX node (cold: --no-cache). Compile time per node should stay about flat.
 # Usage: bench/compile_time.sh [ref|cpu]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +24,7 @@ for m in "${models[@]}"; do
     times=()
     for _ in 1 2 3; do
         start=$(date +%s.%N)
-        target/release/mxc compile "$m" -o "$work/out.mxr" --target "$target"
+        target/release/mxc compile "$m" -o "$work/out.mxr" --target "$target" --no-cache
         times+=("$(echo "$(date +%s.%N) - $start" | bc)")
     done
     median=$(printf '%s\n' "${times[@]}" | sort -g | sed -n 2p)

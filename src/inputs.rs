@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use mxc_dialects::program::Program;
 use mxc_dialects::Tensor;
+use mxc_lowering::onnx::ImportOptions;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -46,10 +47,36 @@ pub fn parse_shapes(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
     Ok(out)
 }
 
+/// Import options for a model run on `given` inputs: their shapes fix dynamic dimensions (a
+/// `--shape` must agree) and their values may be used where an op needs a compile-time value.
+pub fn specialize(mut opts: ImportOptions, given: &HashMap<String, Tensor>) -> Result<ImportOptions> {
+    for (name, value) in given {
+        match opts.input_shapes.get(name) {
+            Some(shape) if shape != value.shape() => {
+                bail!(
+                    "input `{name}`: --shape says {shape:?}, the value given has shape {:?}",
+                    value.shape()
+                )
+            }
+            _ => opts.input_shapes.insert(name.clone(), value.shape().to_vec()),
+        };
+    }
+    opts.specialize = given.clone();
+    Ok(opts)
+}
+
+/// The seed of the random inputs of `mxc run` (and of `mxc verify` without `--seed`).
+pub const DEFAULT_SEED: u64 = 0x006d_7863;
+
 /// Adds a seeded pseudo-random value for every program input not in `given`:
 /// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
-pub fn complete(program: &Program, mut given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
-    let mut rng = SplitMix64(0x006d_7863);
+pub fn complete(program: &Program, given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
+    complete_seeded(program, given, DEFAULT_SEED)
+}
+
+/// `complete` with the generator started from `seed`.
+pub fn complete_seeded(program: &Program, mut given: HashMap<String, Tensor>, seed: u64) -> HashMap<String, Tensor> {
+    let mut rng = SplitMix64(seed);
     for b in &program.inputs {
         if given.contains_key(&b.name) {
             continue;

@@ -2,14 +2,17 @@
 
 mod explain;
 mod inputs;
+mod perf;
 mod report;
 mod rules_check;
+mod show;
+mod verify;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::Tensor;
-use mxc_kernels::artifact::{self, Artifact};
+use mxc_kernels::mxr::{self, Mxr};
 use mxc_kernels::Executable;
 use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::rules::load_rules;
@@ -36,6 +39,9 @@ enum Command {
         /// Print the graph the target lowers (after its rewrites) instead of the imported one
         #[arg(long)]
         target: Option<Target>,
+        /// text: mx IR; mlir: the loop level (MLIR that mlir-opt-22 reads)
+        #[arg(long, value_enum, default_value = "text")]
+        format: show::Format,
         #[command(flatten)]
         shapes: Shapes,
         #[command(flatten)]
@@ -43,17 +49,8 @@ enum Command {
     },
     /// Run a model (.onnx, compiled now) or a compiled program (.mxr).  Example: mxc run model.onnx --input x=x.npy -o out/
     Run {
-        model: PathBuf,
-        /// The target to compile an .onnx model for
-        #[arg(long, default_value = "cpu")]
-        target: Target,
-        /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
-        #[arg(long = "input", value_name = "NAME=FILE")]
-        inputs: Vec<String>,
         #[command(flatten)]
-        shapes: Shapes,
-        #[command(flatten)]
-        rules: RuleFiles,
+        program: ProgramArgs,
         /// Write each output to DIR/<name>.npy instead of printing a summary
         #[arg(short = 'o', value_name = "DIR")]
         out: Option<PathBuf>,
@@ -83,6 +80,22 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         dot: Option<PathBuf>,
     },
+    /// Compare a target's outputs with ref's on the same inputs; find the op that breaks them.  Example: mxc verify model.onnx --rules my.rules --bisect
+    Verify(verify::Args),
+    /// Time a model or compiled file: end-to-end median and spread, and each kernel.  Example: mxc perf model.mxr -n 50
+    Perf {
+        #[command(flatten)]
+        program: ProgramArgs,
+        /// Timed runs (after one warm-up run)
+        #[arg(short = 'n', default_value_t = 20)]
+        iterations: usize,
+    },
+    /// Inputs and outputs of a model or compiled file, with their types.  Example: mxc params model.mxr
+    Params {
+        model: PathBuf,
+        #[command(flatten)]
+        shapes: Shapes,
+    },
     /// Work with rule files.  Example: mxc rules check my.rules
     Rules {
         #[command(subcommand)]
@@ -108,6 +121,10 @@ struct RuleFiles {
     /// Do not fuse ops into kernels: every op its own kernel (to compare with the fused program)
     #[arg(long)]
     no_fusion: bool,
+    /// Compile every kernel afresh, neither reading nor writing the kernel cache
+    /// ($MXC_CACHE_DIR, else $XDG_CACHE_HOME/mxc or ~/.cache/mxc)
+    #[arg(long)]
+    no_cache: bool,
 }
 
 impl RuleFiles {
@@ -119,7 +136,44 @@ impl RuleFiles {
         Ok(CompileOptions {
             rules,
             fusion: !self.no_fusion,
+            cache: if self.no_cache {
+                None
+            } else {
+                mxc_codegen::cache::default_dir()
+            },
         })
+    }
+}
+
+/// A program to run: a model compiled now or an `.mxr` file, and its inputs.
+#[derive(clap::Args)]
+struct ProgramArgs {
+    model: PathBuf,
+    /// The target to compile an .onnx model for (default cpu); for an .mxr, the target it must be for
+    #[arg(long)]
+    target: Option<Target>,
+    /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    #[command(flatten)]
+    shapes: Shapes,
+    #[command(flatten)]
+    rules: RuleFiles,
+}
+
+impl ProgramArgs {
+    /// The program, loaded or compiled, and a value for each of its inputs.
+    fn load(&self) -> Result<(Executable, HashMap<String, Tensor>)> {
+        let given = inputs::load(&self.inputs)?;
+        let exe = load_executable(
+            &self.model,
+            self.target,
+            &given,
+            self.shapes.import_options()?,
+            &self.rules,
+        )?;
+        let values = inputs::complete(exe.program(), given);
+        Ok((exe, values))
     }
 }
 
@@ -155,6 +209,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Read {
             model,
             target,
+            format,
             shapes,
             rules,
         } => {
@@ -165,20 +220,20 @@ fn run(cli: Cli) -> Result<()> {
                 None if options.rules.is_empty() => std::borrow::Cow::Borrowed(&graph),
                 None => bail!("--rules needs --target: rules rewrite the graph a target lowers"),
             };
-            print!("{}", mxc_dialects::text::print(&shown));
+            print!("{}", show::render(&shown, format)?);
             Ok(())
         }
-        Command::Run {
-            model,
-            target,
-            inputs,
-            out,
-            shapes,
-            rules,
-        } => {
-            let given = inputs::load(&inputs)?;
-            let exe = load_executable(&model, target, &given, shapes.import_options()?, &rules)?;
-            let values = inputs::complete(exe.program(), given);
+        Command::Perf { program, iterations } => {
+            let (exe, values) = program.load()?;
+            print!("{}", perf::report(&exe, &values, iterations)?);
+            Ok(())
+        }
+        Command::Params { model, shapes } => {
+            print!("{}", show::params(&model, &shapes.import_options()?)?);
+            Ok(())
+        }
+        Command::Run { program, out } => {
+            let (exe, values) = program.load()?;
             let outputs = exe.run(&values)?;
             match out {
                 Some(dir) => report::write_outputs(&dir, &outputs),
@@ -199,12 +254,15 @@ fn run(cli: Cli) -> Result<()> {
             let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
                 .with_context(|| format!("compiling {}", model.display()))?;
             report::print_compile_summary(&out, &graph, &compiled);
-            let artifact = Artifact {
-                target: target.name().to_string(),
-                program: compiled.program,
-                library: compiled.library,
-            };
-            write_atomically(&out, &artifact::encode(&artifact))
+            let cpu = mxc_codegen::code_cpu(target);
+            let file = Mxr::new(
+                target.name(),
+                &cpu.name,
+                &cpu.features,
+                compiled.program,
+                compiled.library,
+            );
+            write_atomically(&out, &mxr::encode(&file))
         }
         Command::Explain {
             model,
@@ -216,6 +274,7 @@ fn run(cli: Cli) -> Result<()> {
             let options = rules.compile_options()?;
             explain::run(&model, target, &shapes.import_options()?, &options, dot.as_deref())
         }
+        Command::Verify(args) => verify::run(&args),
         Command::Rules {
             command: RulesCommand::Check { files },
         } => match rules_check::run(&files)? {
@@ -225,33 +284,23 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// A compiled program from an `.mxr` file, or from a model compiled now for `target` (the
-/// given inputs fix dynamic dimensions and values that must be known at compile time).
+/// A compiled program from an `.mxr` file (for `target`, if given), or from a model compiled
+/// now for `target` (default cpu; the given inputs fix dynamic dimensions and values that must
+/// be known at compile time).
 fn load_executable(
     model: &Path,
-    target: Target,
+    target: Option<Target>,
     given: &HashMap<String, Tensor>,
-    mut opts: ImportOptions,
+    opts: ImportOptions,
     rules: &RuleFiles,
 ) -> Result<Executable> {
     if model.extension().is_some_and(|e| e == "mxr") {
         let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
-        let artifact = artifact::decode(&bytes, &model.display().to_string())?;
-        return Ok(Executable::load(artifact.program, &artifact.library)?);
+        let file = mxr::decode(&bytes, &model.display().to_string(), target.map(Target::name))?;
+        return Ok(Executable::load_planned(file.program, file.memory, &file.library)?);
     }
-    for (name, value) in given {
-        match opts.input_shapes.get(name) {
-            Some(shape) if shape != value.shape() => {
-                bail!(
-                    "input `{name}`: --shape says {shape:?}, the value given has shape {:?}",
-                    value.shape()
-                )
-            }
-            _ => opts.input_shapes.insert(name.clone(), value.shape().to_vec()),
-        };
-    }
-    opts.specialize = given.clone();
-    let graph = import_file(model, &opts)?;
+    let target = target.unwrap_or(Target::Cpu);
+    let graph = import_file(model, &inputs::specialize(opts, given)?)?;
     let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
         .with_context(|| format!("compiling {}", model.display()))?;
     Ok(Executable::load(compiled.program, &compiled.library)?)

@@ -56,6 +56,12 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
         mb(&compiled.graph),
         mb(imported)
     );
+    let cache = &compiled.cache;
+    if cache.enabled {
+        line += &format!(", kernel cache: {} hits, {} compiled", cache.hits, cache.misses);
+    } else {
+        line += &format!(", kernel cache: off, {} compiled", cache.misses);
+    }
     if let Some(s) = &compiled.rewrite_stats {
         line += &format!(
             "; rewriting: {} iterations ({:?}), {} e-nodes, cost {:.0} -> {:.0}",

@@ -1,13 +1,19 @@
 //! Targets and native code generation: an `mx` graph is rewritten as the target says
 //! (`rewrites.rs`), lowered to loops (MLIR), translated to LLVM IR, optimised and compiled
 //! for the host with inkwell, and linked into a shared object that the runtime loads; next to
-//! it, the execution plan.
+//! it, the execution plan. Kernel objects are kept in a persistent cache (`cache.rs`) when
+//! the options name one.
 
+pub mod cache;
+mod host;
 mod link;
 mod llvm;
+mod objects;
 mod plan;
 mod rewrites;
 
+pub use host::{code_cpu, CodeCpu};
+pub use objects::CacheStats;
 pub use rewrites::apply as rewrite_for;
 pub use rewrites::{cost_model, plan as rewrite_plan};
 
@@ -57,6 +63,10 @@ pub struct CompileOptions {
     /// Let extraction fuse ops into kernels (on targets that fuse: `cpu`); off, every op is
     /// its own kernel, which is what the fused program is measured against.
     pub fusion: bool,
+    /// The root of the persistent kernel cache (`cache::default_dir()` is where `mxc` keeps
+    /// it), or `None` to compile every kernel. Off by default, so that a library user or a
+    /// test writes nothing outside its own folders unless it asks to.
+    pub cache: Option<std::path::PathBuf>,
 }
 
 impl Default for CompileOptions {
@@ -64,6 +74,7 @@ impl Default for CompileOptions {
         CompileOptions {
             rules: Vec::new(),
             fusion: true,
+            cache: None,
         }
     }
 }
@@ -77,6 +88,8 @@ pub struct Compiled {
     pub graph: Graph,
     /// What the rewrite engine did (`None` on `ref`).
     pub rewrite_stats: Option<mxc_rewrite::Stats>,
+    /// Kernel objects taken from the persistent cache and compiled.
+    pub cache: CacheStats,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,19 +113,13 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
     let loops = mxc_lowering::loops::lower_graph(graph)?;
-    let ir = mxc_lowering::loops::to_llvm_ir(&loops.mlir)?;
-    let symbols: Vec<(&str, usize)> = loops
-        .kernels
-        .iter()
-        .map(|k| (k.symbol.as_str(), k.args.len()))
-        .collect();
-    let object = llvm::compile_object(&ir, &symbols, target)?;
-    let library = link::shared_object(&object)?;
+    let (library, cache) = objects::library(&loops.kernels, target, options.cache.as_deref())?;
     Ok(Compiled {
         target,
         program: plan::plan(graph, &loops.kernels),
         library,
         graph: rewritten.into_owned(),
         rewrite_stats,
+        cache,
     })
 }

@@ -1,7 +1,7 @@
 //! LLVM with inkwell: adds an array-of-pointers entry for every kernel, optimises for the
 //! target and emits a position-independent x86-64 object.
 
-use crate::{plan::llvm_entry_name, CodegenError, Target};
+use crate::{code_cpu, plan::llvm_entry_name, CodeCpu, CodegenError, Target};
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
@@ -13,30 +13,64 @@ use inkwell::{AddressSpace, OptimizationLevel};
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 
-/// Compiles LLVM IR text whose kernels take one pointer per argument (`symbols` gives each
-/// kernel's name and argument count) into an object file's bytes.
-pub fn compile_object(ir: &str, symbols: &[(&str, usize)], target: Target) -> Result<Vec<u8>, CodegenError> {
-    let context = Context::create();
-    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "kernels");
-    let module = context
-        .create_module_from_ir(buffer)
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    add_entries(&context, &module, symbols)?;
-    let machine = target_machine(target)?;
-    module.set_triple(&machine.get_triple());
-    module.set_data_layout(&machine.get_target_data().get_data_layout());
-    module.verify().map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let pipeline = match target {
-        Target::Ref => "default<O1>",
-        Target::Cpu => "default<O3>",
-    };
-    module
-        .run_passes(pipeline, &machine, PassBuilderOptions::create())
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let object = machine
-        .write_to_memory_buffer(&module, FileType::Object)
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    Ok(object.as_slice().to_vec())
+/// How a target's code is made: the target machine and the optimisation pipeline.
+pub struct Machine {
+    machine: TargetMachine,
+    pipeline: &'static str,
+    description: String,
+}
+
+impl Machine {
+    pub fn new(target: Target) -> Result<Machine, CodegenError> {
+        LlvmTarget::initialize_x86(&InitializationConfig::default());
+        let triple = TargetTriple::create(TRIPLE);
+        let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        let CodeCpu { name: cpu, features } = code_cpu(target);
+        let (level, pipeline) = match target {
+            Target::Ref => (OptimizationLevel::Less, "default<O1>"),
+            Target::Cpu => (OptimizationLevel::Aggressive, "default<O3>"),
+        };
+        let machine = llvm_target
+            .create_target_machine(&triple, &cpu, &features, level, RelocMode::PIC, CodeModel::Default)
+            .ok_or_else(|| CodegenError::Llvm(format!("no target machine for {TRIPLE} ({cpu})")))?;
+        let (major, minor, patch) = inkwell::support::get_llvm_version();
+        let description = format!(
+            "target {target}; LLVM {major}.{minor}.{patch}; {TRIPLE}; cpu {cpu}; features {features}; \
+             codegen {level:?}; passes {pipeline}; PIC; default code model"
+        );
+        Ok(Machine {
+            machine,
+            pipeline,
+            description,
+        })
+    }
+
+    /// Everything besides the IR that the object code depends on (part of the cache key).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Compiles LLVM IR text whose kernels take one pointer per argument (`symbols` gives each
+    /// kernel's name and argument count) into an object file's bytes.
+    pub fn compile_object(&self, ir: &str, symbols: &[(&str, usize)]) -> Result<Vec<u8>, CodegenError> {
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "kernels");
+        let module = context
+            .create_module_from_ir(buffer)
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        add_entries(&context, &module, symbols)?;
+        module.set_triple(&self.machine.get_triple());
+        module.set_data_layout(&self.machine.get_target_data().get_data_layout());
+        module.verify().map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        module
+            .run_passes(self.pipeline, &self.machine, PassBuilderOptions::create())
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        let object = self
+            .machine
+            .write_to_memory_buffer(&module, FileType::Object)
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        Ok(object.as_slice().to_vec())
+    }
 }
 
 /// For each kernel `k(ptr, ..., ptr)` adds `k_entry(ptr args)` calling `k(args[0], ...)`, and
@@ -75,24 +109,4 @@ fn add_entries<'c>(context: &'c Context, module: &Module<'c>, symbols: &[(&str, 
         builder.build_return(None).map_err(err)?;
     }
     Ok(())
-}
-
-fn target_machine(target: Target) -> Result<TargetMachine, CodegenError> {
-    LlvmTarget::initialize_x86(&InitializationConfig::default());
-    let triple = TargetTriple::create(TRIPLE);
-    let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let (cpu, features) = match target {
-        Target::Ref => ("x86-64".to_string(), String::new()),
-        Target::Cpu => (
-            TargetMachine::get_host_cpu_name().to_string(),
-            TargetMachine::get_host_cpu_features().to_string(),
-        ),
-    };
-    let level = match target {
-        Target::Ref => OptimizationLevel::Less,
-        Target::Cpu => OptimizationLevel::Aggressive,
-    };
-    llvm_target
-        .create_target_machine(&triple, &cpu, &features, level, RelocMode::PIC, CodeModel::Default)
-        .ok_or_else(|| CodegenError::Llvm(format!("no target machine for {TRIPLE} ({cpu})")))
 }

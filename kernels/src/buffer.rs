@@ -1,8 +1,7 @@
 //! Heap buffers aligned for vector loads, which kernels read and write through raw pointers.
 
+use mxc_dialects::program::ALIGN;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-
-const ALIGN: usize = 64;
 
 /// A zero-initialised, 64-byte aligned byte buffer (never of size zero, so it always has an address).
 pub struct AlignedBuf {

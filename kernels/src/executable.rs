@@ -3,7 +3,7 @@
 use crate::buffer::AlignedBuf;
 use crate::library::{KernelFn, Library};
 use crate::RunError;
-use mxc_dialects::program::{BufferKind, Program};
+use mxc_dialects::program::{BufferKind, MemoryPlan, Program};
 use mxc_dialects::Tensor;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ pub type Outputs = Vec<(String, Tensor)>;
 
 pub struct Executable {
     program: Program,
+    memory: MemoryPlan,
     kernels: Vec<KernelFn>,
     constants: HashMap<usize, AlignedBuf>,
     // Keeps the kernels mapped while `kernels` points into them.
@@ -20,8 +21,23 @@ pub struct Executable {
 }
 
 impl Executable {
-    /// Loads the kernels of `library` (a shared object's bytes) for `program`.
+    /// Loads the kernels of `library` (a shared object's bytes) for `program`, its temporaries
+    /// placed by `program.memory_plan()`.
     pub fn load(program: Program, library: &[u8]) -> Result<Executable, RunError> {
+        let memory = program.memory_plan();
+        Executable::load_planned(program, memory, library)
+    }
+
+    /// `load` with a memory plan given (an `.mxr` file's); an error if it leaves a temporary
+    /// without a place or places one outside the arena.
+    pub fn load_planned(program: Program, memory: MemoryPlan, library: &[u8]) -> Result<Executable, RunError> {
+        for (i, b) in program.buffers.iter().enumerate() {
+            let placed = memory.offsets.get(i).copied().flatten();
+            let fits = placed.is_some_and(|at| at.checked_add(b.ty.num_bytes()).is_some_and(|end| end <= memory.size));
+            if b.kind == BufferKind::Temp && !fits {
+                return Err(RunError::Load(format!("the memory plan has no place for buffer {i}")));
+            }
+        }
         let lib = Library::from_bytes(library)?;
         let kernels = program
             .steps
@@ -39,6 +55,7 @@ impl Executable {
             .collect();
         Ok(Executable {
             program,
+            memory,
             kernels,
             constants,
             _library: lib,
@@ -92,15 +109,13 @@ impl Executable {
             }
             owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes()));
         }
-        for (i, b) in p.buffers.iter().enumerate() {
-            if b.kind == BufferKind::Temp {
-                owned.insert(i, AlignedBuf::zeroed(b.ty.num_bytes()));
-            }
-        }
+        let arena = AlignedBuf::zeroed(self.memory.size);
         let pointer = |i: usize| -> *mut u8 {
-            match self.constants.get(&i) {
-                Some(c) => c.as_ptr(),
-                None => owned[&i].as_ptr(),
+            match (self.constants.get(&i), self.memory.offsets[i]) {
+                (Some(c), _) => c.as_ptr(),
+                // SAFETY: the plan was checked at load: the buffer lies inside the arena
+                (None, Some(at)) => unsafe { arena.as_ptr().add(at) },
+                (None, None) => owned[&i].as_ptr(),
             }
         };
         for (step, kernel) in p.steps.iter().zip(&self.kernels) {

@@ -1,11 +1,11 @@
 //! The mxc runtime: loads a compiled program's kernels (a shared object) and runs its plan:
 //! allocates buffers, binds inputs, calls the kernels in order, returns the outputs. It links
-//! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and compiled-program files.
+//! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and `.mxr` files.
 
-pub mod artifact;
 mod buffer;
 mod executable;
 mod library;
+pub mod mxr;
 pub mod npy;
 
 pub use executable::Executable;

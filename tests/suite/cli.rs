@@ -119,3 +119,41 @@ fn dynamic_dimensions_come_from_shape_or_inputs() {
         stderr(&out)
     );
 }
+
+#[test]
+fn perf_times_every_kernel_of_a_compiled_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let file = dir.path().join("tiny.mxr");
+    let out = mxc(&["compile", &model, "-o", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kernels = stderr(&out)
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let out = mxc(&["perf", file.to_str().unwrap(), "-n", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("5 runs: median "), "{text}");
+    assert!(text.contains(&format!("\nkernels: {kernels} (")), "{text}");
+    let rows: Vec<&str> = text.lines().skip(3).collect();
+    assert_eq!(rows.len().to_string(), kernels, "{text}");
+    // the conv and its relu are one kernel; the shares add up to the whole
+    assert!(rows.iter().any(|r| r.ends_with("(conv, relu)")), "{text}");
+    let shares: f64 = rows
+        .iter()
+        .map(|r| {
+            r.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .trim_end_matches('%')
+                .parse::<f64>()
+                .unwrap()
+        })
+        .sum();
+    assert!((shares - 100.0).abs() < 1.0, "{text}");
+}

@@ -19,8 +19,20 @@ pub fn cache_dir(rel: &str) -> PathBuf {
     dir
 }
 
+/// The kernel cache of every `mxc` the tests run (never the user's): under the target folder,
+/// emptied once per test run.
+fn kernel_cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel-cache");
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    })
+}
+
 pub fn mxc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mxc"))
+        .env("MXC_CACHE_DIR", kernel_cache())
         .args(args)
         .output()
         .expect("the mxc binary runs")

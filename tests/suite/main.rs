@@ -2,6 +2,7 @@
 //! suite, the repo's real models against onnxruntime, the textual IR, and bad input.
 
 mod bad_input;
+mod cache;
 mod cli;
 mod common;
 mod eval_vs_ref;
@@ -9,9 +10,11 @@ mod explain;
 mod folding;
 mod layout;
 mod models;
+mod mxr;
 mod node_suite;
 mod pipeline;
 mod recognise;
 mod rules;
 mod rules_check;
 mod text;
+mod verify;

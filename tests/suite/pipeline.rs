@@ -3,7 +3,7 @@
 
 use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
-use mxc_kernels::artifact::{self, Artifact};
+use mxc_kernels::mxr::{self, Mxr};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
 
@@ -88,13 +88,12 @@ fn integer_and_bool_ops_run() {
 #[test]
 fn compiled_file_runs_like_the_graph() {
     let compiled = compile(&small_graph(), Target::Cpu, &CompileOptions::default()).unwrap();
-    let bytes = artifact::encode(&Artifact {
-        target: "cpu".into(),
-        program: compiled.program,
-        library: compiled.library,
-    });
-    let back = artifact::decode(&bytes, "small.mxr").unwrap();
-    let exe = Executable::load(back.program, &back.library).unwrap();
+    let cpu = mxc_codegen::code_cpu(Target::Cpu);
+    let file = Mxr::new("cpu", &cpu.name, &cpu.features, compiled.program, compiled.library);
+    let bytes = mxr::encode(&file);
+    let back = mxr::decode(&bytes, "small.mxr", Some("cpu")).unwrap();
+    assert_eq!(back, file);
+    let exe = Executable::load_planned(back.program, back.memory, &back.library).unwrap();
     let x = Tensor::from_f32s(vec![2, 3], &[1.0; 6]);
     let out = exe.run(&HashMap::from([("x".to_string(), x)])).unwrap();
     assert_eq!(out[0].1.to_f64_vec(), vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);

@@ -51,6 +51,8 @@ pub struct KernelSpec {
     pub op: usize,
     /// The op's operands, then its results: one memref (one pointer in LLVM IR) each.
     pub args: Vec<ValueId>,
+    /// The kernel's `func.func` as it appears in `LoopModule::mlir`.
+    pub func: String,
 }
 
 /// Errors of lowering to loops and of the way to LLVM IR.
@@ -84,6 +86,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
             symbol,
             op: index,
             args: op.operands.iter().chain(&op.results).copied().collect(),
+            func,
         });
     }
     mlir.push_str("}\n");

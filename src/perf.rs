@@ -1,0 +1,100 @@
+//! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
+//! spread, and a table of its kernels (median time, share of the kernels' total, the ops each
+//! fuses, read from its symbol), slowest first.
+
+use mxc_dialects::Tensor;
+use mxc_kernels::{Executable, RunError};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+/// Runs `exe` `iterations` times (after one warm-up run) and formats the report.
+pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: usize) -> Result<String, RunError> {
+    exe.run_timed(inputs)?;
+    let mut totals = Vec::with_capacity(iterations);
+    let mut per_step: Vec<Vec<Duration>> = vec![Vec::with_capacity(iterations); exe.program().steps.len()];
+    for _ in 0..iterations.max(1) {
+        let start = Instant::now();
+        let (_, steps) = exe.run_timed(inputs)?;
+        totals.push(start.elapsed());
+        for (times, t) in per_step.iter_mut().zip(steps) {
+            times.push(t);
+        }
+    }
+    totals.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (low, high) = (totals[totals.len() / 10], totals[(totals.len() * 9) / 10]);
+    let mut out = String::new();
+    writeln!(
+        out,
+        "{} runs: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)",
+        totals.len(),
+        ms(median(&mut totals)),
+        ms(low),
+        ms(high)
+    )
+    .unwrap();
+    let mut kernels: Vec<(Duration, &str)> = per_step
+        .iter_mut()
+        .zip(&exe.program().steps)
+        .map(|(times, step)| (median(times), step.symbol.as_str()))
+        .collect();
+    let total: Duration = kernels.iter().map(|(t, _)| *t).sum();
+    kernels.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
+    writeln!(out, "kernels: {} ({:.3} ms in all, medians)", kernels.len(), ms(total)).unwrap();
+    writeln!(out, "{:>10}  {:>6}  kernel (its ops)", "ms", "share").unwrap();
+    for (t, symbol) in kernels {
+        let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
+        writeln!(out, "{:>10.4}  {share:>5.1}%  {}", ms(t), ops_of(symbol)).unwrap();
+    }
+    Ok(out)
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// `k12 (conv_nhwc, add, relu)` from the symbol `k12_conv_nhwc_add_relu_entry`: the kernel's
+/// number and the ops its name lists (op names contain `_`, so the split is by the known names).
+fn ops_of(symbol: &str) -> String {
+    let name = symbol.strip_suffix("_entry").unwrap_or(symbol);
+    let Some((number, mut rest)) = name.split_once('_') else {
+        return name.to_string();
+    };
+    let mut ops = Vec::new();
+    while !rest.is_empty() {
+        let next = mxc_dialects::OpKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(["etc"])
+            .filter(|n| rest == *n || rest.starts_with(&format!("{n}_")))
+            .max_by_key(|n| n.len());
+        match next {
+            Some(op) => {
+                ops.push(op);
+                rest = rest[op.len()..].trim_start_matches('_');
+            }
+            None => {
+                ops.push(rest);
+                break;
+            }
+        }
+    }
+    format!("{number} ({})", ops.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ops_of;
+
+    #[test]
+    fn a_symbol_names_its_kernel_and_ops() {
+        assert_eq!(ops_of("k12_conv_nhwc_add_relu_entry"), "k12 (conv_nhwc, add, relu)");
+        assert_eq!(ops_of("k3_reduce_mean_entry"), "k3 (reduce_mean)");
+        assert_eq!(
+            ops_of("k9_matmul_add_gelu_cast_etc_entry"),
+            "k9 (matmul, add, gelu, cast, etc)"
+        );
+    }
+}

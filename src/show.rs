@@ -1,0 +1,56 @@
+//! `mxc read --format` and `mxc params`: a program shown as IR text, as the loop level's MLIR
+//! (what `mlir-opt-22` reads), or as its inputs and outputs with their types.
+
+use anyhow::{Context, Result};
+use mxc_dialects::{Graph, TensorType};
+use mxc_kernels::mxr;
+use std::path::Path;
+
+/// What `mxc read` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The mx IR in its text form (parses back)
+    Text,
+    /// The loop level: one `func.func` per kernel (scf, memref, arith, math), as MLIR text
+    Mlir,
+}
+
+/// `graph` in `format`.
+pub fn render(graph: &Graph, format: Format) -> Result<String> {
+    Ok(match format {
+        Format::Text => mxc_dialects::text::print(graph),
+        Format::Mlir => mxc_lowering::loops::lower_graph(graph)?.mlir,
+    })
+}
+
+/// Named values with their types.
+type Ports = Vec<(String, TensorType)>;
+
+/// The inputs and outputs of a model (`.onnx`, imported with `import`) or of a compiled
+/// `.mxr` file, one per line with its type.
+pub fn params(model: &Path, import: &mxc_lowering::onnx::ImportOptions) -> Result<String> {
+    let (inputs, outputs): (Ports, Ports) = if model.extension().is_some_and(|e| e == "mxr") {
+        let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
+        let file = mxr::decode(&bytes, &model.display().to_string(), None)?;
+        let p = &file.program;
+        let list = |bs: &[mxc_dialects::program::Binding]| {
+            bs.iter()
+                .map(|b| (b.name.clone(), p.buffers[b.buffer].ty.clone()))
+                .collect()
+        };
+        (list(&p.inputs), list(&p.outputs))
+    } else {
+        let g = mxc_lowering::onnx::import_file(model, import)?;
+        let list =
+            |ports: &[mxc_dialects::Port]| ports.iter().map(|p| (p.name.clone(), g.ty(p.value).clone())).collect();
+        (list(&g.inputs), list(&g.outputs))
+    };
+    let mut out = String::new();
+    for (label, list) in [("inputs", inputs), ("outputs", outputs)] {
+        out.push_str(&format!("{label}:\n"));
+        for (name, ty) in list {
+            out.push_str(&format!("  {name}: {ty}\n"));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,90 @@
+//! `.mxr` files (docs/mxr.md) through the CLI: the same model compiles to the same bytes, a
+//! file from another format version or for another target is refused with a clear error,
+//! `mxc params` lists a file's inputs and outputs, and `mxc read --format mlir` is MLIR that
+//! `mlir-opt-22` accepts.
+
+use crate::common::{cache_dir, mxc, repo, stderr};
+use std::path::Path;
+
+fn compile(model: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec!["compile", model.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend(extra);
+    let run = mxc(&args);
+    assert!(run.status.success(), "mxc {args:?}: {}", stderr(&run));
+}
+
+/// `mxc run FILE` (with `extra` arguments) fails with a one-line error containing `expected`.
+fn refused(file: &Path, extra: &[&str], expected: &str) {
+    let mut args = vec!["run", file.to_str().unwrap()];
+    args.extend(extra);
+    let out = mxc(&args);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{args:?} ran");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(expected) && err.contains(file.to_str().unwrap()), "{err}");
+}
+
+#[test]
+fn the_same_model_compiles_to_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = cache_dir("models/convnet").join("model.onnx");
+    let (a, b) = (dir.path().join("a.mxr"), dir.path().join("b.mxr"));
+    compile(&model, &a, &[]);
+    compile(&model, &b, &[]);
+    let bytes = std::fs::read(&a).unwrap();
+    assert_eq!(bytes, std::fs::read(&b).unwrap());
+    assert_eq!(&bytes[..4], b"MXR\0");
+}
+
+#[test]
+fn another_version_or_target_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx");
+    let file = dir.path().join("tiny.mxr");
+    compile(&model, &file, &["--target", "ref"]);
+    // a ref file runs as what it is, and is refused as another target
+    assert!(mxc(&["run", file.to_str().unwrap()]).status.success());
+    refused(&file, &["--target", "cpu"], "compiled for target ref, not cpu");
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[4] = 3;
+    let foreign = dir.path().join("foreign.mxr");
+    std::fs::write(&foreign, &bytes).unwrap();
+    refused(&foreign, &[], "format version 3; this mxc reads version 2");
+
+    let old = dir.path().join("old.mxr");
+    std::fs::write(&old, b"MXCA\x01\x00\x00\x00 an older container").unwrap();
+    refused(&old, &[], "not an .mxr file");
+}
+
+#[test]
+fn params_lists_inputs_and_outputs_of_a_model_and_of_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = cache_dir("models/encoder").join("model.onnx");
+    let file = dir.path().join("encoder.mxr");
+    compile(&model, &file, &[]);
+    let expected = "inputs:\n  input_ids: tensor<1x16xi64>\n  attention_mask: tensor<1x16xi64>\noutputs:\n  last_hidden_state: tensor<1x16x64xf32>\n";
+    for m in [&model, &file] {
+        let out = mxc(&["params", m.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    }
+}
+
+#[test]
+fn the_loop_level_is_mlir_that_mlir_opt_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = cache_dir("models/convnet").join("model.onnx");
+    let out = mxc(&["read", model.to_str().unwrap(), "--target", "cpu", "--format", "mlir"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mlir = String::from_utf8(out.stdout).unwrap();
+    assert!(mlir.starts_with("module {") && mlir.contains("func.func @k"), "{mlir}");
+    let file = dir.path().join("convnet.mlir");
+    std::fs::write(&file, &mlir).unwrap();
+    let opt = std::process::Command::new("mlir-opt-22")
+        .arg(&file)
+        .output()
+        .expect("mlir-opt-22 is installed by scripts/setup.sh (package mlir-22-tools)");
+    assert!(opt.status.success(), "{}", String::from_utf8_lossy(&opt.stderr));
+    assert!(String::from_utf8(opt.stdout).unwrap().contains("scf.for"));
+}
