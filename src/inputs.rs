@@ -70,25 +70,42 @@ pub const DEFAULT_SEED: u64 = 0x006d_7863;
 
 /// Adds a seeded pseudo-random value for every program input not in `given`:
 /// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
-pub fn complete(program: &Program, given: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
-    complete_seeded(program, given, DEFAULT_SEED)
+pub fn complete_seeded(program: &Program, given: HashMap<String, Tensor>, seed: u64) -> HashMap<String, Tensor> {
+    complete_with(program, given, Fill::Seeded(seed))
 }
 
-/// `complete` with the generator started from `seed`.
-pub fn complete_seeded(program: &Program, mut given: HashMap<String, Tensor>, seed: u64) -> HashMap<String, Tensor> {
-    let mut rng = SplitMix64(seed);
+/// What inputs that are not given are filled with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fill {
+    /// Seeded pseudo-random values (see `complete`).
+    Seeded(u64),
+    /// Every element this number.
+    Constant(f64),
+}
+
+/// Adds a value made by `fill` for every program input not in `given`.
+pub fn complete_with(program: &Program, mut given: HashMap<String, Tensor>, fill: Fill) -> HashMap<String, Tensor> {
+    let mut rng = SplitMix64(match fill {
+        Fill::Seeded(seed) => seed,
+        Fill::Constant(_) => 0,
+    });
     for b in &program.inputs {
         if given.contains_key(&b.name) {
             continue;
         }
         let ty = &program.buffers[b.buffer].ty;
         let n = ty.num_elements();
-        let value = if ty.dtype.is_float() {
-            let v: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
-            Tensor::from_f64s(ty.dtype, ty.shape.clone(), &v)
-        } else {
-            let v: Vec<i64> = (0..n).map(|_| (rng.next() & 1) as i64).collect();
-            Tensor::from_i64s(ty.dtype, ty.shape.clone(), &v)
+        let value = match (fill, ty.dtype.is_float()) {
+            (Fill::Constant(c), true) => Tensor::from_f64s(ty.dtype, ty.shape.clone(), &vec![c; n]),
+            (Fill::Constant(c), false) => Tensor::from_i64s(ty.dtype, ty.shape.clone(), &vec![c as i64; n]),
+            (Fill::Seeded(_), true) => {
+                let v: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
+                Tensor::from_f64s(ty.dtype, ty.shape.clone(), &v)
+            }
+            (Fill::Seeded(_), false) => {
+                let v: Vec<i64> = (0..n).map(|_| (rng.next() & 1) as i64).collect();
+                Tensor::from_i64s(ty.dtype, ty.shape.clone(), &v)
+            }
         };
         given.insert(b.name.clone(), value);
     }

@@ -3,6 +3,7 @@
 mod explain;
 mod inputs;
 mod perf;
+mod progress;
 mod report;
 mod rules_check;
 mod show;
@@ -62,6 +63,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value = "cpu")]
         target: Target,
+        /// No progress line (it is only shown on a terminal)
+        #[arg(short, long)]
+        quiet: bool,
         #[command(flatten)]
         shapes: Shapes,
         #[command(flatten)]
@@ -141,6 +145,7 @@ impl RuleFiles {
             } else {
                 mxc_codegen::cache::default_dir()
             },
+            stage: None,
         })
     }
 }
@@ -155,6 +160,15 @@ struct ProgramArgs {
     /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
     #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
+    /// The seed of the random values of inputs not given
+    #[arg(long, default_value_t = inputs::DEFAULT_SEED, conflicts_with_all = ["fill0", "fill1"])]
+    seed: u64,
+    /// Fill inputs not given with zeros
+    #[arg(long, conflicts_with = "fill1")]
+    fill0: bool,
+    /// Fill inputs not given with ones
+    #[arg(long)]
+    fill1: bool,
     #[command(flatten)]
     shapes: Shapes,
     #[command(flatten)]
@@ -172,7 +186,12 @@ impl ProgramArgs {
             self.shapes.import_options()?,
             &self.rules,
         )?;
-        let values = inputs::complete(exe.program(), given);
+        let fill = match (self.fill0, self.fill1) {
+            (true, _) => inputs::Fill::Constant(0.0),
+            (_, true) => inputs::Fill::Constant(1.0),
+            _ => inputs::Fill::Seeded(self.seed),
+        };
+        let values = inputs::complete_with(exe.program(), given, fill);
         Ok((exe, values))
     }
 }
@@ -247,12 +266,24 @@ fn run(cli: Cli) -> Result<()> {
             model,
             out,
             target,
+            quiet,
             shapes,
             rules,
         } => {
-            let graph = import_file(&model, &shapes.import_options()?)?;
-            let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
-                .with_context(|| format!("compiling {}", model.display()))?;
+            let progress = progress::Progress::new(quiet);
+            progress.stage("import");
+            let graph = import_file(&model, &shapes.import_options()?);
+            let options = CompileOptions {
+                stage: progress.hook(),
+                ..rules.compile_options()?
+            };
+            let compiled = graph.map_err(anyhow::Error::from).and_then(|graph| {
+                let compiled = mxc_codegen::compile(&graph, target, &options)
+                    .with_context(|| format!("compiling {}", model.display()))?;
+                Ok((graph, compiled))
+            });
+            progress.finish();
+            let (graph, compiled) = compiled?;
             report::print_compile_summary(&out, &graph, &compiled);
             let cpu = mxc_codegen::code_cpu(target);
             let file = Mxr::new(

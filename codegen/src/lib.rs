@@ -67,6 +67,8 @@ pub struct CompileOptions {
     /// it), or `None` to compile every kernel. Off by default, so that a library user or a
     /// test writes nothing outside its own folders unless it asks to.
     pub cache: Option<std::path::PathBuf>,
+    /// Told each stage as it starts: the rewrite engine's, then `lowering` and `codegen`.
+    pub stage: Option<mxc_rewrite::StageHook>,
 }
 
 impl Default for CompileOptions {
@@ -75,6 +77,7 @@ impl Default for CompileOptions {
             rules: Vec::new(),
             fusion: true,
             cache: None,
+            stage: None,
         }
     }
 }
@@ -112,7 +115,9 @@ pub enum CodegenError {
 pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Compiled, CodegenError> {
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
+    mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let loops = mxc_lowering::loops::lower_graph(graph)?;
+    mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
     let (library, cache) = objects::library(&loops.kernels, target, options.cache.as_deref())?;
     Ok(Compiled {
         target,

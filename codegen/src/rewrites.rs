@@ -41,6 +41,7 @@ pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule
             let opts = OptimizeOptions {
                 cost_model: cost_model(target),
                 fuse: options.fusion,
+                stage: options.stage.clone(),
                 ..OptimizeOptions::default()
             };
             Ok(Some((rules, opts)))

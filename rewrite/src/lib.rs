@@ -24,7 +24,7 @@ pub use analysis::MxAnalysis;
 pub use cost::{CostModel, LinearCost};
 pub use error::RewriteError;
 pub use lang::Mx;
-pub use runner::{optimize, OptimizeOptions, Optimized, Stats};
+pub use runner::{optimize, OptimizeOptions, Optimized, StageHook, Stats};
 
 #[cfg(test)]
 mod tests;

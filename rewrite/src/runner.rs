@@ -15,6 +15,25 @@ use mxc_dialects::Graph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Told the name of each stage as it starts (`saturation`, `extraction`, `fusion`), so that a
+/// caller can show where a long compile is.
+#[derive(Clone)]
+pub struct StageHook(pub Arc<dyn Fn(&'static str) + Send + Sync>);
+
+impl StageHook {
+    pub fn start(hook: Option<&StageHook>, stage: &'static str) {
+        if let Some(h) = hook {
+            (h.0)(stage);
+        }
+    }
+}
+
+impl std::fmt::Debug for StageHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StageHook")
+    }
+}
+
 /// Limits and choices of one `optimize` call.
 #[derive(Clone, Debug)]
 pub struct OptimizeOptions {
@@ -36,6 +55,8 @@ pub struct OptimizeOptions {
     pub cost_model: Arc<dyn CostModel>,
     /// Offer fused kernels to extraction (`fuse.rs`).
     pub fuse: bool,
+    /// Told each stage as it starts.
+    pub stage: Option<StageHook>,
 }
 
 impl Default for OptimizeOptions {
@@ -50,6 +71,7 @@ impl Default for OptimizeOptions {
             fold_limit: DEFAULT_FOLD_LIMIT,
             cost_model: Arc::new(LinearCost::cpu()),
             fuse: false,
+            stage: None,
         }
     }
 }
@@ -117,7 +139,9 @@ pub(crate) fn rewrite(
     let analysis = MxAnalysis::new(Vec::new(), opts.fold_limit);
     let mut converted = to_egraph_with(graph, analysis, explanations)?;
     let egraph = std::mem::take(&mut converted.egraph);
+    StageHook::start(opts.stage.as_ref(), "saturation");
     let mut runner = saturate(egraph, rules, opts)?;
+    StageHook::start(opts.stage.as_ref(), "extraction");
     let saturation_time = start.elapsed();
     let model = opts.cost_model.as_ref();
     let canonical = |egraph: &MxEGraph| -> Vec<Id> { converted.roots.iter().map(|r| egraph.find(*r)).collect() };
@@ -133,6 +157,7 @@ pub(crate) fn rewrite(
             .into_iter()
             .map(|(_, n)| n)
             .collect();
+        StageHook::start(opts.stage.as_ref(), "fusion");
         kernels_offered = add_kernels(&mut runner.egraph, &extraction.selection, &roots);
         roots = canonical(&runner.egraph);
         let fallbacks = [

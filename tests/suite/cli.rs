@@ -157,3 +157,86 @@ fn perf_times_every_kernel_of_a_compiled_file() {
         .sum();
     assert!((shares - 100.0).abs() < 1.0, "{text}");
 }
+
+#[test]
+fn inputs_not_given_are_filled_as_asked() {
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let summary = |extra: &[&str]| {
+        let mut args = vec!["run", model.as_str()];
+        args.extend(extra);
+        let out = mxc(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (seeded, other_seed) = (summary(&[]), summary(&["--seed", "7"]));
+    assert_ne!(seeded, other_seed);
+    assert_eq!(other_seed, summary(&["--seed", "7"]));
+    let (zeros, ones) = (summary(&["--fill0"]), summary(&["--fill1"]));
+    assert!(zeros != ones && zeros != seeded, "{zeros} {ones}");
+    let both = mxc(&["run", &model, "--fill0", "--fill1"]);
+    assert!(!both.status.success() && stderr(&both).contains("cannot be used with"));
+}
+
+#[test]
+fn running_a_compiled_file_compiles_nothing() {
+    // every kernel compiled goes through the kernel cache: running the file leaves it empty
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let file = dir.path().join("tiny.mxr");
+    let out = mxc(&["compile", &model, "-o", file.to_str().unwrap(), "--no-cache"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cache = dir.path().join("cache");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_mxc"))
+        .args(["run", file.to_str().unwrap()])
+        .env("MXC_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(!cache.exists(), "running the file compiled kernels");
+    // while running the model itself compiles (and caches) its kernels
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_mxc"))
+        .args(["run", &model])
+        .env("MXC_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(std::fs::read_dir(&cache).unwrap().next().is_some());
+}
+
+#[test]
+fn compile_shows_its_stages_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let file = dir.path().join("tiny.mxr").display().to_string();
+    // not a terminal: the summary line alone
+    let out = mxc(&["compile", &model, "-o", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(!stderr(&out).contains('\r'));
+    // on a terminal (util-linux `script` gives the command a pseudo-terminal)
+    let on_terminal = |quiet: &str| {
+        let command = format!(
+            "{} compile {model} -o {file} --no-cache {quiet}",
+            env!("CARGO_BIN_EXE_mxc")
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .output()
+            .expect("`script` (util-linux) runs a command on a pseudo-terminal");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = on_terminal("");
+    for stage in ["import", "saturation", "extraction", "fusion", "lowering", "codegen"] {
+        assert!(shown.contains(&format!("] {stage} (")), "{stage} not shown: {shown:?}");
+    }
+    // the line is cleared before the summary
+    let cleared = shown.rfind("\r\x1b[K").unwrap();
+    assert!(
+        shown[cleared..].contains("kernels for cpu") && !shown[cleared..].contains("] codegen ("),
+        "{shown:?}"
+    );
+    let quiet = on_terminal("-q");
+    assert!(!quiet.contains("] import ("), "{quiet:?}");
+    assert!(quiet.contains("kernels for cpu"), "{quiet:?}");
+}
