@@ -40,6 +40,13 @@ pub fn run(
     Ok(())
 }
 
+/// `graph` as a Graphviz drawing (as `--dot` draws it), each kernel's cost under `target`'s
+/// cost model.
+pub fn dot(graph: &Graph, target: Target) -> String {
+    let cost = mxc_codegen::cost_model(target);
+    View::new(graph, None, cost.as_ref(), target).dot()
+}
+
 /// A program and its kernels, with notes when the target rewrote it.
 struct View<'a> {
     imported: &'a Graph,
@@ -412,14 +419,9 @@ fn rewritten(g: &Graph, notes: &[KernelNote]) -> Vec<String> {
 
 /// Names as the text form prints them: `%argN` for inputs, `%N` for op results in order.
 fn value_names(g: &Graph) -> Vec<String> {
-    let mut names = vec![String::new(); g.num_values()];
-    for (n, p) in g.inputs.iter().enumerate() {
-        names[p.value.index()] = format!("%arg{n}");
-    }
-    for (n, v) in g.ops.iter().flat_map(|op| &op.results).enumerate() {
-        names[v.index()] = format!("%{n}");
-    }
-    names
+    (0..g.num_values())
+        .map(|v| mxc_dialects::text::value_name(g, mxc_dialects::ValueId(v as u32)))
+        .collect()
 }
 
 fn graph_bytes(g: &Graph) -> f64 {

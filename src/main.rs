@@ -2,6 +2,7 @@
 
 mod explain;
 mod inputs;
+mod json;
 mod perf;
 mod progress;
 mod report;
@@ -11,7 +12,7 @@ mod verify;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use mxc_codegen::{CompileOptions, Target};
+use mxc_codegen::{CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
 use mxc_kernels::mxr::{self, Mxr};
 use mxc_kernels::Executable;
@@ -40,7 +41,7 @@ enum Command {
         /// Print the graph the target lowers (after its rewrites) instead of the imported one
         #[arg(long)]
         target: Option<Target>,
-        /// text: mx IR; mlir: the loop level (MLIR that mlir-opt-22 reads)
+        /// text: mx IR; mlir: the loop level (MLIR that mlir-opt-22 reads); json; dot (Graphviz)
         #[arg(long, value_enum, default_value = "text")]
         format: show::Format,
         #[command(flatten)]
@@ -129,6 +130,10 @@ struct RuleFiles {
     /// ($MXC_CACHE_DIR, else $XDG_CACHE_HOME/mxc or ~/.cache/mxc)
     #[arg(long)]
     no_cache: bool,
+    /// Optimisation level of the cpu target: 0 the user's rules alone, no fusion, LLVM -O0
+    /// (fastest compile); 1 the built-in rewrites without fusion, LLVM -O1; 2 everything
+    #[arg(short = 'O', value_name = "LEVEL", default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
+    opt: u8,
 }
 
 impl RuleFiles {
@@ -146,6 +151,11 @@ impl RuleFiles {
                 mxc_codegen::cache::default_dir()
             },
             stage: None,
+            opt: match self.opt {
+                0 => OptLevel::O0,
+                1 => OptLevel::O1,
+                _ => OptLevel::O2,
+            },
         })
     }
 }
@@ -239,7 +249,7 @@ fn run(cli: Cli) -> Result<()> {
                 None if options.rules.is_empty() => std::borrow::Cow::Borrowed(&graph),
                 None => bail!("--rules needs --target: rules rewrite the graph a target lowers"),
             };
-            print!("{}", show::render(&shown, format)?);
+            print!("{}", show::render(&shown, format, target.unwrap_or(Target::Ref))?);
             Ok(())
         }
         Command::Perf { program, iterations } => {

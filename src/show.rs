@@ -1,5 +1,6 @@
 //! `mxc read --format` and `mxc params`: a program shown as IR text, as the loop level's MLIR
-//! (what `mlir-opt-22` reads), or as its inputs and outputs with their types.
+//! (what `mlir-opt-22` reads), as JSON or as a drawing, or as its inputs and outputs with their
+//! types.
 
 use anyhow::{Context, Result};
 use mxc_dialects::{Graph, TensorType};
@@ -13,13 +14,19 @@ pub enum Format {
     Text,
     /// The loop level: one `func.func` per kernel (scf, memref, arith, math), as MLIR text
     Mlir,
+    /// The graph as JSON: ops with operands, results, types, attributes and fused bodies
+    Json,
+    /// The graph as a Graphviz drawing: a box per op, fused kernels as clusters
+    Dot,
 }
 
-/// `graph` in `format`.
-pub fn render(graph: &Graph, format: Format) -> Result<String> {
+/// `graph` in `format`; the dot drawing gives each kernel its cost under `target`'s model.
+pub fn render(graph: &Graph, format: Format, target: mxc_codegen::Target) -> Result<String> {
     Ok(match format {
         Format::Text => mxc_dialects::text::print(graph),
         Format::Mlir => mxc_lowering::loops::lower_graph(graph)?.mlir,
+        Format::Json => crate::json::graph(graph),
+        Format::Dot => crate::explain::dot(graph, target),
     })
 }
 

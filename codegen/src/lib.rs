@@ -69,6 +69,21 @@ pub struct CompileOptions {
     pub cache: Option<std::path::PathBuf>,
     /// Told each stage as it starts: the rewrite engine's, then `lowering` and `codegen`.
     pub stage: Option<mxc_rewrite::StageHook>,
+    /// How hard the `cpu` target works (`ref` is always the oracle).
+    pub opt: OptLevel,
+}
+
+/// Optimisation levels of the `cpu` target (`-O0`, `-O1`, `-O2`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OptLevel {
+    /// No built-in rewrites (a user's rules still apply), no fusion, LLVM without optimisation:
+    /// the fastest compile.
+    O0,
+    /// The built-in rewrites, no fusion, LLVM's O1.
+    O1,
+    /// The built-in rewrites, fusion, LLVM's O3 for this CPU.
+    #[default]
+    O2,
 }
 
 impl Default for CompileOptions {
@@ -78,6 +93,7 @@ impl Default for CompileOptions {
             fusion: true,
             cache: None,
             stage: None,
+            opt: OptLevel::O2,
         }
     }
 }
@@ -118,7 +134,7 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let loops = mxc_lowering::loops::lower_graph(graph)?;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
-    let (library, cache) = objects::library(&loops.kernels, target, options.cache.as_deref())?;
+    let (library, cache) = objects::library(&loops.kernels, target, options.opt, options.cache.as_deref())?;
     Ok(Compiled {
         target,
         program: plan::plan(graph, &loops.kernels),

@@ -1,7 +1,7 @@
 //! LLVM with inkwell: adds an array-of-pointers entry for every kernel, optimises for the
 //! target and emits a position-independent x86-64 object.
 
-use crate::{code_cpu, plan::llvm_entry_name, CodeCpu, CodegenError, Target};
+use crate::{code_cpu, plan::llvm_entry_name, CodeCpu, CodegenError, OptLevel, Target};
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
@@ -21,14 +21,16 @@ pub struct Machine {
 }
 
 impl Machine {
-    pub fn new(target: Target) -> Result<Machine, CodegenError> {
+    pub fn new(target: Target, opt: OptLevel) -> Result<Machine, CodegenError> {
         LlvmTarget::initialize_x86(&InitializationConfig::default());
         let triple = TargetTriple::create(TRIPLE);
         let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
         let CodeCpu { name: cpu, features } = code_cpu(target);
-        let (level, pipeline) = match target {
-            Target::Ref => (OptimizationLevel::Less, "default<O1>"),
-            Target::Cpu => (OptimizationLevel::Aggressive, "default<O3>"),
+        let (level, pipeline) = match (target, opt) {
+            (Target::Ref, _) => (OptimizationLevel::Less, "default<O1>"),
+            (Target::Cpu, OptLevel::O0) => (OptimizationLevel::None, "default<O0>"),
+            (Target::Cpu, OptLevel::O1) => (OptimizationLevel::Less, "default<O1>"),
+            (Target::Cpu, OptLevel::O2) => (OptimizationLevel::Aggressive, "default<O3>"),
         };
         let machine = llvm_target
             .create_target_machine(&triple, &cpu, &features, level, RelocMode::PIC, CodeModel::Default)

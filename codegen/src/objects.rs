@@ -7,7 +7,7 @@
 use crate::cache::{Cache, Key};
 use crate::llvm::Machine;
 use crate::plan::llvm_entry_name;
-use crate::{link, CodegenError, Target};
+use crate::{link, CodegenError, OptLevel, Target};
 use mxc_lowering::loops::{KernelSpec, MlirToLlvm};
 use std::collections::HashSet;
 use std::path::Path;
@@ -34,9 +34,10 @@ struct Miss {
 pub fn library(
     kernels: &[KernelSpec],
     target: Target,
+    opt: OptLevel,
     cache_root: Option<&Path>,
 ) -> Result<(Vec<u8>, CacheStats), CodegenError> {
-    let machine = Machine::new(target)?;
+    let machine = Machine::new(target, opt)?;
     let cache = cache_root.and_then(Cache::open);
     let mut objects: Vec<Option<Vec<u8>>> = Vec::new();
     let mut seen = HashSet::new();
@@ -68,7 +69,7 @@ pub fn library(
         hits: objects.len() - misses.len(),
         misses: misses.len(),
     };
-    for (i, object) in compile_all(&misses, target)? {
+    for (i, object) in compile_all(&misses, target, opt)? {
         if let Some(cache) = &cache {
             // A cache that cannot be written to only costs the next compile time.
             let _ = cache.put(&misses[i].key, &object);
@@ -85,7 +86,7 @@ pub fn library(
 /// Compiles `misses` (index into `misses`, object): MLIR → LLVM IR on this thread, LLVM IR →
 /// object on up to as many threads as the machine has cores. Workers drain the queue even after
 /// an error, so the sender never waits on a queue nobody reads.
-fn compile_all(misses: &[Miss], target: Target) -> Result<Vec<(usize, Vec<u8>)>, CodegenError> {
+fn compile_all(misses: &[Miss], target: Target, opt: OptLevel) -> Result<Vec<(usize, Vec<u8>)>, CodegenError> {
     if misses.is_empty() {
         return Ok(Vec::new());
     }
@@ -100,7 +101,7 @@ fn compile_all(misses: &[Miss], target: Target) -> Result<Vec<(usize, Vec<u8>)>,
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
-                let machine = Machine::new(target);
+                let machine = Machine::new(target, opt);
                 while let Ok((i, ir)) = lock(&receive).recv() {
                     let object = match &machine {
                         Ok(machine) => machine.compile_object(&ir, &[(&misses[i].key.symbol(), misses[i].arity)]),

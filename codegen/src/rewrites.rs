@@ -1,8 +1,8 @@
 //! Which rewrites each target runs: `ref` none (it is the oracle: every op by its plain
 //! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model,
-//! then fusion.
+//! then fusion (`-O1`: no fusion; `-O0`: the user's rules alone).
 
-use crate::{CodegenError, CompileOptions, Target};
+use crate::{CodegenError, CompileOptions, OptLevel, Target};
 use mxc_dialects::Graph;
 use mxc_rewrite::rules::{builtin_rules, rewrites, Rule, BUILTIN_FILES};
 use mxc_rewrite::{optimize, CostModel, LinearCost, OptimizeOptions, Stats};
@@ -32,15 +32,18 @@ pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule
     match target {
         Target::Ref if user.is_empty() => Ok(None),
         Target::Ref => Err(CodegenError::RulesOnRef),
+        Target::Cpu if options.opt == OptLevel::O0 && user.is_empty() => Ok(None),
         Target::Cpu => {
             let mut rules = Vec::new();
-            for (name, _, _) in BUILTIN_FILES {
-                rules.extend(builtin_rules(name).expect("listed built-in rule file")?);
+            if options.opt != OptLevel::O0 {
+                for (name, _, _) in BUILTIN_FILES {
+                    rules.extend(builtin_rules(name).expect("listed built-in rule file")?);
+                }
             }
             rules.extend(user.iter().cloned());
             let opts = OptimizeOptions {
                 cost_model: cost_model(target),
-                fuse: options.fusion,
+                fuse: options.fusion && options.opt == OptLevel::O2,
                 stage: options.stage.clone(),
                 ..OptimizeOptions::default()
             };

@@ -5,7 +5,7 @@ use super::compare::{compare, Diff, Tolerance};
 use crate::inputs;
 use anyhow::{Context, Result};
 use mxc_codegen::{CompileOptions, Target};
-use mxc_dialects::{Def, Graph, Tensor, ValueId};
+use mxc_dialects::{Graph, Tensor, ValueId};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
 
@@ -104,17 +104,8 @@ impl Session {
     }
 }
 
-/// A value's name in the IR text of `g` (`mxc_dialects::text::print`): `%argN` for inputs,
-/// `%N` for op results numbered in definition order.
-pub fn value_name(g: &Graph, v: ValueId) -> String {
-    match g.def(v) {
-        Def::Input(i) => format!("%arg{i}"),
-        Def::Op { op, result } => {
-            let n: usize = g.ops[..op].iter().map(|o| o.results.len()).sum();
-            format!("%{}", n + result)
-        }
-    }
-}
+/// A value's name in the IR text of `g` (`%argN` for inputs, `%N` for op results).
+pub use mxc_dialects::text::value_name;
 
 /// Op `op` of `g` as its line of the IR text, followed by its operands' types:
 /// `%12 = mx.tanh %11 : tensor<1x8xf32> (operands: %11: tensor<1x8xf32>)`.

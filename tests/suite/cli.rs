@@ -120,6 +120,14 @@ fn dynamic_dimensions_come_from_shape_or_inputs() {
     );
 }
 
+/// The kernel count of `mxc compile`'s summary line (`OUT: N kernels for ...`).
+fn kernels_compiled(summary: &str) -> usize {
+    let count = summary.split(": ").nth(1).and_then(|s| s.split(' ').next());
+    count
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no kernel count in {summary}"))
+}
+
 #[test]
 fn perf_times_every_kernel_of_a_compiled_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,14 +135,7 @@ fn perf_times_every_kernel_of_a_compiled_file() {
     let file = dir.path().join("tiny.mxr");
     let out = mxc(&["compile", &model, "-o", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let kernels = stderr(&out)
-        .split(": ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
+    let kernels = kernels_compiled(&stderr(&out)).to_string();
     let out = mxc(&["perf", file.to_str().unwrap(), "-n", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -239,4 +240,35 @@ fn compile_shows_its_stages_on_a_terminal_only() {
     let quiet = on_terminal("-q");
     assert!(!quiet.contains("] import ("), "{quiet:?}");
     assert!(quiet.contains("kernels for cpu"), "{quiet:?}");
+}
+
+#[test]
+fn optimisation_levels_trade_compile_work_for_kernels_and_agree_with_ref() {
+    let model = crate::common::cache_dir("models/convnet")
+        .join("model.onnx")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = |level: &str| {
+        let file = dir.path().join(format!("o{level}.mxr")).display().to_string();
+        let out = mxc(&["compile", &model, "-o", &file, level]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let summary = stderr(&out);
+        (kernels_compiled(&summary), summary)
+    };
+    let ((o0, s0), (o1, s1), (o2, s2)) = (kernels("-O0"), kernels("-O1"), kernels("-O2"));
+    // -O0: every imported op a kernel, no rewriting; -O1: rewritten, unfused; -O2: fused
+    assert!(
+        s0.contains("74 kernels for cpu (74 ops imported)") && !s0.contains("rewriting"),
+        "{s0}"
+    );
+    assert!(o1 < o0 && o2 < o1, "{s0}\n{s1}\n{s2}");
+    let read = mxc(&["read", &model, "--target", "cpu", "-O1"]);
+    assert!(!String::from_utf8(read.stdout).unwrap().contains("mx.fused"));
+    for level in ["-O0", "-O1"] {
+        let out = mxc(&["verify", &model, level]);
+        assert!(out.status.success(), "{level}: {}", stderr(&out));
+    }
+    let bad = mxc(&["compile", &model, "-o", "x.mxr", "-O3"]);
+    assert!(!bad.status.success() && stderr(&bad).contains("-O <LEVEL>"));
 }

@@ -88,3 +88,38 @@ fn the_loop_level_is_mlir_that_mlir_opt_accepts() {
     assert!(opt.status.success(), "{}", String::from_utf8_lossy(&opt.stderr));
     assert!(String::from_utf8(opt.stdout).unwrap().contains("scf.for"));
 }
+
+#[test]
+fn read_writes_json_and_dot_with_fused_kernels() {
+    let model = repo().join("examples/tiny_cnn.onnx");
+    let read = |format: &str| {
+        let out = mxc(&["read", model.to_str().unwrap(), "--target", "cpu", "--format", format]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json = read("json");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.json");
+    std::fs::write(&file, &json).unwrap();
+    // the JSON parses, and its fused kernel holds the conv and the relu
+    let check = "import json, sys; g = json.load(open(sys.argv[1])); \
+        f = [o for o in g['ops'] if o['op'] == 'mx.fused'][0]; \
+        print(g['name'], [o['op'] for o in f['body']['ops']], g['outputs'][0]['name'])";
+    let python = crate::common::repo().join(".cache/venv/bin/python");
+    let out = std::process::Command::new(&python)
+        .args(["-c", check, file.to_str().unwrap()])
+        .output()
+        .expect("the test venv (scripts/setup.sh)");
+    assert!(out.status.success(), "{}\n{json}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        "tiny_cnn ['mx.conv', 'mx.relu'] scores"
+    );
+    let dot = read("dot");
+    assert!(dot.starts_with("digraph \"tiny_cnn\""), "{dot}");
+    assert_eq!(dot.matches("subgraph cluster_").count(), 5, "{dot}");
+    assert!(
+        dot.contains("[label=\"conv\"]") && dot.contains("[label=\"relu\"]"),
+        "{dot}"
+    );
+}

@@ -17,7 +17,7 @@ mod parse;
 mod print;
 
 pub use parse::parse;
-pub use print::print;
+pub use print::{print, value_name};
 
 /// Tensors with more elements than this are printed in the resources section.
 pub const INLINE_LIMIT: usize = 16;

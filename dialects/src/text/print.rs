@@ -22,20 +22,21 @@ struct Printer<'a> {
     resources: Vec<&'a Tensor>,
 }
 
-impl<'a> Printer<'a> {
-    fn name(&self, v: ValueId) -> String {
-        match self.g.def(v) {
-            Def::Input(i) => format!("%arg{i}"),
-            Def::Op { .. } => format!("%{}", self.op_result_number(v)),
+/// The name the text form gives value `v` of `g`: `%argN` for input N, `%N` for op results,
+/// numbered densely in definition order.
+pub fn value_name(g: &Graph, v: ValueId) -> String {
+    match g.def(v) {
+        Def::Input(i) => format!("%arg{i}"),
+        Def::Op { op, result } => {
+            let n: usize = g.ops[..op].iter().map(|o| o.results.len()).sum();
+            format!("%{}", n + result)
         }
     }
+}
 
-    /// Op results are numbered densely in definition order, skipping inputs.
-    fn op_result_number(&self, v: ValueId) -> usize {
-        let Def::Op { op, result } = self.g.def(v) else {
-            unreachable!()
-        };
-        self.g.ops[..op].iter().map(|o| o.results.len()).sum::<usize>() + result
+impl<'a> Printer<'a> {
+    fn name(&self, v: ValueId) -> String {
+        value_name(self.g, v)
     }
 
     /// The graph, its lines indented by `indent`; an `mx.fused` op's body follows its types,
