@@ -51,8 +51,7 @@ pub fn dot(graph: &Graph, target: Target) -> String {
 struct View<'a> {
     imported: &'a Graph,
     graph: Graph,
-    /// The op of each kernel (an index into `graph.ops`).
-    kernels: Vec<usize>,
+    /// One per kernel (`kernel_ops(&graph)`, in order), when the target rewrote the program.
     notes: Option<(Vec<KernelNote>, mxc_rewrite::Stats)>,
     model: &'a dyn CostModel,
     target: Target,
@@ -61,19 +60,14 @@ struct View<'a> {
 
 impl<'a> View<'a> {
     fn new(imported: &'a Graph, explained: Option<Explained>, model: &'a dyn CostModel, target: Target) -> View<'a> {
-        let (graph, kernels, notes) = match explained {
-            Some(e) => (
-                e.graph,
-                e.kernels.iter().map(|k| k.op).collect(),
-                Some((e.kernels, e.stats)),
-            ),
-            None => (imported.clone(), kernel_ops(imported).collect(), None),
+        let (graph, notes) = match explained {
+            Some(e) => (e.graph, Some((e.kernels, e.stats))),
+            None => (imported.clone(), None),
         };
         let names = value_names(&graph);
         View {
             imported,
             graph,
-            kernels,
             notes,
             model,
             target,
@@ -84,7 +78,7 @@ impl<'a> View<'a> {
     fn text(&self) -> String {
         let mut out = String::new();
         self.header(&mut out);
-        for (k, &i) in self.kernels.iter().enumerate() {
+        for (k, i) in kernel_ops(&self.graph).enumerate() {
             writeln!(out).unwrap();
             let op = &self.graph.ops[i];
             writeln!(out, "kernel {k}: {}", self.op_line(i)).unwrap();
@@ -218,7 +212,7 @@ impl<'a> View<'a> {
             )
             .unwrap();
         }
-        for (k, &i) in self.kernels.iter().enumerate() {
+        for (k, i) in kernel_ops(g).enumerate() {
             let op = &g.ops[i];
             let cost = with_site(g, op, |s| kernel_cost(self.model, s, op.body.as_deref()));
             writeln!(

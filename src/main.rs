@@ -336,8 +336,7 @@ fn load_executable(
     rules: &RuleFiles,
 ) -> Result<Executable> {
     if model.extension().is_some_and(|e| e == "mxr") {
-        let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
-        let file = mxr::decode(&bytes, &model.display().to_string(), target.map(Target::name))?;
+        let file = mxr::read(model, target.map(Target::name))?;
         return Ok(Executable::load_planned(file.program, file.memory, &file.library)?);
     }
     let target = target.unwrap_or(Target::Cpu);

@@ -2,7 +2,7 @@
 //! (what `mlir-opt-22` reads), as JSON or as a drawing, or as its inputs and outputs with their
 //! types.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use mxc_dialects::{Graph, TensorType};
 use mxc_kernels::mxr;
 use std::path::Path;
@@ -37,8 +37,7 @@ type Ports = Vec<(String, TensorType)>;
 /// `.mxr` file, one per line with its type.
 pub fn params(model: &Path, import: &mxc_lowering::onnx::ImportOptions) -> Result<String> {
     let (inputs, outputs): (Ports, Ports) = if model.extension().is_some_and(|e| e == "mxr") {
-        let bytes = std::fs::read(model).with_context(|| format!("reading {}", model.display()))?;
-        let file = mxr::decode(&bytes, &model.display().to_string(), None)?;
+        let file = mxr::read(model, None)?;
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
             bs.iter()

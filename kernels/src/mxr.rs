@@ -84,6 +84,12 @@ pub fn encode(m: &Mxr) -> Vec<u8> {
     out
 }
 
+/// Reads the `.mxr` file at `path` (see `decode`).
+pub fn read(path: &std::path::Path, target: Option<&str>) -> Result<Mxr, RunError> {
+    let bytes = std::fs::read(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+    decode(&bytes, &path.display().to_string(), target)
+}
+
 /// Reads an `.mxr` file's bytes (`what` names it in errors); with `target`, the file must be
 /// for that target. Every check of the module comment is a clear error.
 pub fn decode(bytes: &[u8], what: &str, target: Option<&str>) -> Result<Mxr, RunError> {

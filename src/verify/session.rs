@@ -77,8 +77,7 @@ impl Session {
             let n = rest
                 .iter()
                 .take_while(|v| {
-                    let ty = self.graph.ty(**v);
-                    bytes += ty.num_elements() * ty.dtype.size();
+                    bytes += self.graph.ty(**v).num_bytes();
                     bytes <= BATCH_BYTES
                 })
                 .count()

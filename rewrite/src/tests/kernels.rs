@@ -4,6 +4,7 @@
 //! a kernel of its own, and computed once otherwise (the calibrated cpu model computes `exp`
 //! once: it measured arithmetic dearer than memory on this machine's scalar kernels).
 
+use super::same_ir;
 use crate::cost::{FlopCost, LinearCost};
 use crate::{optimize, OptimizeOptions};
 use mxc_dialects::text::{parse, print};
@@ -24,15 +25,6 @@ fn fused(src: &str) -> String {
     fused_with(src, LinearCost::cpu())
 }
 
-/// Asserts `actual` is `expected` (both IR text; the expected one's indentation is its own).
-fn same(actual: &str, expected: &str) {
-    let expected: String = expected
-        .lines()
-        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
-        .collect();
-    assert_eq!(actual.trim(), expected.trim(), "\ngot:\n{actual}");
-}
-
 #[test]
 fn an_element_wise_chain_becomes_one_kernel_with_its_scalar_inlined() {
     let out = fused(
@@ -44,7 +36,7 @@ fn an_element_wise_chain_becomes_one_kernel_with_its_scalar_inlined() {
   return "y" = %3
 }"#,
     );
-    same(
+    same_ir(
         &out,
         r#"graph "g" (%arg0: tensor<4x8xf32> "x", %arg1: tensor<8xf32> "b") {
       %0 = mx.fused %arg0, %arg1 : tensor<4x8xf32> graph "kernel" (%arg0: tensor<4x8xf32> "in0", %arg1: tensor<8xf32> "in1") {
@@ -69,7 +61,7 @@ fn bias_and_activation_become_the_epilogue_of_the_matmul_before_them() {
   return "y" = %2
 }"#,
     );
-    same(
+    same_ir(
         &out,
         r#"graph "g" (%arg0: tensor<4x16xf32> "x", %arg1: tensor<16x8xf32> "w", %arg2: tensor<8xf32> "b") {
       %0 = mx.fused %arg0, %arg1, %arg2 : tensor<4x8xf32> graph "kernel" (%arg0: tensor<4x16xf32> "in0", %arg1: tensor<16x8xf32> "in1", %arg2: tensor<8xf32> "in2") {
@@ -103,7 +95,7 @@ fn a_shared_value_is_recomputed_where_arithmetic_is_cheaper_than_memory() {
         per_flop: FlopCost::flat(0.01),
         ..LinearCost::cpu()
     };
-    same(
+    same_ir(
         &fused_with(SHARED, cheap_flops),
         r#"graph "g" (%arg0: tensor<64x64xf32> "x") {
       %0 = mx.fused %arg0 : tensor<64x64xf32> graph "kernel" (%arg0: tensor<64x64xf32> "in0") {
@@ -131,7 +123,7 @@ fn a_shared_value_is_computed_once_where_arithmetic_is_dear() {
         per_flop: FlopCost::flat(10.0),
         ..LinearCost::cpu()
     };
-    same(
+    same_ir(
         &fused_with(SHARED, dear_flops),
         r#"graph "g" (%arg0: tensor<64x64xf32> "x") {
       %0 = mx.exp %arg0 : tensor<64x64xf32>

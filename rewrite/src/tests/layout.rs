@@ -52,15 +52,6 @@ fn with_layout(src: &str, model: Arc<dyn CostModel>) -> String {
     print(&out.graph)
 }
 
-/// Asserts `actual` is `expected` (both IR text; the expected one's indentation is its own).
-fn same(actual: &str, expected: &str) {
-    let expected: String = expected
-        .lines()
-        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
-        .collect();
-    assert_eq!(actual.trim(), expected.trim(), "\ngot:\n{actual}");
-}
-
 /// Two 2x2-channel convolutions with a relu between them, weights [[[[1, 2], [3, 4]], ...]].
 const TWO_CONVS: &str = r#"graph "g" (%arg0: tensor<1x2x6x6xf32> "x") {
   %0 = mx.constant {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]> : tensor<2x2x2x2xf32>} : tensor<2x2x2x2xf32>
@@ -76,7 +67,7 @@ const TWO_CONVS: &str = r#"graph "g" (%arg0: tensor<1x2x6x6xf32> "x") {
 fn two_convs_go_channels_last_and_the_transposes_between_them_cancel() {
     // w[m, c, kh, kw] becomes w[m, kh, kw, c]: [[1, 2], [3, 4]] and [[5, 6], [7, 8]] are the
     // 2x2 windows of m = 0 for c = 0 and 1, so m = 0 reads (1, 5), (2, 6), (3, 7), (4, 8)
-    same(
+    same_ir(
         &with_layout(TWO_CONVS, Arc::new(ByKind)),
         r#"graph "g" (%arg0: tensor<1x2x6x6xf32> "x") {
       %0 = mx.transpose %arg0 {perm = [0, 2, 3, 1]} : tensor<1x6x6x2xf32>
@@ -106,7 +97,7 @@ fn a_residual_block_runs_channels_last_from_end_to_end() {
   %6 = mx.conv %5, %0 {dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]} : tensor<1x2x4x4xf32>
   return "z" = %6
 }"#;
-    same(
+    same_ir(
         &with_layout(src, Arc::new(ByKind)),
         r#"graph "g" (%arg0: tensor<1x2x4x4xf32> "x") {
       %0 = mx.transpose %arg0 {perm = [0, 2, 3, 1]} : tensor<1x4x4x2xf32>
@@ -280,7 +271,7 @@ fn binary_ops_with_both_operands_transposed_keep_one_transpose() {
   %3 = mx.transpose %2 {perm = [1, 2, 0]} : tensor<2x3x4xf32>
   return "y" = %3
 }"#;
-    same(
+    same_ir(
         &with_layout(src, Arc::new(LinearCost::cpu())),
         r#"graph "g" (%arg0: tensor<2x3x4xf32> "a", %arg1: tensor<2x1x4xf32> "b") {
       %0 = mx.mul %arg0, %arg1 : tensor<2x3x4xf32>

@@ -134,6 +134,16 @@ pub fn with_builtin(g: &Graph, set: &str) -> Graph {
         .graph
 }
 
+/// Asserts `actual` is `expected`, both IR text; `expected` is written indented in the test
+/// source (four spaces of each line are dropped).
+pub fn same_ir(actual: &str, expected: &str) {
+    let expected: String = expected
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    assert_eq!(actual.trim(), expected.trim(), "\ngot:\n{actual}");
+}
+
 /// The non-constant ops of `g`.
 pub fn kinds(g: &Graph) -> Vec<OpKind> {
     g.ops
