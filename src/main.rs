@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use mxc_codegen::{CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
 use mxc_kernels::mxr::{self, Mxr};
-use mxc_kernels::Executable;
+use mxc_kernels::{Executable, Parallelism};
 use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
@@ -87,7 +87,7 @@ enum Command {
     },
     /// Compare a target's outputs with ref's on the same inputs; find the op that breaks them.  Example: mxc verify model.onnx --rules my.rules --bisect
     Verify(verify::Args),
-    /// Time a model or compiled file: end-to-end median and spread, and each kernel.  Example: mxc perf model.mxr -n 50
+    /// Time a model or compiled file: end-to-end median and spread, and each kernel.  Example: mxc perf model.mxr -n 50 --threads 2
     Perf {
         #[command(flatten)]
         program: ProgramArgs,
@@ -179,6 +179,13 @@ struct ProgramArgs {
     /// Fill inputs not given with ones
     #[arg(long)]
     fill1: bool,
+    /// Threads that run the kernels (default: every core); results do not depend on it
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
+    /// The least estimated work (operations) worth a thread of its own in one kernel call;
+    /// 0 splits every kernel that can be split
+    #[arg(long, value_name = "OPS", default_value_t = mxc_kernels::DEFAULT_MIN_WORK)]
+    split_work: u64,
     #[command(flatten)]
     shapes: Shapes,
     #[command(flatten)]
@@ -189,13 +196,17 @@ impl ProgramArgs {
     /// The program, loaded or compiled, and a value for each of its inputs.
     fn load(&self) -> Result<(Executable, HashMap<String, Tensor>)> {
         let given = inputs::load(&self.inputs)?;
-        let exe = load_executable(
+        let mut exe = load_executable(
             &self.model,
             self.target,
             &given,
             self.shapes.import_options()?,
             &self.rules,
         )?;
+        exe.set_parallelism(Parallelism {
+            threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
+            min_work: self.split_work,
+        })?;
         let fill = match (self.fill0, self.fill1) {
             (true, _) => inputs::Fill::Constant(0.0),
             (_, true) => inputs::Fill::Constant(1.0),

@@ -1,7 +1,8 @@
 //! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
-//! spread, and a table of its kernels (median time, share of the kernels' total, the ops each
-//! fuses, read from its symbol), slowest first.
+//! spread, and a table of its kernels (median time, share of the kernels' total, the threads
+//! a call runs on, the ops each fuses, read from its symbol), slowest first.
 
+use mxc_dialects::program::Step;
 use mxc_dialects::Tensor;
 use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
@@ -25,27 +26,37 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (low, high) = (totals[totals.len() / 10], totals[(totals.len() * 9) / 10]);
     let mut out = String::new();
+    let parallelism = exe.parallelism();
     writeln!(
         out,
-        "{} runs: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)",
+        "{} runs on {} thread{}: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)",
         totals.len(),
+        parallelism.threads,
+        if parallelism.threads == 1 { "" } else { "s" },
         ms(median(&mut totals)),
         ms(low),
         ms(high)
     )
     .unwrap();
-    let mut kernels: Vec<(Duration, &str)> = per_step
+    let mut kernels: Vec<(Duration, &Step)> = per_step
         .iter_mut()
         .zip(&exe.program().steps)
-        .map(|(times, step)| (median(times), step.symbol.as_str()))
+        .map(|(times, step)| (median(times), step))
         .collect();
     let total: Duration = kernels.iter().map(|(t, _)| *t).sum();
     kernels.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
     writeln!(out, "kernels: {} ({:.3} ms in all, medians)", kernels.len(), ms(total)).unwrap();
-    writeln!(out, "{:>10}  {:>6}  kernel (its ops)", "ms", "share").unwrap();
-    for (t, symbol) in kernels {
+    writeln!(out, "{:>10}  {:>6}  {:>7}  kernel (its ops)", "ms", "share", "threads").unwrap();
+    for (t, step) in kernels {
         let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
-        writeln!(out, "{:>10.4}  {share:>5.1}%  {}", ms(t), ops_of(symbol)).unwrap();
+        let parts = parallelism.parts(step);
+        writeln!(
+            out,
+            "{:>10.4}  {share:>5.1}%  {parts:>7}  {}",
+            ms(t),
+            ops_of(&step.symbol)
+        )
+        .unwrap();
     }
     Ok(out)
 }

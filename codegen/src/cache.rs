@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// Bump when code generation changes what an object holds for the same key contents (the entry
 /// wrapper, the object format, ...); it names the version folder and is part of every key.
-pub const CODEGEN_VERSION: u32 = 1;
+pub const CODEGEN_VERSION: u32 = 2;
 
 const MAGIC: &[u8] = b"mxc kernel object 1\n";
 

@@ -75,38 +75,41 @@ impl Machine {
     }
 }
 
-/// For each kernel `k(ptr, ..., ptr)` adds `k_entry(ptr args)` calling `k(args[0], ...)`, and
-/// makes the kernel itself internal so that only the entries are exported.
+/// For each kernel `k(ptr, ..., ptr, i64 lo, i64 hi)` adds `k_entry(ptr args, i64 lo, i64 hi)`
+/// calling `k(args[0], ..., lo, hi)`, and makes the kernel itself internal so that only the
+/// entries are exported.
 fn add_entries<'c>(context: &'c Context, module: &Module<'c>, symbols: &[(&str, usize)]) -> Result<(), CodegenError> {
     let ptr = context.ptr_type(AddressSpace::default());
     let i64t = context.i64_type();
-    let entry_type = context.void_type().fn_type(&[ptr.into()], false);
+    let entry_type = context
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
     let builder = context.create_builder();
     let err = |e: inkwell::builder::BuilderError| CodegenError::Llvm(e.to_string());
     for &(symbol, arity) in symbols {
         let kernel = module
             .get_function(symbol)
             .ok_or_else(|| CodegenError::Llvm(format!("kernel `{symbol}` is missing from the LLVM module")))?;
-        if kernel.count_params() as usize != arity {
+        if kernel.count_params() as usize != arity + 2 {
             return Err(CodegenError::Llvm(format!(
-                "kernel `{symbol}` takes {} pointers, the plan passes {arity}",
+                "kernel `{symbol}` takes {} arguments, the plan passes {arity} pointers and a range",
                 kernel.count_params()
             )));
         }
         kernel.set_linkage(Linkage::Internal);
         let entry = module.add_function(&llvm_entry_name(symbol), entry_type, None);
         builder.position_at_end(context.append_basic_block(entry, "entry"));
-        let args = entry
-            .get_nth_param(0)
-            .expect("entry has one parameter")
-            .into_pointer_value();
-        let mut loaded = Vec::with_capacity(arity);
+        let param = |i| entry.get_nth_param(i).expect("entry has three parameters");
+        let args = param(0).into_pointer_value();
+        let mut loaded = Vec::with_capacity(arity + 2);
         for i in 0..arity {
             // SAFETY: the runtime passes an array of `arity` pointers; index i is in bounds.
             let slot =
                 unsafe { builder.build_gep(ptr, args, &[i64t.const_int(i as u64, false)], "slot") }.map_err(err)?;
             loaded.push(builder.build_load(ptr, slot, "arg").map_err(err)?.into());
         }
+        loaded.push(param(1).into());
+        loaded.push(param(2).into());
         builder.build_call(kernel, &loaded, "").map_err(err)?;
         builder.build_return(None).map_err(err)?;
     }

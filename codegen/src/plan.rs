@@ -24,6 +24,9 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
         .map(|k| Step {
             symbol: llvm_entry_name(&k.symbol),
             args: k.args.iter().map(|v| v.index()).collect(),
+            range: k.parallel.range,
+            splittable: k.parallel.splittable,
+            work: k.parallel.work,
         })
         .collect();
     let bind = |p: &mxc_dialects::Port| Binding {

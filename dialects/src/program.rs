@@ -20,11 +20,18 @@ pub struct Buffer {
     pub kind: BufferKind,
 }
 
-/// One kernel call: the exported symbol and the buffers it takes (operands, then results).
+/// One kernel call: the exported symbol, the buffers it takes (operands, then results) and
+/// the range of its parallel loop. The entry is called as `symbol(args, lo, hi)`; calls on
+/// consecutive parts of `0..range` compute the whole result when `splittable`, else one call
+/// with `0..range` does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
     pub symbol: String,
     pub args: Vec<usize>,
+    pub range: u64,
+    pub splittable: bool,
+    /// Operations the call executes (an estimate): what decides whether splitting pays.
+    pub work: u64,
 }
 
 /// A named graph input or output and its buffer.
@@ -129,6 +136,9 @@ mod tests {
         let step = |args: Vec<usize>| Step {
             symbol: "k".into(),
             args,
+            range: 16,
+            splittable: true,
+            work: 16,
         };
         let p = Program {
             buffers,

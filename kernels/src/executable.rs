@@ -2,6 +2,7 @@
 
 use crate::buffer::AlignedBuf;
 use crate::library::{KernelFn, Library};
+use crate::threads::{Parallelism, Workers};
 use crate::RunError;
 use mxc_dialects::program::{BufferKind, MemoryPlan, Program};
 use mxc_dialects::Tensor;
@@ -16,6 +17,7 @@ pub struct Executable {
     memory: MemoryPlan,
     kernels: Vec<KernelFn>,
     constants: HashMap<usize, AlignedBuf>,
+    workers: Workers,
     // Keeps the kernels mapped while `kernels` points into them.
     _library: Library,
 }
@@ -58,8 +60,19 @@ impl Executable {
             memory,
             kernels,
             constants,
+            workers: Workers::new(Parallelism::serial())?,
             _library: lib,
         })
+    }
+
+    /// Runs later calls on `parallelism.threads` threads (one, the caller's, after loading).
+    pub fn set_parallelism(&mut self, parallelism: Parallelism) -> Result<(), RunError> {
+        self.workers = Workers::new(parallelism)?;
+        Ok(())
+    }
+
+    pub fn parallelism(&self) -> Parallelism {
+        self.workers.parallelism()
     }
 
     pub fn program(&self) -> &Program {
@@ -124,7 +137,7 @@ impl Executable {
             // SAFETY: each pointer addresses a live buffer of the size and type the kernel was
             // compiled for (the plan and the kernels come from the same graph); kernels write
             // only their result buffers, which are temps owned by this call.
-            unsafe { kernel(args.as_ptr()) };
+            unsafe { self.workers.call(*kernel, step, args.as_ptr()) };
             if let (Some(times), Some(start)) = (times.as_deref_mut(), start) {
                 times.push(start.elapsed());
             }

@@ -7,8 +7,10 @@ mod executable;
 mod library;
 pub mod mxr;
 pub mod npy;
+mod threads;
 
 pub use executable::Executable;
+pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 
 /// Errors of loading and running programs.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,9 @@
 use crate::RunError;
 use std::io::Write;
 
-/// The signature of every kernel entry: an array of buffer pointers.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8);
+/// The signature of every kernel entry: an array of buffer pointers, then the part `lo..hi`
+/// of the kernel's parallel loop to run.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
 /// A loaded shared object. The file it was loaded from is deleted once mapped.
 pub struct Library {

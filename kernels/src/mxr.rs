@@ -14,8 +14,9 @@ use mxc_dialects::program::{Binding, Buffer, BufferKind, MemoryPlan, Program, St
 use mxc_dialects::{DType, Tensor, TensorType};
 
 const MAGIC: &[u8; 4] = b"MXR\0";
-/// The format version this runtime reads and writes (1 was the unversioned `MXCA` container).
-pub const VERSION: u32 = 2;
+/// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
+/// 2 had no parallel ranges in its steps).
+pub const VERSION: u32 = 3;
 /// Magic, version and length.
 const HEAD: usize = 16;
 
@@ -249,6 +250,9 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
     for s in &p.steps {
         w.str(&s.symbol);
         w.indices(&s.args);
+        w.u64(s.range);
+        w.u32(s.splittable as u32);
+        w.u64(s.work);
     }
     for bindings in [&p.inputs, &p.outputs] {
         w.u64(bindings.len() as u64);
@@ -294,7 +298,20 @@ fn read_metadata(r: &mut Reader, file: &[u8]) -> Result<Mxr, String> {
         if let Some(bad) = args.iter().find(|&&a| a >= buffers.len()) {
             return Err(format!("step `{symbol}` names buffer {bad} of {}", buffers.len()));
         }
-        steps.push(Step { symbol, args });
+        let range = r.u64()?;
+        let splittable = match r.u32()? {
+            0 => false,
+            1 => true,
+            k => return Err(format!("step `{symbol}`: splittable is {k}, not 0 or 1")),
+        };
+        let work = r.u64()?;
+        steps.push(Step {
+            symbol,
+            args,
+            range,
+            splittable,
+            work,
+        });
     }
     let mut bindings = [Vec::new(), Vec::new()];
     for list in &mut bindings {
@@ -428,6 +445,9 @@ mod tests {
             steps: vec![Step {
                 symbol: "k0_add_entry".into(),
                 args: vec![0, 1, 2],
+                range: 2,
+                splittable: true,
+                work: 8,
             }],
             inputs: vec![Binding {
                 name: "x".into(),
@@ -473,7 +493,7 @@ mod tests {
         assert!(err(&flipped, None).contains("checksum mismatch"));
         let mut foreign = bytes.clone();
         foreign[4] = 9;
-        assert!(err(&foreign, None).contains("format version 9; this mxc reads version 2"));
+        assert!(err(&foreign, None).contains("format version 9; this mxc reads version 3"));
         assert!(err(b"MXCA....", None).contains("bad magic"));
         assert!(err(&bytes, Some("ref")).contains("compiled for target cpu, not ref"));
         for cut in (0..bytes.len()).step_by(7) {

@@ -136,10 +136,10 @@ fn perf_times_every_kernel_of_a_compiled_file() {
     let out = mxc(&["compile", &model, "-o", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let kernels = kernels_compiled(&stderr(&out)).to_string();
-    let out = mxc(&["perf", file.to_str().unwrap(), "-n", "5"]);
+    let out = mxc(&["perf", file.to_str().unwrap(), "-n", "5", "--threads", "1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("5 runs: median "), "{text}");
+    assert!(text.starts_with("5 runs on 1 thread: median "), "{text}");
     assert!(text.contains(&format!("\nkernels: {kernels} (")), "{text}");
     let rows: Vec<&str> = text.lines().skip(3).collect();
     assert_eq!(rows.len().to_string(), kernels, "{text}");

@@ -113,7 +113,7 @@ pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String
 
 /// Runs `mxc run` on a model with the inputs of a test data set (`input_N.pb` is the N-th
 /// graph input) and returns the outputs in graph order, or the error text.
-pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Result<Vec<Tensor>, String> {
+pub fn run_case(model: &Path, set: &Path, target: &str, extra: &[&str], out_dir: &Path) -> Result<Vec<Tensor>, String> {
     let (input_names, output_names) = model_io_names(model)?;
     let mut args: Vec<String> = vec![
         "run".into(),
@@ -123,6 +123,7 @@ pub fn run_case(model: &Path, set: &Path, target: &str, out_dir: &Path) -> Resul
         "-o".into(),
         out_dir.display().to_string(),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     for (name, f) in input_names.iter().zip(data_files(set, "input_")) {
         args.push("--input".into());
         args.push(format!("{name}={}", f.display()));

@@ -48,7 +48,7 @@ fn folded_convnet_matches_onnxruntime_and_ref() {
     let set = dir.join("test_data_set_0");
     let [plain, folded] = ["ref", "cpu"].map(|target| {
         let out = tempfile::tempdir().unwrap();
-        run_case(&dir.join("model.onnx"), &set, target, out.path()).unwrap_or_else(|e| panic!("{target}: {e}"))
+        run_case(&dir.join("model.onnx"), &set, target, &[], out.path()).unwrap_or_else(|e| panic!("{target}: {e}"))
     });
     let expected = data_files(&set, "output_");
     assert_eq!(folded.len(), expected.len());

@@ -17,4 +17,5 @@ mod recognise;
 mod rules;
 mod rules_check;
 mod text;
+mod threads;
 mod verify;

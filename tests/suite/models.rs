@@ -12,7 +12,7 @@ fn matches_onnxruntime(model: &str, target: &str) {
     let dir = cache_dir(&format!("models/{model}"));
     let set = dir.join("test_data_set_0");
     let out = tempfile::tempdir().unwrap();
-    let actual = run_case(&dir.join("model.onnx"), &set, target, out.path())
+    let actual = run_case(&dir.join("model.onnx"), &set, target, &[], out.path())
         .unwrap_or_else(|e| panic!("{model} on {target}: {e}"));
     let expected = data_files(&set, "output_");
     assert_eq!(actual.len(), expected.len());
@@ -29,7 +29,7 @@ fn rewritten_matches_unrewritten(model: &str) {
     let set = dir.join("test_data_set_0");
     let outputs = ["ref", "cpu"].map(|target| {
         let out = tempfile::tempdir().unwrap();
-        run_case(&dir.join("model.onnx"), &set, target, out.path())
+        run_case(&dir.join("model.onnx"), &set, target, &[], out.path())
             .unwrap_or_else(|e| panic!("{model} on {target}: {e}"))
     });
     for (i, (plain, rewritten)) in outputs[0].iter().zip(&outputs[1]).enumerate() {

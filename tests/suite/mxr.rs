@@ -47,10 +47,12 @@ fn another_version_or_target_is_refused() {
     refused(&file, &["--target", "cpu"], "compiled for target ref, not cpu");
 
     let mut bytes = std::fs::read(&file).unwrap();
-    bytes[4] = 3;
+    let current = mxc_kernels::mxr::VERSION;
+    bytes[4..8].copy_from_slice(&(current + 1).to_le_bytes());
     let foreign = dir.path().join("foreign.mxr");
     std::fs::write(&foreign, &bytes).unwrap();
-    refused(&foreign, &[], "format version 3; this mxc reads version 2");
+    let message = format!("format version {}; this mxc reads version {current}", current + 1);
+    refused(&foreign, &[], &message);
 
     let old = dir.path().join("old.mxr");
     std::fs::write(&old, b"MXCA\x01\x00\x00\x00 an older container").unwrap();

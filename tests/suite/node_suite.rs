@@ -1,7 +1,7 @@
 //! The ONNX backend node suite (onnx 1.22.0's `backend/test/data/node`), run through
 //! `mxc run` on the ref and cpu targets. A case passes on a target when its outputs match the
-//! suite's; on cpu (rewritten by the rewrite engine) they must also match ref's, the
-//! unrewritten oracle, closely. Prints a scoreboard per target and fails when a case listed
+//! suite's; on cpu (rewritten by the rewrite engine, its kernels split across threads) they
+//! must also match ref's, the unrewritten oracle on one thread, closely. Prints a scoreboard per target and fails when a case listed
 //! in `tests/node_expected_pass.txt` does not pass on both targets.
 
 use crate::common::{cache_dir, data_files, mismatch, read_pb, repo, run_case};
@@ -11,6 +11,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 const TARGETS: [&str; 2] = ["ref", "cpu"];
+/// How each target runs: ref on one thread; cpu with every kernel that can be split split
+/// across three threads, so that the comparison with ref also checks the splitting.
+const RUN_ARGS: [&[&str]; 2] = [&["--threads", "1"], &["--threads", "3", "--split-work", "0"]];
 /// The backend suite's own tolerances.
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-7;
@@ -27,9 +30,9 @@ enum Outcome {
 
 fn run_one(case: &Path) -> [Outcome; 2] {
     let set = case.join("test_data_set_0");
-    let runs = TARGETS.map(|target| {
+    let runs = [0, 1].map(|t| {
         let out_dir = tempfile_dir();
-        run_case(&case.join("model.onnx"), &set, target, out_dir.path())
+        run_case(&case.join("model.onnx"), &set, TARGETS[t], RUN_ARGS[t], out_dir.path())
     });
     let mut outcomes = runs.clone().map(|run| judge(run, &set));
     if let (Ok(plain), Ok(rewritten), Outcome::Passed) = (&runs[0], &runs[1], &outcomes[1]) {

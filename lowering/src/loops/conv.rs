@@ -296,9 +296,8 @@ mod tests {
         check_in_order(
             &m.mlir,
             &[
-                "scf.for %i1 = %c0 to %c8",
-                "scf.for %i2 = %c0 to %c8",
-                "scf.for %i3 = %c0 to %c2",
+                "the parallel loop over 1x8x8 of 1x8x8x2",
+                "= %c0 to %c2 step %c1 {",
                 "scf.for",
                 "iter_args(",
                 "-> (f32, f32, f32, f32)",
@@ -314,7 +313,7 @@ mod tests {
                 "memref.load %in1",
                 "scf.yield",
                 "} else {",
-                "memref.load %in2[%t4]",
+                "memref.load %in2[%t5]",
                 "arith.addf",
                 "memref.store",
                 "memref<1x8x8x8xf32>",
@@ -347,7 +346,8 @@ mod tests {
         check_in_order(
             &m.mlir,
             &[
-                "scf.for %i3 = %c0 to %c2",
+                "the parallel loop over 1x3x3x2 of 1x3x3x2",
+                "arith.remsi %i0, %c2",
                 "arith.muli",
                 "%c3",
                 "arith.divsi",

@@ -251,8 +251,9 @@ mod tests {
         check_in_order(
             &m.mlir,
             &[
-                "scf.for",
-                "scf.for",
+                "the parallel loop over 2x3 of 2x3",
+                "arith.divsi",
+                "arith.remsi",
                 "memref.load %in0[",
                 "memref.load %in1[",
                 "arith.addf",

@@ -2,6 +2,12 @@
 //! constants hoisted to the function entry, nested `scf.for` loops (with or without
 //! loop-carried values), `scf.if`, and index arithmetic that folds what is known statically.
 //!
+//! The first loop nest a kernel opens at its top level (without carried values) is its
+//! *parallel loop*: its leading dimensions are collapsed into one loop over `%lo..%hi`, the
+//! two `index` arguments every kernel takes, so the runtime can give parts of the range to
+//! different threads (`Parallel`). While writing, the emitter also counts the kernel's work:
+//! every line it writes, times the trip counts of the loops around it.
+//!
 //! Scalar arithmetic on typed values lives in `scalar.rs`, memory access in `buffer.rs`.
 
 use std::collections::HashMap;
@@ -70,6 +76,23 @@ impl std::fmt::Display for V {
     }
 }
 
+/// How a kernel may be split across threads: calling it with `lo..hi` for consecutive parts
+/// of `0..range` computes the whole result when `splittable`; otherwise (its parallel loop is
+/// not the only thing it does at its top level) it must be called once with `0..range`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Parallel {
+    /// The trip count of the parallel loop (0 when the kernel has none).
+    pub range: u64,
+    pub splittable: bool,
+    /// Operations the kernel executes, estimated from its text and its loops' trip counts.
+    pub work: u64,
+}
+
+/// The fewest iterations the parallel loop should have: leading dimensions are collapsed
+/// until their product reaches this (or all of them are), so that a batch of 1 or a few
+/// channels still leaves parts for every thread.
+const PARALLEL_ITERATIONS: usize = 64;
+
 /// An open `scf.for` whose body is being written.
 pub struct OpenFor {
     results: Vec<V>,
@@ -86,6 +109,14 @@ pub struct Emitter {
     next: usize,
     constants: String,
     constant_names: HashMap<(String, String), String>,
+    /// Trip-count products of the open regions, innermost last (each line costs the last).
+    trips: Vec<u64>,
+    work: u64,
+    /// Regions (loops, branches) opened at the top level, and stores written there.
+    top_regions: usize,
+    top_stores: usize,
+    /// The parallel loop's trip count, once it is written.
+    parallel_range: Option<u64>,
 }
 
 impl Emitter {
@@ -105,6 +136,10 @@ impl Emitter {
 
     /// Writes one line at the current indentation.
     pub fn line(&mut self, text: &str) {
+        self.work = self.work.saturating_add(self.trips.last().copied().unwrap_or(1));
+        if self.indent == 1 && text.starts_with("memref.store") {
+            self.top_stores += 1;
+        }
         for _ in 0..self.indent {
             self.body.push_str("  ");
         }
@@ -180,7 +215,14 @@ impl Emitter {
 
     /// Opens `scf.for %iv = lo to hi step step` carrying `inits` through the iterations.
     pub fn begin_for(&mut self, lo: i64, hi: i64, step: i64, inits: &[V]) -> OpenFor {
+        let trips = ((hi - lo).max(0) as u64).div_ceil(step.max(1) as u64);
         let (lo, hi, step) = (self.idx(lo), self.idx(hi), self.idx(step));
+        self.begin_for_between(&lo, &hi, &step, trips, inits, None)
+    }
+
+    /// `begin_for` with bounds that are values; `trips` is the loop's trip count as far as the
+    /// work estimate is concerned, `note` a comment for the loop's first line.
+    fn begin_for_between(&mut self, lo: &V, hi: &V, step: &V, trips: u64, inits: &[V], note: Option<&str>) -> OpenFor {
         let iv = V {
             name: self.fresh("i"),
             ty: Ty::Index,
@@ -215,9 +257,27 @@ impl Emitter {
             let _ = write!(text, " iter_args({}) -> ({})", pairs.join(", "), type_list(inits));
         }
         text.push_str(" {");
+        if let Some(note) = note {
+            let _ = write!(text, "  // {note}");
+        }
         self.line(&text);
-        self.indent += 1;
+        self.open_region(trips);
         OpenFor { results, carried, iv }
+    }
+
+    /// Starts writing a region's body whose ops run `trips` times per run of the enclosing one.
+    fn open_region(&mut self, trips: u64) {
+        if self.indent == 1 {
+            self.top_regions += 1;
+        }
+        let outer = self.trips.last().copied().unwrap_or(1);
+        self.trips.push(outer.saturating_mul(trips));
+        self.indent += 1;
+    }
+
+    fn close_region(&mut self) {
+        self.trips.pop();
+        self.indent -= 1;
     }
 
     /// Closes a loop opened by `begin_for`, yielding `yields` (one per carried value), and
@@ -226,25 +286,82 @@ impl Emitter {
         if !yields.is_empty() {
             self.line(&format!("scf.yield {} : {}", name_list(yields), type_list(yields)));
         }
-        self.indent -= 1;
+        self.close_region();
         self.line("}");
         open.results
     }
 
-    /// A loop over `0..n` without carried values.
+    /// A loop over `0..n` without carried values (the parallel loop if it is the first).
     pub fn for_each(&mut self, n: usize, body: impl FnOnce(&mut Emitter, V)) {
-        let open = self.begin_for(0, n as i64, 1, &[]);
-        let iv = open.iv.clone();
-        body(self, iv);
-        self.end_for(open, &[]);
+        self.nest(&[n], |e, idx| body(e, idx[0].clone()));
     }
 
-    /// A loop nest over every index of `shape` (row-major, outermost first).
+    /// A loop nest over every index of `shape` (row-major, outermost first). The kernel's
+    /// first nest at its top level is its parallel loop.
     pub fn nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
+        if self.indent == 1 && self.top_regions == 0 && !shape.is_empty() {
+            return self.parallel_nest(shape, body);
+        }
         self.nest_acc(shape, &[], |e, idx, _| {
             body(e, idx);
             Vec::new()
         });
+    }
+
+    /// The parallel loop: the leading dimensions of `shape` (until `PARALLEL_ITERATIONS`) as
+    /// one loop over `%lo..%hi` whose index is split back into theirs, then the other
+    /// dimensions as plain loops.
+    fn parallel_nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
+        let mut lead = 0;
+        let mut range = 1usize;
+        while lead < shape.len() && (lead == 0 || range < PARALLEL_ITERATIONS) {
+            range *= shape[lead];
+            lead += 1;
+        }
+        self.parallel_range = Some(range as u64);
+        let bound = |name: &str| V {
+            name: name.to_string(),
+            ty: Ty::Index,
+            known: None,
+        };
+        let one = self.idx(1);
+        let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+        let note = format!(
+            "the parallel loop over {} of {}",
+            dims[..lead].join("x"),
+            dims.join("x")
+        );
+        let open = self.begin_for_between(&bound("%lo"), &bound("%hi"), &one, range as u64, &[], Some(&note));
+        let mut idx = Vec::with_capacity(shape.len());
+        let mut stride = range;
+        for (d, &n) in shape[..lead].iter().enumerate() {
+            stride /= n.max(1);
+            let i = match (d, n) {
+                (_, 1) => self.idx(0),
+                (0, _) => self.div_idx(&open.iv, stride as i64),
+                _ => {
+                    let quotient = self.div_idx(&open.iv, stride as i64);
+                    self.rem_idx(&quotient, n as i64)
+                }
+            };
+            idx.push(i);
+        }
+        self.nest_acc(&shape[lead..], &[], |e, inner, _| {
+            idx.extend_from_slice(inner);
+            body(e, &idx);
+            Vec::new()
+        });
+        self.end_for(open, &[]);
+    }
+
+    /// How the kernel written so far may be split across threads.
+    pub fn parallel(&self) -> Parallel {
+        let range = self.parallel_range.unwrap_or(0);
+        Parallel {
+            range,
+            splittable: self.parallel_range.is_some() && self.top_regions == 1 && self.top_stores == 0,
+            work: self.work,
+        }
     }
 
     /// A loop nest over `shape` carrying `inits` through every iteration; `body` gets the
@@ -303,15 +420,15 @@ impl Emitter {
         };
         let types: Vec<String> = tys.iter().map(|t| t.mlir()).collect();
         self.line(&format!("{head}scf.if {cond} -> ({}) {{", types.join(", ")));
-        self.indent += 1;
+        self.open_region(1);
         let yields = then(self);
         self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
-        self.indent -= 1;
+        self.close_region();
         self.line("} else {");
-        self.indent += 1;
+        self.open_region(1);
         let yields = otherwise(self);
         self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
-        self.indent -= 1;
+        self.close_region();
         self.line("}");
         results
     }
@@ -348,18 +465,18 @@ impl Emitter {
             "{head}scf.while ({}) : ({types}) -> ({types}) {{",
             pairs.join(", ")
         ));
-        self.indent += 1;
+        self.open_region(1);
         let c = cond(self, &before);
         self.line(&format!("scf.condition({c}) {} : {types}", name_list(&before)));
-        self.indent -= 1;
+        self.close_region();
         self.line("} do {");
         let after = fresh_args(self);
         let args: Vec<String> = after.iter().map(|a| format!("{a}: {}", a.ty.mlir())).collect();
         self.line(&format!("^bb0({}):", args.join(", ")));
-        self.indent += 1;
+        self.open_region(1);
         let next = body(self, &after);
         self.line(&format!("scf.yield {} : {}", name_list(&next), type_list(&next)));
-        self.indent -= 1;
+        self.close_region();
         self.line("}");
         results
     }

@@ -1,6 +1,7 @@
 //! `mx` → loop level: every op of a graph (but `mx.constant`) becomes one kernel, a
 //! `func.func` whose arguments are static-shaped memrefs (the op's operands, then its
-//! results) and whose body is the plain scalar definition of the op as `scf.for` nests over
+//! results) and the range `%lo..%hi` of its parallel loop to run (`Parallel`), and whose
+//! body is the plain scalar definition of the op as `scf.for` nests over
 //! `memref.load`/`store`, `arith` and `math`. This is the `ref` oracle and the start of the
 //! `cpu` target. `llvm.rs` takes the MLIR text on to LLVM IR.
 //!
@@ -27,6 +28,7 @@ mod testing;
 mod tests;
 mod window;
 
+pub use emit::Parallel;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
 
 use buffer::Buf;
@@ -49,8 +51,11 @@ pub struct KernelSpec {
     pub symbol: String,
     /// Index of the op in `Graph::ops`.
     pub op: usize,
-    /// The op's operands, then its results: one memref (one pointer in LLVM IR) each.
+    /// The op's operands, then its results: one memref (one pointer in LLVM IR) each. Two
+    /// `index` arguments follow them: the part of the parallel loop to run.
     pub args: Vec<ValueId>,
+    /// How calls to the kernel may be split across threads.
+    pub parallel: Parallel,
     /// The kernel's `func.func` as it appears in `LoopModule::mlir`.
     pub func: String,
 }
@@ -76,7 +81,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
             continue;
         }
         let symbol = format!("k{index}_{}", kernel_name(op));
-        let func = lower_op(g, op, &symbol).map_err(|message| LoopError::Op {
+        let (func, parallel) = lower_op(g, op, &symbol).map_err(|message| LoopError::Op {
             index,
             op: op.kind.to_string(),
             message,
@@ -86,6 +91,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
             symbol,
             op: index,
             args: op.operands.iter().chain(&op.results).copied().collect(),
+            parallel,
             func,
         });
     }
@@ -93,8 +99,8 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
     Ok(LoopModule { mlir, kernels })
 }
 
-/// The kernel function of one op.
-fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<String, String> {
+/// The kernel function of one op, and how it may be split across threads.
+fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<(String, Parallel), String> {
     let buf = |name: String, v: &ValueId| {
         let ty = g.ty(*v);
         Buf::new(&name, ty.dtype, &ty.shape)
@@ -115,13 +121,15 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<String, String> {
         .iter()
         .chain(&outs)
         .map(|b| format!("{}: {}", b.name, b.memref()))
+        .chain(["%lo: index".to_string(), "%hi: index".to_string()])
         .collect();
     let mut e = Emitter::new();
     match &op.body {
         Some(body) => fused::lower(&mut e, body, &ins, &outs[0])?,
         None => lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?,
     }
-    Ok(e.finish(&format!("func.func @{symbol}({})", args.join(", "))))
+    let parallel = e.parallel();
+    Ok((e.finish(&format!("func.func @{symbol}({})", args.join(", "))), parallel))
 }
 
 /// What a kernel's symbol calls it: the op's name, or a fused kernel's ops in order (the first

@@ -174,10 +174,10 @@ mod tests {
         check_in_order(
             &m,
             &[
-                "scf.for %i",
-                "scf.for %i",
-                "[%i",
-                "memref.load %in1[%i",
+                "the parallel loop over 2x3x4 of 2x3x4",
+                "%t2 = arith.divsi %i0, %c4",
+                "%t3 = arith.remsi %t2, %c3",
+                "memref.load %in1[%t3]",
                 "math.sqrt",
                 "arith.divf",
             ],

@@ -48,24 +48,28 @@ pub fn check_in_order(text: &str, patterns: &[&str]) {
     }
 }
 
-/// The deepest nesting of `scf.for` loops in `text`.
+/// The deepest nesting of `scf.for` loops in `text`, counting the parallel loop as the loops
+/// over the dimensions it collapses (its comment names them: `over 2x3 of 2x3x4`).
 pub fn loop_depth(text: &str) -> usize {
     let (mut open, mut depth, mut deepest) = (Vec::new(), 0, 0);
     for line in text.lines().map(str::trim) {
-        let (opens, closes) = (line.ends_with('{'), line.starts_with('}'));
+        let (code, comment) = line.split_once("//").unwrap_or((line, ""));
+        let code = code.trim_end();
+        let (opens, closes) = (code.ends_with('{'), code.starts_with('}'));
         if opens && closes {
             // `} else {`, `} do {`: one op's next region
             continue;
         }
         if opens {
-            let is_for = line.contains("scf.for");
-            open.push(is_for);
-            if is_for {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-        } else if closes && open.pop() == Some(true) {
-            depth -= 1;
+            let loops = match comment.split_once("parallel loop over ") {
+                Some((_, dims)) => dims.split(' ').next().unwrap_or_default().split('x').count(),
+                None => usize::from(code.contains("scf.for")),
+            };
+            open.push(loops);
+            depth += loops;
+            deepest = deepest.max(depth);
+        } else if closes {
+            depth -= open.pop().unwrap_or(0);
         }
     }
     deepest

@@ -169,8 +169,14 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
             .translate(&lowered.mlir)
             .unwrap_or_else(|e| panic!("{d}: {e}"));
         for k in &lowered.kernels {
-            let ptrs: Vec<String> = (0..k.args.len()).map(|i| format!("ptr %{i}")).collect();
-            let signature = format!("define void @{}({})", k.symbol, ptrs.join(", "));
+            let n = k.args.len();
+            let ptrs: Vec<String> = (0..n).map(|i| format!("ptr %{i}")).collect();
+            let signature = format!(
+                "define void @{}({}, i64 %{n}, i64 %{})",
+                k.symbol,
+                ptrs.join(", "),
+                n + 1
+            );
             assert!(ir.contains(&signature), "{d}: no `{signature}`");
         }
         for f in declared_functions(&ir) {
@@ -215,14 +221,17 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
 }
 
 #[test]
-fn an_add_kernel_takes_three_pointers() {
+fn an_add_kernel_takes_three_pointers_and_a_range() {
     let m = lower_one(
         OpKind::Add,
         &[t(DType::F32, &[2, 3]), t(DType::F32, &[3])],
         Attrs::new(),
     );
     let ir = to_llvm_ir(&m.mlir).unwrap();
-    assert!(ir.contains("define void @k0_add(ptr %0, ptr %1, ptr %2)"), "{ir}");
+    assert!(
+        ir.contains("define void @k0_add(ptr %0, ptr %1, ptr %2, i64 %3, i64 %4)"),
+        "{ir}"
+    );
     assert_eq!(m.kernels.len(), 1);
     assert_eq!(m.kernels[0].symbol, "k0_add");
 }
@@ -248,7 +257,7 @@ fn check_in_order_of_functions(mlir: &str) {
     super::testing::check_in_order(
         mlir,
         &[
-            "func.func @k1_mul(%in0: memref<4xf32>, %in1: memref<4xf32>, %out0: memref<4xf32>)",
+            "func.func @k1_mul(%in0: memref<4xf32>, %in1: memref<4xf32>, %out0: memref<4xf32>, %lo: index, %hi: index)",
             "arith.mulf",
             "func.func @k2_add(",
             "arith.addf",
@@ -277,5 +286,39 @@ fn empty_tensors_are_declared_flat_and_never_touched() {
         m.mlir
     );
     let ir = to_llvm_ir(&m.mlir).unwrap();
-    assert!(ir.contains("define void @k0_reduce_max(ptr %0, ptr %1)"), "{ir}");
+    assert!(
+        ir.contains("define void @k0_reduce_max(ptr %0, ptr %1, i64 %2, i64 %3)"),
+        "{ir}"
+    );
+}
+
+#[test]
+fn a_kernel_whose_parallel_loop_is_all_it_does_may_be_split() {
+    let f32s = |s: &[usize]| t(DType::F32, s);
+    let parallel = |kind, inputs: &[TensorType], a: Attrs| lower_one(kind, inputs, a).kernels[0].parallel;
+
+    // leading dimensions are collapsed until there are enough iterations to share
+    let relu = parallel(OpKind::Relu, &[f32s(&[1, 8, 16, 16])], Attrs::new());
+    assert_eq!((relu.range, relu.splittable), (2048, true), "a flat loop");
+    let add = parallel(OpKind::Add, &[f32s(&[1, 8, 16, 16]), f32s(&[8, 1, 1])], Attrs::new());
+    assert_eq!((add.range, add.splittable), (128, true), "1x8x16 of 1x8x16x16");
+    let softmax = parallel(OpKind::Softmax, &[f32s(&[4, 10])], attrs(&[("axis", Attr::Int(1))]));
+    assert_eq!((softmax.range, softmax.splittable), (4, true), "one row per iteration");
+
+    // concat copies each input in a loop of its own: one call does all of them
+    let concat = parallel(
+        OpKind::Concat,
+        &[f32s(&[2, 3]), f32s(&[2, 5])],
+        attrs(&[("axis", Attr::Int(1))]),
+    );
+    assert!(!concat.splittable && concat.range == 6, "{concat:?}");
+    // a reduction to one element has no loop without carried values
+    let keep = attrs(&[("axes", ints(&[0, 1])), ("keepdims", Attr::Int(0))]);
+    let total = parallel(OpKind::ReduceSum, &[f32s(&[4, 4])], keep);
+    assert_eq!((total.range, total.splittable), (0, false));
+
+    // the work estimate follows the size
+    let big = parallel(OpKind::Relu, &[f32s(&[1, 8, 32, 32])], Attrs::new());
+    let ratio = big.work as f64 / relu.work as f64;
+    assert!((ratio - 4.0).abs() < 0.01, "{big:?} vs {relu:?}");
 }
