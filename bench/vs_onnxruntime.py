@@ -64,6 +64,15 @@ def onnxruntime_ms(model_path: Path, inputs: dict, threads: int, runs: int) -> f
     return float(np.median(times))
 
 
+def onnxruntime_ms_alone(model_path: Path, input_files: list, threads: int, runs: int) -> float:
+    """`onnxruntime_ms` in a process of its own, so that no thread of one measurement (ORT's
+    spin after a run) competes with the next."""
+    args = [sys.executable, __file__, "--onnxruntime-only", str(threads), "-n", str(runs), str(model_path)]
+    args += [f"{name}={path}" for name, path in input_files]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return float(out)
+
+
 def mxc_ms(model_path: Path, input_files: list, threads: int, runs: int) -> float:
     args = [str(MXC), "perf", str(model_path), "-n", str(runs), "--threads", str(threads)]
     for name, path in input_files:
@@ -80,7 +89,14 @@ def main() -> None:
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--threads", default=f"1,{os.cpu_count()}")
     parser.add_argument("-n", type=int, default=20, dest="runs")
+    parser.add_argument("--onnxruntime-only", type=int, metavar="THREADS", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.onnxruntime_only:
+        # MODEL NAME=FILE...: one measurement, in this process
+        pairs = (str(arg).split("=", 1) for arg in args.models[1:])
+        inputs = {name: np.load(path) for name, path in pairs}
+        print(onnxruntime_ms(args.models[0], inputs, args.onnxruntime_only, args.runs))
+        return
     thread_counts = sorted({int(t) for t in args.threads.split(",")})
     if not MXC.exists():
         sys.exit(f"{MXC} is missing: run `cargo build --release` first")
@@ -96,7 +112,7 @@ def main() -> None:
             name = model_path.parent.name if model_path.name == "model.onnx" else model_path.stem
             serial = None
             for threads in thread_counts:
-                ort_ms = onnxruntime_ms(model_path, inputs, threads, args.runs)
+                ort_ms = onnxruntime_ms_alone(model_path, files, threads, args.runs)
                 ours = mxc_ms(model_path, files, threads, args.runs)
                 serial = serial or ours
                 print(

@@ -6,10 +6,13 @@
 use crate::library::KernelFn;
 use crate::RunError;
 use mxc_dialects::program::Step;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// The least estimated work (`Step::work`, operations) a part should have; below it a call
-/// is not worth splitting. Handing a part to a pool thread costs a few microseconds; a part of
-/// this size runs for tens of them.
+/// is not worth splitting. Handing a part to an awake worker costs about a microsecond; a part
+/// of this size runs for tens of them.
 pub const DEFAULT_MIN_WORK: u64 = 100_000;
 
 /// How a program's runs use threads.
@@ -49,35 +52,166 @@ impl Parallelism {
     }
 }
 
-/// The threads besides the caller's that run parts of kernel calls.
+/// The threads besides the caller's that run parts of kernel calls. A call is published as a
+/// `Job`; every thread, the caller's included, claims parts of it one at a time until none is
+/// left, so a worker that is late (asleep, descheduled) costs nothing: the caller runs the
+/// parts it did not claim. Workers spin for a while after their last part, so that the next
+/// kernel of a run finds them awake (a sleeping thread takes tens of microseconds to wake).
 pub struct Workers {
     parallelism: Parallelism,
-    pool: Option<rayon::ThreadPool>,
+    shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// A kernel's argument array, shared by the threads running its parts.
+/// How long an idle worker spins before it sleeps.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// One kernel call to share out.
 #[derive(Clone, Copy)]
-struct Args(*const *mut u8);
-// SAFETY: the array and the buffers it points to outlive the scope all parts run in, and
-// parts write disjoint elements of the results.
-unsafe impl Send for Args {}
-unsafe impl Sync for Args {}
+struct Job {
+    generation: u32,
+    kernel: KernelFn,
+    args: *const *mut u8,
+    range: u64,
+    parts: u64,
+}
+
+// SAFETY: a job's argument array and buffers stay live until every claimed part is done (the
+// caller waits for that), and parts write disjoint elements of the results.
+unsafe impl Send for Job {}
+
+impl Job {
+    /// Runs part `p` of the call.
+    ///
+    /// # Safety
+    /// The job's arguments must be live: `p` was claimed for this job's generation and the job
+    /// is not done.
+    unsafe fn run(&self, p: u64) {
+        let at = |p: u64| (u128::from(self.range) * u128::from(p) / u128::from(self.parts)) as i64;
+        // SAFETY: as the caller promises; parts' ranges do not overlap
+        unsafe { (self.kernel)(self.args, at(p), at(p + 1)) };
+    }
+}
+
+struct Shared {
+    /// The latest job; its generation is in `claims` and in `generation` once published.
+    job: Mutex<Option<Job>>,
+    /// The latest job's generation (high 32 bits) and the next part to claim (low 32 bits).
+    claims: AtomicU64,
+    /// Parts of the latest job not finished yet.
+    pending: AtomicU64,
+    /// Bumped when a job is published (and on shutdown): what idle workers watch.
+    generation: AtomicU32,
+    shutdown: AtomicBool,
+    /// Workers asleep, and the condition they sleep on.
+    sleepers: Mutex<usize>,
+    wake: Condvar,
+}
+
+impl Shared {
+    /// Claims and runs parts of `job` until none is left.
+    fn work_on(&self, job: &Job) {
+        let mut claims = self.claims.load(Ordering::Acquire);
+        loop {
+            let (generation, next) = ((claims >> 32) as u32, claims & 0xffff_ffff);
+            if generation != job.generation || next >= job.parts {
+                return;
+            }
+            match self
+                .claims
+                .compare_exchange_weak(claims, claims + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // SAFETY: part `next` of this generation is ours; the publisher waits for
+                    // it before the job's buffers go away
+                    unsafe { job.run(next) };
+                    self.pending.fetch_sub(1, Ordering::Release);
+                    claims = self.claims.load(Ordering::Acquire);
+                }
+                Err(now) => claims = now,
+            }
+        }
+    }
+
+    /// A worker's life: wait for a job newer than the last seen, work on it, again.
+    fn serve(&self) {
+        let mut seen = self.generation.load(Ordering::Acquire);
+        loop {
+            seen = match self.next_generation(seen) {
+                Some(generation) => generation,
+                None => return,
+            };
+            let job = *self.job.lock().expect("job lock");
+            if let Some(job) = job {
+                self.work_on(&job);
+            }
+        }
+    }
+
+    /// Spins, then sleeps, until the generation moves past `seen`; `None` on shutdown.
+    fn next_generation(&self, seen: u32) -> Option<u32> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return None;
+            }
+            let now = self.generation.load(Ordering::Acquire);
+            if now != seen {
+                return Some(now);
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(1024) || start.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut sleepers = self.sleepers.lock().expect("sleep lock");
+            *sleepers += 1;
+            while self.generation.load(Ordering::Acquire) == seen && !self.shutdown.load(Ordering::Acquire) {
+                sleepers = self.wake.wait(sleepers).expect("sleep lock");
+            }
+            *sleepers -= 1;
+        }
+    }
+
+    /// Makes the generation `generation` visible to idle workers and wakes sleeping ones.
+    fn announce(&self, generation: u32) {
+        self.generation.store(generation, Ordering::Release);
+        let sleepers = self.sleepers.lock().expect("sleep lock");
+        if *sleepers > 0 {
+            self.wake.notify_all();
+        }
+    }
+}
 
 impl Workers {
     pub fn new(parallelism: Parallelism) -> Result<Workers, RunError> {
         if parallelism.threads == 0 {
             return Err(RunError::Load("the number of threads must be at least 1".into()));
         }
-        let pool = (parallelism.threads > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(parallelism.threads - 1)
-                    .thread_name(|i| format!("mxc-worker-{i}"))
-                    .build()
-                    .map_err(|e| RunError::Load(format!("starting {} threads: {e}", parallelism.threads)))
-            })
-            .transpose()?;
-        Ok(Workers { parallelism, pool })
+        let shared = Arc::new(Shared {
+            job: Mutex::new(None),
+            claims: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            generation: AtomicU32::new(0),
+            shutdown: AtomicBool::new(false),
+            sleepers: Mutex::new(0),
+            wake: Condvar::new(),
+        });
+        let mut workers = Workers {
+            parallelism,
+            shared,
+            threads: Vec::new(),
+        };
+        for i in 1..parallelism.threads {
+            let shared = workers.shared.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("mxc-worker-{i}"))
+                .spawn(move || shared.serve())
+                .map_err(|e| RunError::Load(format!("starting {} threads: {e}", parallelism.threads)))?;
+            workers.threads.push(thread);
+        }
+        Ok(workers)
     }
 
     pub fn parallelism(&self) -> Parallelism {
@@ -91,29 +225,48 @@ impl Workers {
     /// `args` must hold the step's buffers as the kernel was compiled for, live until return.
     pub unsafe fn call(&self, kernel: KernelFn, step: &Step, args: *const *mut u8) {
         let parts = self.parallelism.parts(step);
-        let bounds = |p: u64| {
-            let at = |p: u64| (u128::from(step.range) * u128::from(p) / u128::from(parts)) as i64;
-            (at(p), at(p + 1))
-        };
-        let pool = match &self.pool {
-            Some(pool) if parts > 1 => pool,
+        if parts <= 1 || self.threads.is_empty() {
             // SAFETY: as the caller promises; the whole range in one call
-            _ => return unsafe { kernel(args, 0, step.range as i64) },
+            return unsafe { kernel(args, 0, step.range as i64) };
+        }
+        let shared = &self.shared;
+        let job = {
+            let mut latest = shared.job.lock().expect("job lock");
+            let generation = latest.map_or(1, |j| j.generation.wrapping_add(1));
+            let job = Job {
+                generation,
+                kernel,
+                args,
+                range: step.range,
+                parts,
+            };
+            *latest = Some(job);
+            shared.pending.store(parts, Ordering::Relaxed);
+            shared.claims.store(u64::from(generation) << 32, Ordering::Release);
+            job
         };
-        let args = Args(args);
-        pool.in_place_scope(|scope| {
-            for p in 1..parts {
-                scope.spawn(move |_| {
-                    let (lo, hi) = bounds(p);
-                    let args = args;
-                    // SAFETY: as the caller promises; the parts' ranges do not overlap
-                    unsafe { kernel(args.0, lo, hi) };
-                });
+        shared.announce(job.generation);
+        shared.work_on(&job);
+        let mut spins = 0u32;
+        while shared.pending.load(Ordering::Acquire) != 0 {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1 << 16) {
+                // a worker holding a part was descheduled: let it run
+                std::thread::yield_now();
             }
-            let (lo, hi) = bounds(0);
-            // SAFETY: as above
-            unsafe { kernel(args.0, lo, hi) };
-        });
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let next = self.shared.generation.load(Ordering::Acquire).wrapping_add(1);
+        self.shared.announce(next);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -149,6 +302,29 @@ mod tests {
         let every = Parallelism { min_work: 0, ..four };
         assert_eq!(every.parts(&step(64, true, 1)), 4);
         assert_eq!(Parallelism::serial().parts(&step(64, true, u64::MAX)), 1);
+    }
+
+    #[test]
+    fn every_element_is_computed_once_in_each_of_many_calls() {
+        // the "kernel" counts, at each index of its part, the calls that reached it
+        unsafe extern "C" fn count(args: *const *mut u8, lo: i64, hi: i64) {
+            let counters = unsafe { *args } as *const AtomicU32;
+            for i in lo..hi {
+                unsafe { (*counters.add(i as usize)).fetch_add(1, Ordering::Relaxed) };
+            }
+        }
+        let counters: Vec<AtomicU32> = (0..97).map(|_| AtomicU32::new(0)).collect();
+        let args = [counters.as_ptr() as *mut u8];
+        let workers = Workers::new(Parallelism {
+            threads: 3,
+            min_work: 0,
+        })
+        .unwrap();
+        let calls = 20_000;
+        for _ in 0..calls {
+            unsafe { workers.call(count, &step(97, true, 97), args.as_ptr()) };
+        }
+        assert!(counters.iter().all(|c| c.load(Ordering::Relaxed) == calls));
     }
 
     #[test]
