@@ -3,6 +3,7 @@
 //! kernel the same for each op it holds), as text on stdout and, with `--dot`, as a Graphviz
 //! graph with one cluster per kernel.
 
+use crate::report::size_text;
 use anyhow::{Context, Result};
 use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::{Def, Graph, Op, OpKind};
@@ -93,7 +94,7 @@ impl<'a> View<'a> {
             writeln!(
                 out,
                 "  cost      {cost:.0} ({}, {:.0} flops)",
-                mb(bytes),
+                size_text(bytes),
                 op_flops(&self.graph, op)
             )
             .unwrap();
@@ -115,7 +116,7 @@ impl<'a> View<'a> {
                 out,
                 "{name} for {}: {k0} kernels, {} moved, cost {c0:.0}",
                 self.target,
-                mb(b0)
+                size_text(b0)
             )
             .unwrap();
             writeln!(
@@ -128,7 +129,7 @@ impl<'a> View<'a> {
         };
         writeln!(out, "{name} for {}", self.target).unwrap();
         writeln!(out, "  kernels   {k0} -> {k1}").unwrap();
-        writeln!(out, "  moved     {} -> {}", mb(b0), mb(b1)).unwrap();
+        writeln!(out, "  moved     {} -> {}", size_text(b0), size_text(b1)).unwrap();
         writeln!(out, "  cost      {c0:.0} -> {c1:.0}").unwrap();
         let (before, after) = (kind_counts(self.imported), kind_counts(after));
         let mut removed = Vec::new();
@@ -420,11 +421,4 @@ fn value_names(g: &Graph) -> Vec<String> {
 
 fn graph_bytes(g: &Graph) -> f64 {
     kernel_ops(g).map(|i| with_site(g, &g.ops[i], bytes_moved)).sum()
-}
-
-fn mb(bytes: f64) -> String {
-    match bytes >= 1e6 {
-        true => format!("{:.2} MB", bytes / 1e6),
-        false => format!("{:.1} KB", bytes / 1e3),
-    }
 }

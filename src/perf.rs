@@ -1,7 +1,8 @@
 //! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
-//! spread, and a table of its kernels (median time, share of the kernels' total, the threads
+//! spread, the memory it holds, and a table of its kernels (median time, share of the kernels' total, the threads
 //! a call runs on, the ops each fuses, read from its symbol), slowest first.
 
+use crate::report::size_text;
 use mxc_dialects::program::Step;
 use mxc_dialects::Tensor;
 use mxc_kernels::{Executable, RunError};
@@ -36,6 +37,18 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         ms(median(&mut totals)),
         ms(low),
         ms(high)
+    )
+    .unwrap();
+    let memory = exe.memory_use();
+    let copied = match memory.weights_copied {
+        0 => "read in place".to_string(),
+        n => format!("{} of them copied to align them", size_text(n as f64)),
+    };
+    writeln!(
+        out,
+        "memory: weights {} ({copied}), temporaries {}",
+        size_text(memory.weights as f64),
+        size_text(memory.arena as f64)
     )
     .unwrap();
     let mut kernels: Vec<(Duration, &Step)> = per_step

@@ -70,3 +70,11 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
     }
     eprintln!("{line}");
 }
+
+/// A byte count for people: `4.30 MB`, `116.9 KB`.
+pub fn size_text(bytes: f64) -> String {
+    match bytes >= 1e6 {
+        true => format!("{:.2} MB", bytes / 1e6),
+        false => format!("{:.1} KB", bytes / 1e3),
+    }
+}

@@ -17,7 +17,7 @@ pub use attr::{Attr, Attrs};
 pub use dtype::DType;
 pub use graph::{Def, Graph, Op, Port, ValueId};
 pub use op::OpKind;
-pub use tensor::Tensor;
+pub use tensor::{SharedBytes, Tensor};
 pub use ty::{strides_of, TensorType};
 pub use verify::verify;
 

@@ -7,7 +7,46 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     pub ty: TensorType,
-    data: Arc<Vec<u8>>,
+    data: Data,
+}
+
+/// Read-only bytes that tensors share: a tensor's own, or a range of a larger buffer such as a
+/// memory-mapped `.mxr` file, which stays mapped while a tensor uses it.
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A tensor's bytes: `len` bytes of `owner` from `start`.
+#[derive(Clone)]
+struct Data {
+    owner: SharedBytes,
+    start: usize,
+    len: usize,
+}
+
+impl Data {
+    fn owned(bytes: Vec<u8>) -> Data {
+        let len = bytes.len();
+        Data {
+            owner: Arc::new(bytes),
+            start: 0,
+            len,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &(*self.owner).as_ref()[self.start..self.start + self.len]
+    }
+}
+
+impl PartialEq for Data {
+    fn eq(&self, other: &Data) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl std::fmt::Debug for Data {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.len)
+    }
 }
 
 impl Tensor {
@@ -15,7 +54,18 @@ impl Tensor {
     pub fn from_bytes(ty: TensorType, data: Vec<u8>) -> Option<Tensor> {
         (data.len() == ty.num_bytes()).then(|| Tensor {
             ty,
-            data: Arc::new(data),
+            data: Data::owned(data),
+        })
+    }
+
+    /// A tensor whose bytes are those of `owner` from `start`, shared rather than copied;
+    /// `None` if they do not fit in `owner`.
+    pub fn view(ty: TensorType, owner: SharedBytes, start: usize) -> Option<Tensor> {
+        let len = ty.num_bytes();
+        let fits = start.checked_add(len).is_some_and(|end| end <= (*owner).as_ref().len());
+        fits.then_some(Tensor {
+            ty,
+            data: Data { owner, start, len },
         })
     }
 
@@ -23,12 +73,12 @@ impl Tensor {
         let n = ty.num_bytes();
         Tensor {
             ty,
-            data: Arc::new(vec![0; n]),
+            data: Data::owned(vec![0; n]),
         }
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &self.data
+        self.data.bytes()
     }
 
     pub fn dtype(&self) -> DType {
@@ -57,7 +107,7 @@ impl Tensor {
         }
         Tensor {
             ty,
-            data: Arc::new(data),
+            data: Data::owned(data),
         }
     }
 
@@ -71,7 +121,7 @@ impl Tensor {
         }
         Tensor {
             ty,
-            data: Arc::new(data),
+            data: Data::owned(data),
         }
     }
 
@@ -83,7 +133,7 @@ impl Tensor {
     /// Element `i` as f64 (exact for every integer up to 2^53 and for f32/f16/bf16).
     pub fn get_f64(&self, i: usize) -> f64 {
         let s = self.dtype().size();
-        let b = &self.data[i * s..(i + 1) * s];
+        let b = &self.bytes()[i * s..(i + 1) * s];
         match self.dtype() {
             DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
             DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
@@ -96,7 +146,7 @@ impl Tensor {
     /// Element `i` as i64 (floats truncate toward zero; u64 above i64::MAX wraps).
     pub fn get_i64(&self, i: usize) -> i64 {
         let s = self.dtype().size();
-        let b = &self.data[i * s..(i + 1) * s];
+        let b = &self.bytes()[i * s..(i + 1) * s];
         match self.dtype() {
             DType::Bool | DType::U8 => b[0] as i64,
             DType::I8 => b[0] as i8 as i64,

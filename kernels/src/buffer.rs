@@ -32,6 +32,10 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }

@@ -12,11 +12,21 @@ use std::time::{Duration, Instant};
 /// A program's outputs, by name, in the graph's order.
 pub type Outputs = Vec<(String, Tensor)>;
 
+/// Bytes a loaded program holds: its weights (where they are: a mapped file, the compiled
+/// program), the part of them copied to align them, and the arena of temporaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub weights: usize,
+    pub weights_copied: usize,
+    pub arena: usize,
+}
+
 pub struct Executable {
     program: Program,
     memory: MemoryPlan,
     kernels: Vec<KernelFn>,
-    constants: HashMap<usize, AlignedBuf>,
+    /// Aligned copies of the weights that are misaligned where they are.
+    copies: HashMap<usize, AlignedBuf>,
     workers: Workers,
     // Keeps the kernels mapped while `kernels` points into them.
     _library: Library,
@@ -46,12 +56,16 @@ impl Executable {
             .iter()
             .map(|s| lib.kernel(&s.symbol))
             .collect::<Result<_, _>>()?;
-        let constants = program
+        // kernels read weights where they are (a mapped file, a compiled tensor) unless they
+        // are not aligned for their element type
+        let copies = program
             .buffers
             .iter()
             .enumerate()
             .filter_map(|(i, b)| match &b.kind {
-                BufferKind::Constant(t) => Some((i, AlignedBuf::from_bytes(t.bytes()))),
+                BufferKind::Constant(t) if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) => {
+                    Some((i, AlignedBuf::from_bytes(t.bytes())))
+                }
                 _ => None,
             })
             .collect();
@@ -59,7 +73,7 @@ impl Executable {
             program,
             memory,
             kernels,
-            constants,
+            copies,
             workers: Workers::new(Parallelism::serial())?,
             _library: lib,
         })
@@ -77,6 +91,19 @@ impl Executable {
 
     pub fn program(&self) -> &Program {
         &self.program
+    }
+
+    /// The memory a run uses besides its inputs and outputs.
+    pub fn memory_use(&self) -> MemoryUse {
+        let weights = self.program.buffers.iter().filter_map(|b| match &b.kind {
+            BufferKind::Constant(t) => Some(t.bytes().len()),
+            _ => None,
+        });
+        MemoryUse {
+            weights: weights.sum(),
+            weights_copied: self.copies.values().map(AlignedBuf::len).sum(),
+            arena: self.memory.size,
+        }
     }
 
     /// Runs the program on named inputs (every graph input exactly once) and returns the
@@ -124,11 +151,14 @@ impl Executable {
         }
         let arena = AlignedBuf::zeroed(self.memory.size);
         let pointer = |i: usize| -> *mut u8 {
-            match (self.constants.get(&i), self.memory.offsets[i]) {
-                (Some(c), _) => c.as_ptr(),
+            match (&p.buffers[i].kind, self.copies.get(&i), self.memory.offsets[i]) {
+                (_, Some(c), _) => c.as_ptr(),
+                // kernels never write weights (results are temporaries), so a read-only
+                // mapping is safe to point them at
+                (BufferKind::Constant(t), None, _) => t.bytes().as_ptr().cast_mut(),
                 // SAFETY: the plan was checked at load: the buffer lies inside the arena
-                (None, Some(at)) => unsafe { arena.as_ptr().add(at) },
-                (None, None) => owned[&i].as_ptr(),
+                (_, None, Some(at)) => unsafe { arena.as_ptr().add(at) },
+                (_, None, None) => owned[&i].as_ptr(),
             }
         };
         for (step, kernel) in p.steps.iter().zip(&self.kernels) {

@@ -9,7 +9,7 @@ pub mod mxr;
 pub mod npy;
 mod threads;
 
-pub use executable::Executable;
+pub use executable::{Executable, MemoryUse};
 pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 
 /// Errors of loading and running programs.

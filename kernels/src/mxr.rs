@@ -11,7 +11,8 @@
 
 use crate::RunError;
 use mxc_dialects::program::{Binding, Buffer, BufferKind, MemoryPlan, Program, Step, ALIGN};
-use mxc_dialects::{DType, Tensor, TensorType};
+use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
+use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
@@ -85,15 +86,27 @@ pub fn encode(m: &Mxr) -> Vec<u8> {
     out
 }
 
-/// Reads the `.mxr` file at `path` (see `decode`).
+/// Reads the `.mxr` file at `path` (see `decode`). The file is memory-mapped and the weights
+/// stay in the mapping, shared with the page cache rather than copied; the file must not
+/// change while the program is loaded.
 pub fn read(path: &std::path::Path, target: Option<&str>) -> Result<Mxr, RunError> {
-    let bytes = std::fs::read(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
-    decode(&bytes, &path.display().to_string(), target)
+    let io = |e: std::io::Error| RunError::Io(format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the mapping is read-only and the docs ask that the file not change while mapped
+    // (another process truncating it would fault, as with any mapped file).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    decode_shared(Arc::new(map), &path.display().to_string(), target)
 }
 
 /// Reads an `.mxr` file's bytes (`what` names it in errors); with `target`, the file must be
 /// for that target. Every check of the module comment is a clear error.
 pub fn decode(bytes: &[u8], what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
+    decode_shared(Arc::new(bytes.to_vec()), what, target)
+}
+
+/// `decode` of a file's bytes that the weights then share.
+fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
+    let bytes = (*file).as_ref();
     let bad = |m: String| RunError::Load(format!("{what}: {m}"));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return Err(bad("not an .mxr file (bad magic)".into()));
@@ -119,7 +132,7 @@ pub fn decode(bytes: &[u8], what: &str, target: Option<&str>) -> Result<Mxr, Run
         return Err(bad("checksum mismatch: the file is corrupt".into()));
     }
     let mut r = Reader { bytes: body, pos: HEAD };
-    let m = read_metadata(&mut r, body).map_err(&bad)?;
+    let m = read_metadata(&mut r, &file).map_err(&bad)?;
     if let Some(t) = target.filter(|t| *t != m.target) {
         return Err(bad(format!("compiled for target {}, not {t}", m.target)));
     }
@@ -266,7 +279,8 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
     w.0
 }
 
-fn read_metadata(r: &mut Reader, file: &[u8]) -> Result<Mxr, String> {
+fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
+    let file = &(**shared).as_ref()[..r.bytes.len()];
     let (producer, target, cpu) = (r.str()?, r.str()?, r.str()?);
     let features = (0..r.count()?).map(|_| r.str()).collect::<Result<Vec<_>, _>>()?;
     let mut buffers = Vec::new();
@@ -277,8 +291,8 @@ fn read_metadata(r: &mut Reader, file: &[u8]) -> Result<Mxr, String> {
             0 => (BufferKind::Input(r.u64()? as usize), None),
             1 => {
                 let at = r.u64()? as usize;
-                let bytes = slice(file, at, ty.num_bytes()).ok_or("a weight lies outside the file")?;
-                let t = Tensor::from_bytes(ty.clone(), bytes.to_vec()).ok_or("a weight's size is not its type's")?;
+                slice(file, at, ty.num_bytes()).ok_or("a weight lies outside the file")?;
+                let t = Tensor::view(ty.clone(), shared.clone(), at).ok_or("a weight lies outside the file")?;
                 (BufferKind::Constant(t), None)
             }
             2 => (BufferKind::Temp, Some(r.u64()? as usize)),
@@ -480,6 +494,20 @@ mod tests {
         let at = bytes.windows(8).position(|w| w == weight.as_slice()).unwrap();
         assert_eq!(at % ALIGN, 0);
         assert_eq!(encode(&back), bytes, "deterministic");
+    }
+
+    #[test]
+    fn a_read_file_keeps_its_weights_in_the_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.mxr");
+        std::fs::write(&path, encode(&sample())).unwrap();
+        let back = read(&path, None).unwrap();
+        assert_eq!(back, sample());
+        let BufferKind::Constant(weight) = &back.program.buffers[1].kind else {
+            panic!("buffer 1 is the weight");
+        };
+        // the mapping starts at a page boundary, so the weight keeps its 64-byte file alignment
+        assert_eq!(weight.bytes().as_ptr() as usize % ALIGN, 0);
     }
 
     #[test]

@@ -140,8 +140,13 @@ fn perf_times_every_kernel_of_a_compiled_file() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("5 runs on 1 thread: median "), "{text}");
+    // the file's weights (conv filters and biases) are read where the file is mapped
+    assert!(
+        text.contains("\nmemory: weights ") && text.contains("(read in place)"),
+        "{text}"
+    );
     assert!(text.contains(&format!("\nkernels: {kernels} (")), "{text}");
-    let rows: Vec<&str> = text.lines().skip(3).collect();
+    let rows: Vec<&str> = text.lines().skip(4).collect();
     assert_eq!(rows.len().to_string(), kernels, "{text}");
     // the conv and its relu are one kernel; the shares add up to the whole
     assert!(rows.iter().any(|r| r.ends_with("(conv, relu)")), "{text}");
