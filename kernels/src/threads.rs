@@ -48,14 +48,18 @@ impl Parallelism {
             return 1;
         }
         let by_work = step.work.checked_div(self.min_work).unwrap_or(u64::MAX);
-        (self.threads as u64).min(step.range).min(by_work).max(1)
+        // (a job counts its parts in 32 bits)
+        (self.threads as u64)
+            .min(step.range)
+            .min(by_work)
+            .clamp(1, u64::from(u32::MAX))
     }
 }
 
 /// The threads besides the caller's that run parts of kernel calls. A call is published as a
 /// `Job`; every thread, the caller's included, claims parts of it one at a time until none is
-/// left, so a worker that is late (asleep, descheduled) costs nothing: the caller runs the
-/// parts it did not claim. Workers spin for a while after their last part, so that the next
+/// left, so a worker that is late to start (asleep, descheduled) costs nothing: the caller
+/// runs the parts it did not claim. Workers spin for a while after their last part, so that the next
 /// kernel of a run finds them awake (a sleeping thread takes tens of microseconds to wake).
 pub struct Workers {
     parallelism: Parallelism,
