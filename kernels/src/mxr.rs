@@ -291,8 +291,10 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             0 => (BufferKind::Input(r.u64()? as usize), None),
             1 => {
                 let at = r.u64()? as usize;
-                slice(file, at, ty.num_bytes()).ok_or("a weight lies outside the file")?;
-                let t = Tensor::view(ty.clone(), shared.clone(), at).ok_or("a weight lies outside the file")?;
+                // inside the body: a weight never overlaps the checksum
+                let t = slice(file, at, ty.num_bytes())
+                    .and_then(|_| Tensor::view(ty.clone(), shared.clone(), at))
+                    .ok_or("a weight lies outside the file")?;
                 (BufferKind::Constant(t), None)
             }
             2 => (BufferKind::Temp, Some(r.u64()? as usize)),

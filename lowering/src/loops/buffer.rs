@@ -118,7 +118,7 @@ impl Emitter {
         if buf.is_empty() {
             return;
         }
-        self.line(&format!(
+        self.store_line(&format!(
             "memref.store {v}, {}[{}] : {}",
             buf.name,
             index_list(idx),

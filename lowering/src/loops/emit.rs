@@ -79,7 +79,7 @@ impl std::fmt::Display for V {
 /// How a kernel may be split across threads: calling it with `lo..hi` for consecutive parts
 /// of `0..range` computes the whole result when `splittable`; otherwise (its parallel loop is
 /// not the only thing it does at its top level) it must be called once with `0..range`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parallel {
     /// The trip count of the parallel loop (0 when the kernel has none).
     pub range: u64,
@@ -137,14 +137,20 @@ impl Emitter {
     /// Writes one line at the current indentation.
     pub fn line(&mut self, text: &str) {
         self.work = self.work.saturating_add(self.trips.last().copied().unwrap_or(1));
-        if self.indent == 1 && text.starts_with("memref.store") {
-            self.top_stores += 1;
-        }
         for _ in 0..self.indent {
             self.body.push_str("  ");
         }
         self.body.push_str(text);
         self.body.push('\n');
+    }
+
+    /// Writes a line that stores to memory (which, at the top level, makes the kernel
+    /// unsplittable: every part would write it).
+    pub fn store_line(&mut self, text: &str) {
+        if self.indent == 1 {
+            self.top_stores += 1;
+        }
+        self.line(text);
     }
 
     /// Writes `%name = rhs` and returns the new value of type `ty`.
