@@ -24,7 +24,10 @@ pub enum Format {
 pub fn render(graph: &Graph, format: Format, target: mxc_codegen::Target) -> Result<String> {
     Ok(match format {
         Format::Text => mxc_dialects::text::print(graph),
-        Format::Mlir => mxc_lowering::loops::lower_graph(graph)?.mlir,
+        Format::Mlir => {
+            let isa = mxc_codegen::vector_isa(target, mxc_codegen::OptLevel::default());
+            mxc_lowering::loops::lower_graph(graph, isa)?.mlir
+        }
         Format::Json => crate::json::graph(graph),
         Format::Dot => crate::explain::dot(graph, target),
     })

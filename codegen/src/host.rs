@@ -1,8 +1,10 @@
 //! The CPU a target's code is generated for: LLVM's name for it and the features the code may
-//! use (`ref`: a generic x86-64 without extra features; `cpu`: this machine's).
+//! use (`ref`: a generic x86-64 without extra features; `cpu`: this machine's), and the vector
+//! unit the loop level writes `cpu` kernels for.
 
-use crate::Target;
+use crate::{OptLevel, Target};
 use inkwell::targets::TargetMachine;
+use mxc_lowering::loops::VectorIsa;
 
 /// A CPU as LLVM names it, and its feature string (`+avx2,-avx512f,...`).
 pub struct CodeCpu {
@@ -20,5 +22,14 @@ pub fn code_cpu(target: Target) -> CodeCpu {
             name: TargetMachine::get_host_cpu_name().to_string(),
             features: TargetMachine::get_host_cpu_features().to_string(),
         },
+    }
+}
+
+/// The vector unit kernels are written for: none on `ref` (scalar code, the oracle) and at
+/// `-O0` (the fastest compile); the host's widest vectors on `cpu`.
+pub fn vector_isa(target: Target, opt: OptLevel) -> Option<VectorIsa> {
+    match (target, opt) {
+        (Target::Ref, _) | (Target::Cpu, OptLevel::O0) => None,
+        (Target::Cpu, _) => Some(VectorIsa::from_features(&code_cpu(target).features)),
     }
 }

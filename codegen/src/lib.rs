@@ -12,7 +12,7 @@ mod objects;
 mod plan;
 mod rewrites;
 
-pub use host::{code_cpu, CodeCpu};
+pub use host::{code_cpu, vector_isa, CodeCpu};
 pub use objects::CacheStats;
 pub use rewrites::apply as rewrite_for;
 pub use rewrites::{cost_model, plan as rewrite_plan};
@@ -132,7 +132,7 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
-    let loops = mxc_lowering::loops::lower_graph(graph)?;
+    let loops = mxc_lowering::loops::lower_graph(graph, vector_isa(target, options.opt))?;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
     let (library, cache) = objects::library(&loops.kernels, target, options.opt, options.cache.as_deref())?;
     Ok(Compiled {

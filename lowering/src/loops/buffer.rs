@@ -7,6 +7,7 @@
 //! access to it runs, so its loads are written as a zero constant and its stores dropped.
 
 use super::emit::{Emitter, Ty, V};
+use super::vector::index_list;
 use super::fused::Epilogue;
 use mxc_dialects::DType;
 use std::rc::Rc;
@@ -84,6 +85,12 @@ impl Buf {
     pub fn ty(&self) -> Ty {
         compute_ty(self.dtype)
     }
+
+    /// Whether whole vectors may be read from or written to this buffer: it holds f32, and so
+    /// does every buffer its epilogue reads and writes.
+    pub fn holds_f32_vectors(&self) -> bool {
+        self.dtype == DType::F32 && !self.is_empty() && self.epilogue.as_ref().is_none_or(|ep| ep.all_f32())
+    }
 }
 
 fn memref_type(shape: &[usize], dtype: DType) -> String {
@@ -91,9 +98,6 @@ fn memref_type(shape: &[usize], dtype: DType) -> String {
     format!("memref<{dims}{}>", storage_ty(dtype).mlir())
 }
 
-fn index_list(idx: &[V]) -> String {
-    idx.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
-}
 
 impl Emitter {
     /// Loads an element in its storage type.
@@ -113,10 +117,13 @@ impl Emitter {
         )
     }
 
-    /// Stores a value of the storage type.
+    /// Stores a value of the storage type (a vector: at `idx` and the elements after it).
     pub fn store(&mut self, buf: &Buf, idx: &[V], v: &V) {
         if buf.is_empty() {
             return;
+        }
+        if v.is_vector() {
+            return self.vstore(buf, idx, v);
         }
         self.store_line(&format!(
             "memref.store {v}, {}[{}] : {}",
@@ -184,6 +191,29 @@ impl Emitter {
     pub fn read_bcast(&mut self, buf: &Buf, out: &[V]) -> V {
         let idx = self.bcast_index(&buf.shape, out);
         self.read(buf, &idx)
+    }
+
+    /// `lanes` elements as compute type, from `idx` on along the last index (one element
+    /// for `lanes == 1`). Vectors are read from f32 buffers only.
+    pub fn read_lanes(&mut self, buf: &Buf, idx: &[V], lanes: usize) -> V {
+        if lanes == 1 {
+            return self.read(buf, idx);
+        }
+        assert_eq!(buf.dtype, DType::F32, "vectors are read from f32 buffers");
+        self.vload(buf, idx, lanes)
+    }
+
+    /// `read_bcast` of the `lanes` output elements from index `out` on along the output's
+    /// last dimension: a vector where the buffer runs along that dimension, else its one
+    /// element splat.
+    pub fn read_bcast_lanes(&mut self, buf: &Buf, out: &[V], lanes: usize) -> V {
+        let idx = self.bcast_index(&buf.shape, out);
+        let along = buf.shape.last().is_some_and(|&d| d > 1);
+        if lanes > 1 && along {
+            return self.read_lanes(buf, &idx, lanes);
+        }
+        let v = self.read(buf, &idx);
+        self.splat(&v, lanes)
     }
 
     /// The index into a tensor of `shape` that output index `out` broadcasts from.

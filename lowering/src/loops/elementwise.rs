@@ -37,24 +37,83 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
 
 /// Writes `f(operand elements)` at every element of `out`, each operand read where numpy
 /// broadcasting maps the element's index: one nest over the result, or one loop over flat
-/// views when no operand broadcasts.
-pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl FnOnce(&mut Emitter, &[V]) -> V) {
+/// views when no operand broadcasts. On a vector unit, f32 kernels run on whole vectors along
+/// the result's last dimension (or the flat views), the partial vector at its end masked.
+pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mut Emitter, &[V]) -> V) {
+    let lanes = vector_lanes(e, args, out);
     if args.iter().all(|b| b.shape == out.shape) {
         let views: Vec<Buf> = args.iter().map(|b| e.flat(b)).collect();
         let flat_out = e.flat(out);
+        if let Some(lanes) = lanes.filter(|&l| out.len() >= l) {
+            let n = out.len();
+            e.for_each(n.div_ceil(lanes), |e, chunk| {
+                let at = [e.lin(&[(&chunk, lanes as i64)], 0)];
+                in_vectors(e, &chunk, n, lanes, |e, lanes| {
+                    let x: Vec<V> = views.iter().map(|b| e.read_lanes(b, &at, lanes)).collect();
+                    let y = f(e, &x);
+                    e.write(&flat_out, &at, &y);
+                });
+            });
+            return;
+        }
         e.for_each(out.len(), |e, i| {
             let idx = [i];
             let x: Vec<V> = views.iter().map(|b| e.read(b, &idx)).collect();
             let y = f(e, &x);
             e.write(&flat_out, &idx, &y);
         });
-    } else {
-        e.nest(&out.shape, |e, idx| {
+        return;
+    }
+    let (rows, width) = out.shape.split_at(out.rank().saturating_sub(1));
+    match (lanes, width) {
+        (Some(lanes), &[n]) if n >= lanes => e.nest(rows, |e, row| {
+            e.for_each(n.div_ceil(lanes), |e, chunk| {
+                let mut idx = row.to_vec();
+                idx.push(e.lin(&[(&chunk, lanes as i64)], 0));
+                in_vectors(e, &chunk, n, lanes, |e, lanes| {
+                    let x: Vec<V> = args.iter().map(|b| e.read_bcast_lanes(b, &idx, lanes)).collect();
+                    let y = f(e, &x);
+                    e.write(out, &idx, &y);
+                });
+            });
+        }),
+        _ => e.nest(&out.shape, |e, idx| {
             let x: Vec<V> = args.iter().map(|b| e.read_bcast(b, idx)).collect();
             let y = f(e, &x);
             e.write(out, idx, &y);
-        });
+        }),
     }
+}
+
+/// The lanes element-wise code on `args` and `out` runs with: the vector unit's, when every
+/// buffer holds f32; `None` for scalar code.
+fn vector_lanes(e: &Emitter, args: &[Buf], out: &Buf) -> Option<usize> {
+    let all_f32 = args.iter().chain([out]).all(Buf::holds_f32_vectors);
+    e.f32_lanes().filter(|_| all_f32)
+}
+
+/// Writes `body` for chunk `chunk` of a row of `n` elements in vectors of `lanes`: whole, or
+/// (the last chunk, when `n` is not a multiple of `lanes`) under a mask of the lanes left.
+pub fn in_vectors(e: &mut Emitter, chunk: &V, n: usize, lanes: usize, body: impl Fn(&mut Emitter, usize)) {
+    let rest = n % lanes;
+    if rest == 0 {
+        return body(e, lanes);
+    }
+    let last = e.idx((n / lanes) as i64);
+    let whole = e.cmp_idx("slt", chunk, &last);
+    e.if_else_like(
+        &whole,
+        &[],
+        |e| {
+            body(e, lanes);
+            Vec::new()
+        },
+        |e| {
+            let mask = e.first_lanes(rest, lanes);
+            e.masked(Some(mask), |e| body(e, lanes));
+            Vec::new()
+        },
+    );
 }
 
 /// The op of kind `kind` on one element of each operand (clip's bounds included), in their
@@ -194,7 +253,8 @@ fn pow(e: &mut Emitter, base: &V, exp: &V) -> V {
             F64
         };
         let (b, x) = (e.convert(base, ty), e.convert(exp, ty));
-        let p = e.op("v", ty, &format!("math.powf {b}, {x} : {}", ty.mlir()));
+        let (b, x) = e.same_lanes(&b, &x);
+        let p = e.op_lanes("v", ty, b.lanes, &format!("math.powf {b}, {x} : {}", b.mlir_ty()));
         return e.convert(&p, base.ty);
     }
     let ty = base.ty;

@@ -10,6 +10,7 @@
 //!
 //! Scalar arithmetic on typed values lives in `scalar.rs`, memory access in `buffer.rs`.
 
+use super::vector::VectorIsa;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -61,13 +62,46 @@ impl Ty {
     }
 }
 
-/// A typed SSA value (or a constant the emitter knows the value of).
+/// A typed SSA value (or a constant the emitter knows the value of): a scalar, or a vector of
+/// `lanes` elements of type `ty` (`vector<8xf32>`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct V {
     pub name: String,
     pub ty: Ty,
     /// The value of an `index` or integer constant, kept for folding.
     pub known: Option<i64>,
+    /// 1 for a scalar.
+    pub lanes: usize,
+}
+
+impl V {
+    /// A scalar value named `name`.
+    pub fn scalar(name: impl Into<String>, ty: Ty) -> V {
+        V {
+            name: name.into(),
+            ty,
+            known: None,
+            lanes: 1,
+        }
+    }
+
+    /// The value's MLIR type: `f32`, or `vector<8xf32>`.
+    pub fn mlir_ty(&self) -> String {
+        type_with_lanes(self.ty, self.lanes)
+    }
+
+    pub fn is_vector(&self) -> bool {
+        self.lanes > 1
+    }
+}
+
+/// `ty`, or a vector of `lanes` of it.
+pub fn type_with_lanes(ty: Ty, lanes: usize) -> String {
+    if lanes > 1 {
+        format!("vector<{lanes}x{}>", ty.mlir())
+    } else {
+        ty.mlir()
+    }
 }
 
 impl std::fmt::Display for V {
@@ -109,6 +143,14 @@ pub struct Emitter {
     next: usize,
     constants: String,
     constant_names: HashMap<(String, String), String>,
+    /// The literal and type of each hoisted scalar constant, by name (to splat it).
+    constant_literals: HashMap<String, (String, String)>,
+    /// Hoisted ops other than scalar constants (splats, masks), by their text.
+    hoisted_ops: HashMap<String, String>,
+    /// The vector unit the kernel is written for; `None`: scalar code (the `ref` target).
+    pub isa: Option<VectorIsa>,
+    /// The lane mask vector loads and stores are under (the partial vector at a row's end).
+    pub mask: Option<V>,
     /// Trip-count products of the open regions, innermost last (each line costs the last).
     trips: Vec<u64>,
     work: u64,
@@ -120,11 +162,17 @@ pub struct Emitter {
 }
 
 impl Emitter {
+    /// An emitter of scalar code.
     pub fn new() -> Emitter {
         Emitter {
             indent: 1,
             ..Emitter::default()
         }
+    }
+
+    /// An emitter of code for the vector unit `isa` (scalar code without one).
+    pub fn with_isa(isa: Option<VectorIsa>) -> Emitter {
+        Emitter { isa, ..Emitter::new() }
     }
 
     /// A name not used before in this function, built from `hint`.
@@ -153,11 +201,19 @@ impl Emitter {
         self.line(text);
     }
 
-    /// Writes `%name = rhs` and returns the new value of type `ty`.
+    /// Writes `%name = rhs` and returns the new scalar value of type `ty`.
     pub fn op(&mut self, hint: &str, ty: Ty, rhs: &str) -> V {
+        self.op_lanes(hint, ty, 1, rhs)
+    }
+
+    /// Writes `%name = rhs` and returns the new value: `lanes` elements of type `ty`.
+    pub fn op_lanes(&mut self, hint: &str, ty: Ty, lanes: usize, rhs: &str) -> V {
         let name = self.fresh(hint);
         self.line(&format!("{name} = {rhs}"));
-        V { name, ty, known: None }
+        V {
+            lanes,
+            ..V::scalar(name, ty)
+        }
     }
 
     /// A constant of type `ty` written as `literal`, defined once at the function entry and
@@ -166,9 +222,8 @@ impl Emitter {
         let key = (literal, ty.mlir());
         if let Some(name) = self.constant_names.get(&key) {
             return V {
-                name: name.clone(),
-                ty,
                 known,
+                ..V::scalar(name.clone(), ty)
             };
         }
         let name = name.unwrap_or_else(|| self.fresh("cst"));
@@ -179,8 +234,40 @@ impl Emitter {
             format!(" : {}", key.1)
         };
         let _ = writeln!(self.constants, "  {name} = arith.constant {}{suffix}", key.0);
-        self.constant_names.insert(key, name.clone());
-        V { name, ty, known }
+        self.constant_names.insert(key.clone(), name.clone());
+        self.constant_literals.insert(name.clone(), key);
+        V {
+            known,
+            ..V::scalar(name, ty)
+        }
+    }
+
+    /// The literal and MLIR type of a hoisted scalar constant named `name`.
+    pub(super) fn literal_of(&self, name: &str) -> Option<String> {
+        self.constant_literals.get(name).map(|(literal, _)| literal.clone())
+    }
+
+    /// A splat constant: every one of `lanes` lanes `literal` (of type `ty`), hoisted.
+    pub(super) fn hoisted_splat(&mut self, literal: &str, ty: Ty, lanes: usize) -> V {
+        let vty = type_with_lanes(ty, lanes);
+        self.hoisted_op(&format!("arith.constant dense<{literal}> : {vty}"), ty, lanes)
+    }
+
+    /// The value of `rhs` (an op without operands), computed once at the function entry.
+    pub(super) fn hoisted_op(&mut self, rhs: &str, ty: Ty, lanes: usize) -> V {
+        let name = match self.hoisted_ops.get(rhs) {
+            Some(name) => name.clone(),
+            None => {
+                let name = self.fresh("cst");
+                let _ = writeln!(self.constants, "  {name} = {rhs}");
+                self.hoisted_ops.insert(rhs.to_string(), name.clone());
+                name
+            }
+        };
+        V {
+            lanes,
+            ..V::scalar(name, ty)
+        }
     }
 
     /// An `index` constant.
@@ -229,11 +316,7 @@ impl Emitter {
     /// `begin_for` with bounds that are values; `trips` is the loop's trip count as far as the
     /// work estimate is concerned, `note` a comment for the loop's first line.
     fn begin_for_between(&mut self, lo: &V, hi: &V, step: &V, trips: u64, inits: &[V], note: Option<&str>) -> OpenFor {
-        let iv = V {
-            name: self.fresh("i"),
-            ty: Ty::Index,
-            known: None,
-        };
+        let iv = V::scalar(self.fresh("i"), Ty::Index);
         let mut head = String::new();
         let mut results = Vec::new();
         if !inits.is_empty() {
@@ -253,9 +336,8 @@ impl Emitter {
                 .map(|init| {
                     let name = self.fresh("acc");
                     carried.push(V {
-                        name: name.clone(),
-                        ty: init.ty,
-                        known: None,
+                        lanes: init.lanes,
+                        ..V::scalar(name.clone(), init.ty)
                     });
                     format!("{name} = {init}")
                 })
@@ -297,6 +379,32 @@ impl Emitter {
         open.results
     }
 
+    /// A loop over `lo..hi` (values; `trips` is its trip count for the work estimate) carrying
+    /// `inits`: `body` gets the index and the carried values and returns their next values.
+    /// Returns the final values.
+    pub fn for_between(
+        &mut self,
+        lo: &V,
+        hi: &V,
+        trips: u64,
+        inits: &[V],
+        body: impl FnOnce(&mut Emitter, &V, &[V]) -> Vec<V>,
+    ) -> Vec<V> {
+        let one = self.idx(1);
+        let open = self.begin_for_between(lo, hi, &one, trips, inits, None);
+        let (iv, carried) = (open.iv.clone(), open.carried.clone());
+        let values = body(self, &iv, &carried);
+        self.end_for(open, &values)
+    }
+
+    /// The smaller of two `index` values.
+    pub fn min_idx(&mut self, a: &V, b: &V) -> V {
+        match (a.known, b.known) {
+            (Some(x), Some(y)) => self.idx(x.min(y)),
+            _ => self.op("t", Ty::Index, &format!("arith.minsi {a}, {b} : index")),
+        }
+    }
+
     /// A loop over `0..n` without carried values (the parallel loop if it is the first).
     pub fn for_each(&mut self, n: usize, body: impl FnOnce(&mut Emitter, V)) {
         self.nest(&[n], |e, idx| body(e, idx[0].clone()));
@@ -325,11 +433,7 @@ impl Emitter {
             lead += 1;
         }
         self.parallel_range = Some(range as u64);
-        let bound = |name: &str| V {
-            name: name.to_string(),
-            ty: Ty::Index,
-            known: None,
-        };
+        let bound = |name: &str| V::scalar(name, Ty::Index);
         let one = self.idx(1);
         let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
         let note = format!(
@@ -394,7 +498,7 @@ impl Emitter {
         values
     }
 
-    /// `scf.if` with results of types `tys`: each branch returns the values it yields.
+    /// `scf.if` with scalar results of types `tys`: each branch returns the values it yields.
     pub fn if_else(
         &mut self,
         cond: &V,
@@ -402,41 +506,57 @@ impl Emitter {
         then: impl FnOnce(&mut Emitter) -> Vec<V>,
         otherwise: impl FnOnce(&mut Emitter) -> Vec<V>,
     ) -> Vec<V> {
+        let like: Vec<V> = tys.iter().map(|&ty| V::scalar("", ty)).collect();
+        self.if_else_like(cond, &like, then, otherwise)
+    }
+
+    /// `scf.if` with results of the types (and lanes) of `like`.
+    pub fn if_else_like(
+        &mut self,
+        cond: &V,
+        like: &[V],
+        then: impl FnOnce(&mut Emitter) -> Vec<V>,
+        otherwise: impl FnOnce(&mut Emitter) -> Vec<V>,
+    ) -> Vec<V> {
         let r = self.fresh("r");
-        let results: Vec<V> = if tys.len() == 1 {
-            vec![V {
-                name: r.clone(),
-                ty: tys[0],
-                known: None,
-            }]
-        } else {
-            tys.iter()
-                .enumerate()
-                .map(|(i, &ty)| V {
-                    name: format!("{r}#{i}"),
-                    ty,
-                    known: None,
-                })
-                .collect()
+        let results = result_names(&r, like);
+        let head = match like.len() {
+            0 => String::new(),
+            1 => format!("{r} = "),
+            n => format!("{r}:{n} = "),
         };
-        let head = if tys.len() == 1 {
-            format!("{r} = ")
+        let types = if like.is_empty() {
+            String::new()
         } else {
-            format!("{r}:{} = ", tys.len())
+            format!(" -> ({})", type_list(like))
         };
-        let types: Vec<String> = tys.iter().map(|t| t.mlir()).collect();
-        self.line(&format!("{head}scf.if {cond} -> ({}) {{", types.join(", ")));
+        self.line(&format!("{head}scf.if {cond}{types} {{"));
         self.open_region(1);
         let yields = then(self);
-        self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
+        self.yield_values(&yields);
         self.close_region();
         self.line("} else {");
         self.open_region(1);
         let yields = otherwise(self);
-        self.line(&format!("scf.yield {} : {}", name_list(&yields), type_list(&yields)));
+        self.yield_values(&yields);
         self.close_region();
         self.line("}");
         results
+    }
+
+    /// `scf.if` without results or an else branch.
+    pub fn if_then(&mut self, cond: &V, then: impl FnOnce(&mut Emitter)) {
+        self.line(&format!("scf.if {cond} {{"));
+        self.open_region(1);
+        then(self);
+        self.close_region();
+        self.line("}");
+    }
+
+    fn yield_values(&mut self, values: &[V]) {
+        if !values.is_empty() {
+            self.line(&format!("scf.yield {} : {}", name_list(values), type_list(values)));
+        }
     }
 
     /// `scf.while` carrying `inits`: runs `body` while `cond` (given the current values) holds;
@@ -458,9 +578,8 @@ impl Emitter {
             inits
                 .iter()
                 .map(|v| V {
-                    name: e.fresh("arg"),
-                    ty: v.ty,
-                    known: None,
+                    lanes: v.lanes,
+                    ..V::scalar(e.fresh("arg"), v.ty)
                 })
                 .collect()
         };
@@ -494,8 +613,7 @@ impl Emitter {
             return then(self);
         }
         let cond = self.all(conds);
-        let tys: Vec<Ty> = otherwise.iter().map(|v| v.ty).collect();
-        self.if_else(&cond, &tys, then, |_| otherwise.to_vec())
+        self.if_else_like(&cond, otherwise, then, |_| otherwise.to_vec())
     }
 
     /// `sum(coef * value) + constant` over `index` values, folding zero and unit terms.
@@ -584,18 +702,16 @@ impl Emitter {
 fn result_names(r: &str, inits: &[V]) -> Vec<V> {
     if inits.len() == 1 {
         return vec![V {
-            name: r.to_string(),
-            ty: inits[0].ty,
-            known: None,
+            lanes: inits[0].lanes,
+            ..V::scalar(r, inits[0].ty)
         }];
     }
     inits
         .iter()
         .enumerate()
         .map(|(i, v)| V {
-            name: format!("{r}#{i}"),
-            ty: v.ty,
-            known: None,
+            lanes: v.lanes,
+            ..V::scalar(format!("{r}#{i}"), v.ty)
         })
         .collect()
 }
@@ -605,7 +721,7 @@ fn name_list(vs: &[V]) -> String {
 }
 
 fn type_list(vs: &[V]) -> String {
-    vs.iter().map(|v| v.ty.mlir()).collect::<Vec<_>>().join(", ")
+    vs.iter().map(V::mlir_ty).collect::<Vec<_>>().join(", ")
 }
 
 /// A float literal MLIR parses back to `value` in type `ty`: decimal for finite values,

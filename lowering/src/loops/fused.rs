@@ -30,9 +30,15 @@ pub struct Epilogue {
 }
 
 impl Epilogue {
+    /// Whether every buffer the epilogue reads, and the one it writes, holds f32.
+    pub fn all_f32(&self) -> bool {
+        self.ins.iter().chain([&self.out]).all(Buf::holds_f32_vectors)
+    }
+
     /// The kernel's result at `idx`, where the anchor's result is `value`.
     pub fn apply(&self, e: &mut Emitter, idx: &[V], value: V) -> V {
-        let read = |e: &mut Emitter, i: usize| e.read_bcast(&self.ins[i], idx);
+        let lanes = value.lanes;
+        let read = |e: &mut Emitter, i: usize| e.read_bcast_lanes(&self.ins[i], idx, lanes);
         evaluate(e, &self.body, read, Some((self.anchor, value)))
     }
 }
@@ -152,7 +158,7 @@ mod tests {
             let r = b.build1(OpKind::Relu, vec![m], Attrs::new()).unwrap();
             b.add_output("out0", r);
         });
-        let m = lower_graph(&g).unwrap();
+        let m = lower_graph(&g, None).unwrap();
         assert_eq!(m.kernels.len(), 1);
         assert_eq!(m.kernels[0].symbol, "k0_add_mul_relu");
         assert_eq!(loop_depth(&m.mlir), 2, "{}", m.mlir);
@@ -197,7 +203,7 @@ mod tests {
                     .unwrap();
                 b.add_output("out0", c);
             });
-            let m = lower_graph(&g).unwrap_or_else(|e| panic!("{d}: {e}"));
+            let m = lower_graph(&g, None).unwrap_or_else(|e| panic!("{d}: {e}"));
             to_llvm_ir(&m.mlir).unwrap_or_else(|e| panic!("{d}: {e}\n{}", m.mlir));
         }
     }
@@ -219,7 +225,7 @@ mod tests {
                 b.add_output("out0", h);
             },
         );
-        let m = lower_graph(&g).unwrap();
+        let m = lower_graph(&g, None).unwrap();
         assert_eq!(m.mlir.matches("memref.store").count(), 1, "{}", m.mlir);
         check_in_order(
             &m.mlir,

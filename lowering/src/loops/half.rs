@@ -2,7 +2,7 @@
 //! kernels on half-precision data need no conversion routines from a compiler runtime
 //! (`__extendhfsf2`, `__truncsfhf2`, ...) on targets without F16C.
 
-use super::emit::{Emitter, Ty, V};
+use super::emit::{type_with_lanes, Emitter, Ty, V};
 use super::scalar::Cmp;
 
 const I16: Ty = Ty::Int {
@@ -15,19 +15,19 @@ const I32: Ty = Ty::Int {
 };
 
 impl Emitter {
-    fn bitcast(&mut self, v: &V, to: Ty) -> V {
-        self.op(
-            "b",
-            to,
-            &format!("arith.bitcast {v} : {} to {}", v.ty.mlir(), to.mlir()),
-        )
+    /// The same bits as type `to` (of the same width), lane by lane.
+    pub(super) fn bitcast(&mut self, v: &V, to: Ty) -> V {
+        let to_ty = type_with_lanes(to, v.lanes);
+        self.op_lanes("b", to, v.lanes, &format!("arith.bitcast {v} : {} to {to_ty}", v.mlir_ty()))
     }
 
-    fn bits_op(&mut self, op: &str, a: &V, b: &V) -> V {
-        self.op("b", a.ty, &format!("arith.{op} {a}, {b} : {}", a.ty.mlir()))
+    /// An integer op (`andi`, `shli`, ...) on two operands, a scalar splat to the other's lanes.
+    pub(super) fn bits_op(&mut self, op: &str, a: &V, b: &V) -> V {
+        let (a, b) = self.same_lanes(a, b);
+        self.op_lanes("b", a.ty, a.lanes, &format!("arith.{op} {a}, {b} : {}", a.mlir_ty()))
     }
 
-    fn bits_const(&mut self, op: &str, a: &V, k: u32) -> V {
+    pub(super) fn bits_const(&mut self, op: &str, a: &V, k: u32) -> V {
         let c = self.int(a.ty, k as i32 as i64);
         self.bits_op(op, a, &c)
     }

@@ -17,13 +17,15 @@ use std::ffi::CStr;
 use std::rc::Rc;
 
 /// The conversion to the LLVM dialect, in order: affine (unused by the `ref` kernels, there
-/// for later targets) and structured control flow to blocks, math to LLVM intrinsics (and
+/// for later targets) and structured control flow to blocks, vector ops (the cpu target's
+/// loads, stores, masks, reductions) to LLVM vector instructions, math to LLVM intrinsics (and
 /// what has none, such as `erf`, to libm calls), memref views (`reinterpret_cast`) to plain
 /// descriptors and memrefs to pointers, then arith, control flow and functions, whose memref
 /// arguments become bare pointers; last, the casts left between the converted pieces go.
 pub const PIPELINE: &str = "builtin.module(\
 lower-affine,\
 convert-scf-to-cf,\
+convert-vector-to-llvm,\
 convert-math-to-llvm,\
 convert-math-to-libm,\
 expand-strided-metadata,\

@@ -5,7 +5,9 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
-use mxc_dialects::{Attrs, OpKind};
+use super::tile::{self, Panels, Product};
+use super::vector::VectorIsa;
+use mxc_dialects::{Attrs, DType, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
     match kind {
@@ -34,12 +36,58 @@ fn dot(
     acc[0].clone()
 }
 
+/// The vector unit to tile a product of `a` and `b` into `out` for: the emitter's, when all
+/// of them hold f32 (`None`: the scalar form).
+fn tiling(e: &Emitter, a: &Buf, b: &Buf, out: &Buf) -> Option<VectorIsa> {
+    e.isa.filter(|_| [a, b, out].iter().all(|x| x.holds_f32_vectors()))
+}
+
 fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
     let (a, b, c) = (&ins[0], &ins[1], ins.get(2));
     let (alpha, beta) = (attrs.float("alpha")?, attrs.float("beta")?);
     let (trans_a, trans_b) = (attrs.int("trans_a")? != 0, attrs.int("trans_b")? != 0);
     let depth = if trans_a { a.shape[0] } else { a.shape[1] };
     let ty = out.ty();
+    let c = c.filter(|_| beta != 0.0);
+    // alpha * sum + beta * C
+    let finish = |e: &mut Emitter, idx: &[V], mut r: V| {
+        if alpha != 1.0 {
+            let k = e.num(ty, alpha);
+            r = e.mul(&r, &k);
+        }
+        if let Some(c) = c {
+            let mut cv = e.read_bcast_lanes(c, idx, r.lanes);
+            if beta != 1.0 {
+                let k = e.num(ty, beta);
+                cv = e.mul(&cv, &k);
+            }
+            r = e.add(&r, &cv);
+        }
+        r
+    };
+    let vectors = tiling(e, a, b, out).filter(|_| c.is_none_or(|c| c.dtype == DType::F32) && !trans_b);
+    if let Some(isa) = vectors {
+        let at = |e: &mut Emitter, _: &[V], row: &V, k: &V| match trans_a {
+            true => vec![k.clone(), row.clone()],
+            false => vec![row.clone(), k.clone()],
+        };
+        let b_at = |_: &mut Emitter, _: &[V], k: &V, col: &V| vec![k.clone(), col.clone()];
+        let out_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
+        let product = Product {
+            batch: &[],
+            m: out.shape[0],
+            n: out.shape[1],
+            depth,
+            a,
+            a_at: &at,
+            b: Panels::RowMajor { buf: b, at: &b_at },
+            out,
+            out_at: &out_at,
+            finish: &finish,
+        };
+        tile::emit(e, &product, isa);
+        return Ok(());
+    }
     e.nest(&out.shape, |e, idx| {
         let (m, n) = (&idx[0], &idx[1]);
         let a_idx = |k: &V| {
@@ -56,19 +104,8 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
                 vec![k.clone(), n.clone()]
             }
         };
-        let mut r = dot(e, depth, a, a_idx, b, b_idx);
-        if alpha != 1.0 {
-            let k = e.num(ty, alpha);
-            r = e.mul(&r, &k);
-        }
-        if let Some(c) = c.filter(|_| beta != 0.0) {
-            let mut cv = e.read_bcast(c, idx);
-            if beta != 1.0 {
-                let k = e.num(ty, beta);
-                cv = e.mul(&cv, &k);
-            }
-            r = e.add(&r, &cv);
-        }
+        let r = dot(e, depth, a, a_idx, b, b_idx);
+        let r = finish(e, idx, r);
         e.write(out, idx, &r);
     });
     Ok(())
@@ -78,6 +115,38 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
     let (ra, rb) = (a.rank(), b.rank());
     let depth = a.shape[ra - 1];
     let batch = out.rank() - usize::from(ra > 1) - usize::from(rb > 1);
+    if let Some(isa) = tiling(e, a, b, out).filter(|_| rb > 1) {
+        let a_at = |e: &mut Emitter, batch: &[V], row: &V, k: &V| {
+            let mut i = e.bcast_index(&a.shape[..ra.saturating_sub(2)], batch);
+            i.extend((ra > 1).then(|| row.clone()));
+            i.push(k.clone());
+            i
+        };
+        let b_at = |e: &mut Emitter, batch: &[V], k: &V, col: &V| {
+            let mut i = e.bcast_index(&b.shape[..rb - 2], batch);
+            i.extend([k.clone(), col.clone()]);
+            i
+        };
+        let out_at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| {
+            let mut i = batch.to_vec();
+            i.extend((ra > 1).then(|| row.clone()));
+            i.push(col.clone());
+            i
+        };
+        let product = Product {
+            batch: &out.shape[..batch],
+            m: if ra > 1 { a.shape[ra - 2] } else { 1 },
+            n: b.shape[rb - 1],
+            depth,
+            a,
+            a_at: &a_at,
+            b: Panels::RowMajor { buf: b, at: &b_at },
+            out,
+            out_at: &out_at,
+            finish: &|_, _, v| v,
+        };
+        return tile::emit(e, &product, isa);
+    }
     e.nest(&out.shape, |e, idx| {
         let (batch_idx, rest) = idx.split_at(batch);
         let m = (ra > 1).then(|| rest[0].clone());

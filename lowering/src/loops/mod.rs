@@ -9,6 +9,7 @@
 //! `scalar.rs`: typed arithmetic; `buffer.rs`: memrefs, loads and stores; `half.rs`: f16 and
 //! bf16 conversions), with one file per op family (`window.rs` serves conv and pool).
 
+mod approx;
 mod buffer;
 mod conv;
 mod elementwise;
@@ -26,9 +27,12 @@ mod scalar;
 mod testing;
 #[cfg(test)]
 mod tests;
+mod tile;
+mod vector;
 mod window;
 
 pub use emit::Parallel;
+pub use vector::VectorIsa;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
 
 use buffer::Buf;
@@ -71,8 +75,9 @@ pub enum LoopError {
     Mlir { stage: &'static str, message: String },
 }
 
-/// Lowers every op of a (valid) graph except constants to a kernel.
-pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
+/// Lowers every op of a (valid) graph except constants to a kernel: scalar code (the `ref`
+/// oracle) without a vector unit, else code for `isa` (vectorised, register-tiled).
+pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, LoopError> {
     mxc_dialects::verify(g)?;
     let mut mlir = String::from("module {\n");
     let mut kernels = Vec::new();
@@ -81,7 +86,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
             continue;
         }
         let symbol = format!("k{index}_{}", kernel_name(op));
-        let (func, parallel) = lower_op(g, op, &symbol).map_err(|message| LoopError::Op {
+        let (func, parallel) = lower_op(g, op, &symbol, isa).map_err(|message| LoopError::Op {
             index,
             op: op.kind.to_string(),
             message,
@@ -100,7 +105,7 @@ pub fn lower_graph(g: &Graph) -> Result<LoopModule, LoopError> {
 }
 
 /// The kernel function of one op, and how it may be split across threads.
-fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<(String, Parallel), String> {
+fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>) -> Result<(String, Parallel), String> {
     let buf = |name: String, v: &ValueId| {
         let ty = g.ty(*v);
         Buf::new(&name, ty.dtype, &ty.shape)
@@ -123,7 +128,7 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str) -> Result<(String, Parallel), Stri
         .map(|b| format!("{}: {}", b.name, b.memref()))
         .chain(["%lo: index".to_string(), "%hi: index".to_string()])
         .collect();
-    let mut e = Emitter::new();
+    let mut e = Emitter::with_isa(isa);
     match &op.body {
         Some(body) => fused::lower(&mut e, body, &ins, &outs[0])?,
         None => lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?,

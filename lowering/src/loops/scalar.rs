@@ -5,7 +5,7 @@
 //! see `buffer.rs`). Integer division never traps: a zero divisor gives 0 and `MIN / -1`
 //! wraps, where LLVM would have undefined behaviour.
 
-use super::emit::{Emitter, Ty, V};
+use super::emit::{type_with_lanes, Emitter, Ty, V};
 
 /// Comparison predicates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,9 +44,11 @@ impl Cmp {
 }
 
 impl Emitter {
+    /// `arith.<op> a, b`, a scalar operand splat to the other's lanes.
     fn binary(&mut self, float_op: &str, int_op: &str, a: &V, b: &V) -> V {
+        let (a, b) = self.same_lanes(a, b);
         let op = if a.ty.is_float() { float_op } else { int_op };
-        self.op("v", a.ty, &format!("arith.{op} {a}, {b} : {}", a.ty.mlir()))
+        self.op_lanes("v", a.ty, a.lanes, &format!("arith.{op} {a}, {b} : {}", a.mlir_ty()))
     }
 
     pub fn add(&mut self, a: &V, b: &V) -> V {
@@ -98,7 +100,7 @@ impl Emitter {
 
     pub fn neg(&mut self, a: &V) -> V {
         if a.ty.is_float() {
-            return self.op("v", a.ty, &format!("arith.negf {a} : {}", a.ty.mlir()));
+            return self.op_lanes("v", a.ty, a.lanes, &format!("arith.negf {a} : {}", a.mlir_ty()));
         }
         let zero = self.zero(a.ty);
         self.sub(&zero, a)
@@ -106,37 +108,55 @@ impl Emitter {
 
     /// Absolute value (the identity on unsigned integers).
     pub fn abs(&mut self, a: &V) -> V {
-        match a.ty {
-            t if t.is_float() => self.op("v", t, &format!("math.absf {a} : {}", t.mlir())),
-            t if t.is_signed() => self.op("v", t, &format!("math.absi {a} : {}", t.mlir())),
+        let (ty, lanes) = (a.ty, a.lanes);
+        match ty {
+            t if t.is_float() => self.op_lanes("v", t, lanes, &format!("math.absf {a} : {}", a.mlir_ty())),
+            t if t.is_signed() => self.op_lanes("v", t, lanes, &format!("math.absi {a} : {}", a.mlir_ty())),
             _ => a.clone(),
         }
     }
 
     pub fn cmp(&mut self, pred: Cmp, a: &V, b: &V) -> V {
+        let (a, b) = self.same_lanes(a, b);
         let p = pred.predicate(a.ty);
         let op = if a.ty.is_float() { "cmpf" } else { "cmpi" };
-        self.op("p", Ty::I1, &format!("arith.{op} {p}, {a}, {b} : {}", a.ty.mlir()))
+        self.op_lanes("p", Ty::I1, a.lanes, &format!("arith.{op} {p}, {a}, {b} : {}", a.mlir_ty()))
     }
 
+    /// `cond ? a : b`, element by element when `cond` is a vector.
     pub fn select(&mut self, cond: &V, a: &V, b: &V) -> V {
-        self.op("v", a.ty, &format!("arith.select {cond}, {a}, {b} : {}", a.ty.mlir()))
+        let lanes = cond.lanes.max(a.lanes).max(b.lanes);
+        let (a, b) = (self.splat(a, lanes), self.splat(b, lanes));
+        let cond = self.splat(cond, lanes);
+        // a vector condition is spelled out; a scalar one is implied
+        let types = match lanes {
+            1 => a.mlir_ty(),
+            _ => format!("{}, {}", cond.mlir_ty(), a.mlir_ty()),
+        };
+        self.op_lanes("v", a.ty, lanes, &format!("arith.select {cond}, {a}, {b} : {types}"))
     }
 
     /// Bitwise and of two integers of the same type.
     pub fn and(&mut self, a: &V, b: &V) -> V {
-        self.op("v", a.ty, &format!("arith.andi {a}, {b} : {}", a.ty.mlir()))
+        self.binary("andi", "andi", a, b)
     }
 
     /// Logical not of an `i1`.
     pub fn not(&mut self, a: &V) -> V {
         let t = self.int(Ty::I1, 1);
-        self.op("p", Ty::I1, &format!("arith.xori {a}, {t} : i1"))
+        self.binary("xori", "xori", a, &t)
     }
 
-    /// A one-operand `math` op (`exp`, `log`, `sqrt`, `erf`, `tanh`, `floor`, `ceil`, ...).
+    /// A one-operand `math` op (`exp`, `log`, `sqrt`, `erf`, `tanh`, `floor`, `ceil`, ...):
+    /// MLIR's (libm's, for scalar code), or on a vector unit this crate's vector forms of
+    /// `exp`, `tanh` and `erf` (`approx.rs`).
     pub fn math(&mut self, func: &str, a: &V) -> V {
-        self.op("v", a.ty, &format!("math.{func} {a} : {}", a.ty.mlir()))
+        if self.isa.is_some() && a.ty == Ty::F32 {
+            if let Some(v) = self.approximate(func, a) {
+                return v;
+            }
+        }
+        self.op_lanes("v", a.ty, a.lanes, &format!("math.{func} {a} : {}", a.mlir_ty()))
     }
 
     pub fn zero(&mut self, ty: Ty) -> V {
@@ -172,7 +192,7 @@ impl Emitter {
         if from == to {
             return v.clone();
         }
-        let (f, t) = (from.mlir(), to.mlir());
+        let (f, t) = (v.mlir_ty(), type_with_lanes(to, v.lanes));
         if to == Ty::I1 {
             let zero = self.zero(from);
             return self.cmp(Cmp::Ne, v, &zero);
@@ -217,11 +237,7 @@ impl Emitter {
                 }
             }
             (a, b) if a.bits() == b.bits() => {
-                return V {
-                    name: v.name.clone(),
-                    ty: to,
-                    known: v.known,
-                };
+                return V { ty: to, ..v.clone() };
             }
             (a, b) if a.bits() > b.bits() => "trunci",
             (a, _) => {
@@ -232,6 +248,6 @@ impl Emitter {
                 }
             }
         };
-        self.op("v", to, &format!("arith.{op} {v} : {f} to {t}"))
+        self.op_lanes("v", to, v.lanes, &format!("arith.{op} {v} : {f} to {t}"))
     }
 }

@@ -34,7 +34,7 @@ pub fn one_op(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> Graph {
 
 /// The MLIR of a one-op graph.
 pub fn lower_one(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> LoopModule {
-    lower_graph(&one_op(kind, inputs, attrs)).unwrap_or_else(|e| panic!("{kind}: {e}"))
+    lower_graph(&one_op(kind, inputs, attrs), None).unwrap_or_else(|e| panic!("{kind}: {e}"))
 }
 
 /// Checks that `patterns` occur in `text` in this order (like FileCheck's `CHECK:` lines).

@@ -164,7 +164,7 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
                 }
             }
         }
-        let lowered = lower_graph(&g).unwrap_or_else(|e| panic!("{d}: {e}"));
+        let lowered = lower_graph(&g, None).unwrap_or_else(|e| panic!("{d}: {e}"));
         let ir = translator
             .translate(&lowered.mlir)
             .unwrap_or_else(|e| panic!("{d}: {e}"));
@@ -244,7 +244,7 @@ fn kernels_follow_the_graph_and_skip_constants() {
     let y = g.build1(OpKind::Mul, vec![x, x], Attrs::new()).unwrap();
     let z = g.build1(OpKind::Add, vec![y, c], Attrs::new()).unwrap();
     g.add_output("z", z);
-    let m = lower_graph(&g).unwrap();
+    let m = lower_graph(&g, None).unwrap();
     let symbols: Vec<&str> = m.kernels.iter().map(|k| k.symbol.as_str()).collect();
     assert_eq!(symbols, ["k1_mul", "k2_add"]);
     // a value used twice is passed twice
@@ -272,7 +272,7 @@ fn an_invalid_graph_is_an_error_not_a_panic() {
     // recorded with a wrong result type, bypassing inference
     let y = g.push_op(OpKind::Relu, vec![x], Attrs::new(), vec![t(DType::F32, &[5])])[0];
     g.add_output("y", y);
-    let err = lower_graph(&g).unwrap_err().to_string();
+    let err = lower_graph(&g, None).unwrap_err().to_string();
     assert!(err.contains("mx.relu"), "{err}");
 }
 

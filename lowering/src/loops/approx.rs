@@ -1,0 +1,170 @@
+//! Vector forms of `exp`, `tanh` and `erf` in f32 for the cpu target: polynomials in plain
+//! arithmetic, so they run on whole vectors where libm would be called once per lane. The
+//! same code serves scalars, so a kernel's vector body and its scalar remainder agree.
+//!
+//! Their error against libm (the `ref` target) is measured by the tests below over dense grids
+//! of inputs and documented in `docs/performance.md`:
+//! - `exp`: range reduction `x = n ln 2 + r` (ln 2 in two parts, so `r` is exact), a degree-6
+//!   polynomial for `e^r` on `|r| <= ln 2 / 2`, and `2^n` built in the exponent bits; within
+//!   2 ulp. Inputs are clamped to `[-87, 88.72]`: larger ones overflow to `inf` as libm's do,
+//!   smaller ones give about `1.6e-38` where libm gives a subnormal or 0.
+//! - `tanh`: `x + x^3 P(x^2)` for `|x| < 0.625`, else `1 - 2 / (e^(2|x|) + 1)` with the sign of x.
+//! - `erf`: Abramowitz and Stegun 7.1.26, `1 - t P(t) e^(-x^2)` with `t = 1 / (1 + p|x|)`,
+//!   absolute error below 1.5e-7 (2e-7 measured with the f32 `exp` above).
+
+use super::emit::{Emitter, Ty, V};
+use super::scalar::Cmp;
+
+const I32: Ty = Ty::Int {
+    bits: 32,
+    signed: true,
+};
+
+impl Emitter {
+    /// This crate's form of the math function `func` on f32 `x`, where it has one.
+    pub(super) fn approximate(&mut self, func: &str, x: &V) -> Option<V> {
+        match func {
+            "exp" => Some(self.exp_f32(x)),
+            "tanh" => Some(self.tanh_f32(x)),
+            "erf" => Some(self.erf_f32(x)),
+            _ => None,
+        }
+    }
+
+    /// `c[0] + x * (c[1] + x * (c[2] + ...))`, by Horner's rule with fused multiply-adds.
+    fn horner(&mut self, x: &V, coefficients: &[f64]) -> V {
+        let (last, rest) = coefficients.split_last().expect("a polynomial has coefficients");
+        let mut acc = self.float(Ty::F32, *last);
+        for &c in rest.iter().rev() {
+            let c = self.float(Ty::F32, c);
+            acc = self.fma(&acc, x, &c);
+        }
+        acc
+    }
+
+    fn exp_f32(&mut self, x: &V) -> V {
+        let (lo, hi) = (self.float(Ty::F32, -87.0), self.float(Ty::F32, 88.722_83));
+        let clamped = self.max(x, &lo);
+        let clamped = self.min(&clamped, &hi);
+        // n = round(x / ln 2), r = x - n ln 2 with ln 2 = C1 + C2, C1 exact in few bits
+        let log2e = self.float(Ty::F32, std::f64::consts::LOG2_E);
+        let half = self.float(Ty::F32, 0.5);
+        let t = self.fma(&clamped, &log2e, &half);
+        let n = self.math_op("floor", &t);
+        let (c1, c2) = (self.float(Ty::F32, -0.693_359_375), self.float(Ty::F32, 2.121_944_4e-4));
+        let r = self.fma(&n, &c1, &clamped);
+        let r = self.fma(&n, &c2, &r);
+        // e^r = 1 + r + r^2 P(r)
+        let p = self.horner(
+            &r,
+            &[
+                5.000_000_120_1e-1,
+                1.666_666_545_9e-1,
+                4.166_579_589_4e-2,
+                8.333_451_907_3e-3,
+                1.398_199_950_7e-3,
+                1.987_569_150_0e-4,
+            ],
+        );
+        let r2 = self.mul(&r, &r);
+        let one = self.one(Ty::F32);
+        let p = self.fma(&p, &r2, &r);
+        let er = self.add(&p, &one);
+        // 2^n as 2^(n-1) * 2, so that n = 128 (the largest inputs) gives inf, not NaN
+        let ni = self.op_lanes(
+            "v",
+            I32,
+            n.lanes,
+            &format!(
+                "arith.fptosi {n} : {} to {}",
+                n.mlir_ty(),
+                super::emit::type_with_lanes(I32, n.lanes)
+            ),
+        );
+        let biased = self.bits_const("addi", &ni, 126);
+        let bits = self.bits_const("shli", &biased, 23);
+        let scale = self.bitcast(&bits, Ty::F32);
+        let two = self.float(Ty::F32, 2.0);
+        let y = self.mul(&er, &scale);
+        let y = self.mul(&y, &two);
+        // NaN in, NaN out (the conversion of NaN to an integer is undefined)
+        let nan = self.unordered(x);
+        self.select(&nan, x, &y)
+    }
+
+    fn tanh_f32(&mut self, x: &V) -> V {
+        let ax = self.abs(x);
+        // small |x|: x + x^3 P(x^2)
+        let z = self.mul(x, x);
+        let p = self.horner(
+            &z,
+            &[
+                -3.333_328_194_22e-1,
+                1.333_144_220_36e-1,
+                -5.373_971_555_31e-2,
+                2.063_908_879_54e-2,
+                -5.704_988_727_45e-3,
+            ],
+        );
+        let xz = self.mul(x, &z);
+        let small = self.fma(&xz, &p, x);
+        // otherwise 1 - 2 / (e^(2|x|) + 1), signed
+        let two = self.float(Ty::F32, 2.0);
+        let one = self.one(Ty::F32);
+        let twice = self.mul(&ax, &two);
+        let e = self.exp_f32(&twice);
+        let denominator = self.add(&e, &one);
+        let q = self.div(&two, &denominator);
+        let large = self.sub(&one, &q);
+        let negated = self.neg(&large);
+        let zero = self.zero(Ty::F32);
+        let negative = self.cmp(Cmp::Lt, x, &zero);
+        let large = self.select(&negative, &negated, &large);
+        let limit = self.float(Ty::F32, 0.625);
+        let is_small = self.cmp(Cmp::Lt, &ax, &limit);
+        self.select(&is_small, &small, &large)
+    }
+
+    fn erf_f32(&mut self, x: &V) -> V {
+        let ax = self.abs(x);
+        let p = self.float(Ty::F32, 0.327_591_1);
+        let one = self.one(Ty::F32);
+        let d = self.fma(&ax, &p, &one);
+        let t = self.div(&one, &d);
+        let poly = self.horner(
+            &t,
+            &[
+                0.0,
+                0.254_829_592,
+                -0.284_496_736,
+                1.421_413_741,
+                -1.453_152_027,
+                1.061_405_429,
+            ],
+        );
+        let x2 = self.mul(x, x);
+        let minus_x2 = self.neg(&x2);
+        let e = self.exp_f32(&minus_x2);
+        let tail = self.mul(&poly, &e);
+        let magnitude = self.sub(&one, &tail);
+        let negated = self.neg(&magnitude);
+        let zero = self.zero(Ty::F32);
+        let negative = self.cmp(Cmp::Lt, x, &zero);
+        self.select(&negative, &negated, &magnitude)
+    }
+
+    /// `math.<func>` itself (no approximation).
+    fn math_op(&mut self, func: &str, a: &V) -> V {
+        self.op_lanes("v", a.ty, a.lanes, &format!("math.{func} {a} : {}", a.mlir_ty()))
+    }
+
+    /// Whether `x` is NaN.
+    fn unordered(&mut self, x: &V) -> V {
+        self.op_lanes(
+            "p",
+            Ty::I1,
+            x.lanes,
+            &format!("arith.cmpf uno, {x}, {x} : {}", x.mlir_ty()),
+        )
+    }
+}

@@ -1,0 +1,186 @@
+//! Vectors at the loop level: the vector unit a cpu kernel is written for (`VectorIsa`), and the
+//! emitter's vector values: splats of scalars and constants, whole-vector loads and stores
+//! (masked while a lane mask is active, for the partial vector at the end of a row), fused
+//! multiply-add and horizontal reductions.
+//!
+//! The scalar helpers (`scalar.rs`) take vector operands as they are and splat a scalar operand
+//! to the other's lanes, so one definition of an op's arithmetic serves scalars and vectors.
+
+use super::buffer::{storage_ty, Buf};
+use super::emit::{type_with_lanes, Emitter, Ty, V};
+
+/// The vector unit of the machine a cpu kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VectorIsa {
+    /// f32 lanes of one vector register: 16 with AVX-512, 8 with AVX, 4 with SSE.
+    pub lanes: usize,
+    /// Vector registers the code may keep values in: 32 with AVX-512, else 16.
+    pub registers: usize,
+    /// Whether the machine has fused multiply-add (else a multiply and an add).
+    pub fma: bool,
+}
+
+impl VectorIsa {
+    /// The widest vectors an LLVM feature string (`+avx2,+fma,-avx512f,...`) allows.
+    pub fn from_features(features: &str) -> VectorIsa {
+        let has = |name: &str| features.split(',').any(|f| f.strip_prefix('+') == Some(name));
+        let fma = has("fma");
+        if has("avx512f") {
+            VectorIsa {
+                lanes: 16,
+                registers: 32,
+                fma,
+            }
+        } else if has("avx") {
+            VectorIsa {
+                lanes: 8,
+                registers: 16,
+                fma,
+            }
+        } else {
+            VectorIsa {
+                lanes: 4,
+                registers: 16,
+                fma: false,
+            }
+        }
+    }
+}
+
+impl Emitter {
+    /// The lanes of a vector of f32 on this kernel's vector unit (`None` for scalar code: the
+    /// `ref` target).
+    pub fn f32_lanes(&self) -> Option<usize> {
+        self.isa.map(|isa| isa.lanes)
+    }
+
+    /// `v` with `lanes` lanes: itself, a splat constant (hoisted) or a broadcast.
+    pub fn splat(&mut self, v: &V, lanes: usize) -> V {
+        if v.lanes == lanes {
+            return v.clone();
+        }
+        assert_eq!(v.lanes, 1, "only a scalar is splat to a vector");
+        if let Some(literal) = self.literal_of(&v.name) {
+            return self.hoisted_splat(&literal, v.ty, lanes);
+        }
+        let to = type_with_lanes(v.ty, lanes);
+        self.op_lanes(
+            "s",
+            v.ty,
+            lanes,
+            &format!("vector.broadcast {v} : {} to {to}", v.ty.mlir()),
+        )
+    }
+
+    /// Brings two operands to the same lanes (a scalar is splat to the vector's).
+    pub fn same_lanes(&mut self, a: &V, b: &V) -> (V, V) {
+        let lanes = a.lanes.max(b.lanes);
+        (self.splat(a, lanes), self.splat(b, lanes))
+    }
+
+    /// A mask of `lanes` lanes whose first `n` are set (a constant, hoisted).
+    pub fn first_lanes(&mut self, n: usize, lanes: usize) -> V {
+        let ty = format!("vector<{lanes}xi1>");
+        self.hoisted_op(&format!("vector.constant_mask [{n}] : {ty}"), Ty::I1, lanes)
+    }
+
+    /// Runs `f` with loads and stores of vectors masked by `mask` (`None`: unmasked).
+    pub fn masked<T>(&mut self, mask: Option<V>, f: impl FnOnce(&mut Emitter) -> T) -> T {
+        let saved = std::mem::replace(&mut self.mask, mask);
+        let r = f(self);
+        self.mask = saved;
+        r
+    }
+
+    /// Loads `lanes` consecutive elements (along the last index) in their storage type.
+    pub fn vload(&mut self, buf: &Buf, idx: &[V], lanes: usize) -> V {
+        let ty = storage_ty(buf.dtype);
+        let vty = type_with_lanes(ty, lanes);
+        let at = index_list(idx);
+        match self.mask.clone() {
+            None => self.op_lanes(
+                "x",
+                ty,
+                lanes,
+                &format!("vector.load {}[{at}] : {}, {vty}", buf.name, buf.memref()),
+            ),
+            Some(mask) => {
+                let zero = self.zero(ty);
+                let pass = self.splat(&zero, lanes);
+                self.op_lanes(
+                    "x",
+                    ty,
+                    lanes,
+                    &format!(
+                        "vector.maskedload {}[{at}], {mask}, {pass} : {}, {}, {vty} into {vty}",
+                        buf.name,
+                        buf.memref(),
+                        mask.mlir_ty()
+                    ),
+                )
+            }
+        }
+    }
+
+    /// Stores a vector of the storage type at `idx` and the elements after it.
+    pub fn vstore(&mut self, buf: &Buf, idx: &[V], v: &V) {
+        let at = index_list(idx);
+        let line = match self.mask.clone() {
+            None => format!("vector.store {v}, {}[{at}] : {}, {}", buf.name, buf.memref(), v.mlir_ty()),
+            Some(mask) => format!(
+                "vector.maskedstore {}[{at}], {mask}, {v} : {}, {}, {}",
+                buf.name,
+                buf.memref(),
+                mask.mlir_ty(),
+                v.mlir_ty()
+            ),
+        };
+        self.store_line(&line);
+    }
+
+    /// `a * b + c`, fused where the machine can.
+    pub fn fma(&mut self, a: &V, b: &V, c: &V) -> V {
+        let lanes = a.lanes.max(b.lanes).max(c.lanes);
+        let (a, b, c) = (self.splat(a, lanes), self.splat(b, lanes), self.splat(c, lanes));
+        if self.isa.is_some_and(|isa| isa.fma) && a.ty.is_float() {
+            return self.op_lanes(
+                "v",
+                a.ty,
+                lanes,
+                &format!("math.fma {a}, {b}, {c} : {}", a.mlir_ty()),
+            );
+        }
+        let p = self.mul(&a, &b);
+        self.add(&p, &c)
+    }
+
+    /// The sum (`add`) or maximum (`maximumf`) of a vector's lanes.
+    pub fn reduce_lanes(&mut self, kind: &str, v: &V) -> V {
+        if !v.is_vector() {
+            return v.clone();
+        }
+        self.op(
+            "h",
+            v.ty,
+            &format!("vector.reduction <{kind}>, {v} : {} into {}", v.mlir_ty(), v.ty.mlir()),
+        )
+    }
+}
+
+pub(super) fn index_list(idx: &[V]) -> String {
+    idx.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_widest_vectors_the_features_allow() {
+        let avx512 = VectorIsa::from_features("+avx,+avx2,+fma,+avx512f");
+        assert_eq!((avx512.lanes, avx512.registers, avx512.fma), (16, 32, true));
+        let avx2 = VectorIsa::from_features("+avx,+avx2,+fma,-avx512f");
+        assert_eq!((avx2.lanes, avx2.registers, avx2.fma), (8, 16, true));
+        assert_eq!(VectorIsa::from_features("+sse4.2,-avx").lanes, 4);
+    }
+}
