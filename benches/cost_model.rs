@@ -183,6 +183,8 @@ fn main() {
     let per_flop = FlopCost {
         matmul: per_flop[0],
         conv: per_flop[1],
+        packed: per_flop[0],
+        depthwise: per_flop[1],
         other: per_flop[2],
     };
     let fitted = LinearCost {

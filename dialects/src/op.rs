@@ -61,6 +61,9 @@ op_kinds! {
     ConvNhwc => "conv_nhwc", 2..=3;
     Gemm => "gemm", 2..=3;
     MatMul => "matmul", 2..=2;
+    MatMulPacked => "matmul_packed", 2..=2;
+    ConvNhwcPacked => "conv_nhwc_packed", 2..=3;
+    Pack => "pack", 1..=1;
     MaxPool => "max_pool", 1..=1;
     AveragePool => "average_pool", 1..=1;
     GlobalAveragePool => "global_average_pool", 1..=1;
@@ -126,8 +129,10 @@ impl OpKind {
             self,
             Conv | ConvTranspose
                 | ConvNhwc
+                | ConvNhwcPacked
                 | Gemm
                 | MatMul
+                | MatMulPacked
                 | MaxPool
                 | AveragePool
                 | GlobalAveragePool

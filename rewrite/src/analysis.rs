@@ -107,10 +107,11 @@ impl MxAnalysis {
     /// element-wise op whose result is no larger than its largest operand (transposing a
     /// weight, scaling it per channel). Ops that grow their operands (broadcasts, expands,
     /// concatenations) stay in the program and are computed at run time.
+    /// `pack` is always folded: it only rearranges a weight (and pads its last panel).
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
-        n <= self.fold_limit || (is_preprocessing(kind) && !grows)
+        n <= self.fold_limit || kind == OpKind::Pack || (is_preprocessing(kind) && !grows)
     }
 }
 

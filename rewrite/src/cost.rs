@@ -56,8 +56,14 @@ pub struct LinearCost {
 /// their own, whose speeds differ several times over; everything else is `other`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlopCost {
+    /// `matmul` and `gemm`, B read where it lies.
     pub matmul: f64,
+    /// `conv`, `conv_nhwc` and `conv_transpose`, weights as they are.
     pub conv: f64,
+    /// `matmul_packed` and one-group `conv_nhwc_packed`: the tiled kernel on packed panels.
+    pub packed: f64,
+    /// `conv_nhwc_packed` with a group per channel (depthwise).
+    pub depthwise: f64,
     pub other: f64,
 }
 
@@ -67,14 +73,19 @@ impl FlopCost {
         FlopCost {
             matmul: cost,
             conv: cost,
+            packed: cost,
+            depthwise: cost,
             other: cost,
         }
     }
 
-    fn of(&self, kind: OpKind) -> f64 {
-        match kind {
+    fn of(&self, op: &OpSite) -> f64 {
+        match op.kind {
             OpKind::MatMul | OpKind::Gemm => self.matmul,
             OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
+            OpKind::MatMulPacked => self.packed,
+            OpKind::ConvNhwcPacked if op.attrs.int("group").unwrap_or(1) > 1 => self.depthwise,
+            OpKind::ConvNhwcPacked => self.packed,
             _ => self.other,
         }
     }
@@ -135,8 +146,10 @@ impl LinearCost {
             launch: 160.0,
             per_byte: 0.02,
             per_flop: FlopCost {
-                matmul: 0.4,
+                matmul: 0.02,
                 conv: 0.075,
+                packed: 0.011,
+                depthwise: 0.05,
                 other: 0.25,
             },
             channels_last: ChannelsLast {
@@ -153,7 +166,7 @@ impl LinearCost {
             OpKind::ConvNhwc => self.channels_last.factor(op.attrs, op.operands.get(1)),
             _ => 1.0,
         };
-        self.per_flop.of(op.kind) * flops(op) * layout
+        self.per_flop.of(op) * flops(op) * layout
     }
 }
 
@@ -213,7 +226,7 @@ pub fn flops(op: &OpSite) -> f64 {
             .map_or(1.0, |&n| n as f64)
     };
     match op.kind {
-        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand => 0.0,
+        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => 0.0,
         // a fused op's arithmetic is its body's (`kernel_flops`)
         Fused => 0.0,
         Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
@@ -227,6 +240,10 @@ pub fn flops(op: &OpSite) -> f64 {
         LayerNorm => 8.0 * input,
         BatchNorm => 2.0 * out,
         ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,
+        MatMulPacked => 2.0 * out * dim(1, 1),
+        // packed weights [P, kh * kw * C / group, panel]: each output element is a dot product
+        // of the middle dimension's size
+        ConvNhwcPacked => 2.0 * out * dim(1, 1),
         MatMul => {
             let k = op
                 .operands

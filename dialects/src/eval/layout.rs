@@ -10,6 +10,23 @@ pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     pick(x, &offsets, out)
 }
 
+/// `pack`: `out[p, k, j] = x[k, p * panel + j]`, zero past the last column.
+pub fn pack(x: &Tensor, out: &TensorType) -> Tensor {
+    let (k, n) = (x.shape()[0], x.shape()[1]);
+    let (panels, panel) = (out.shape[0], out.shape[2]);
+    let size = out.dtype.size();
+    let mut data = vec![0u8; out.num_bytes()];
+    for p in 0..panels {
+        let columns = panel.min(n - p * panel);
+        for row in 0..k {
+            let from = (row * n + p * panel) * size;
+            let to = ((p * k + row) * panel) * size;
+            data[to..to + columns * size].copy_from_slice(&x.bytes()[from..from + columns * size]);
+        }
+    }
+    Tensor::from_bytes(out.clone(), data).expect("the packed size is the type's")
+}
+
 pub fn concat(ops: &[&Tensor], axis: usize, out: &TensorType) -> Result<Tensor, String> {
     // Every operand is a sequence of `outer` blocks, each `extent * inner` elements long.
     let outer: usize = out.shape[..axis].iter().product();

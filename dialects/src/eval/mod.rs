@@ -36,6 +36,7 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
             | Slice
             | Gather
             | Expand
+            | Pack
             | Add
             | Sub
             | Mul
@@ -78,6 +79,7 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
         Slice => Ok(layout::slice(ops[0], attrs.ints("starts")?, attrs.ints("steps")?, out)),
         Gather => layout::gather(ops[0], ops[1], attrs.int("axis")? as usize, out),
         Expand => Ok(layout::expand(ops[0], out)),
+        Pack => Ok(layout::pack(ops[0], out)),
         Add | Sub | Mul | Div | Max | Min => Ok(elementwise::arithmetic(kind, ops[0], ops[1], out)),
         Equal | Less | Greater => Ok(elementwise::compare(kind, ops[0], ops[1], out)),
         Where => Ok(elementwise::select(ops[0], ops[1], ops[2], out)),

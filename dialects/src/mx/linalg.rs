@@ -1,5 +1,9 @@
 //! Type rules of matrix products: `gemm` (ONNX Gemm: `alpha * A' * B' + beta * C` with
-//! `trans_a`/`trans_b` 0 or 1 and C broadcast to the result) and `matmul` (numpy matmul).
+//! `trans_a`/`trans_b` 0 or 1 and C broadcast to the result), `matmul` (numpy matmul), and
+//! the packed forms the cpu target's rules make of products with constant weights: `pack`
+//! (a matrix `[K, N]` as `[ceil(N / panel), K, panel]`, column `n` at `[n / panel, k, n %
+//! panel]`, the padding zeros) and `matmul_packed` (`a` times the matrix `b` packs, `n`
+//! columns).
 
 use super::{broadcast_shapes, same_dtype};
 use crate::{Attrs, DType, TensorType};
@@ -74,5 +78,42 @@ pub fn matmul(ops: &[TensorType]) -> Result<TensorType, String> {
     if b.rank() > 1 {
         shape.push(b_shape[rb - 1]);
     }
+    Ok(a.with_shape(shape))
+}
+
+/// `pack`: a matrix `[K, N]` as panels of `panel` columns, `[ceil(N / panel), K, panel]`.
+pub fn pack(b: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let panel = attrs.int("panel")?;
+    if b.rank() != 2 {
+        return Err(format!("packs a matrix, got shape {:?}", b.shape));
+    }
+    if panel < 1 {
+        return Err(format!("panel must be positive, got {panel}"));
+    }
+    let panel = panel as usize;
+    Ok(b.with_shape(vec![b.shape[1].div_ceil(panel), b.shape[0], panel]))
+}
+
+/// `matmul_packed`: `a [..., M, K]` times the `[K, n]` matrix packed as `b [P, K, panel]`.
+pub fn matmul_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (a, b) = (&ops[0], &ops[1]);
+    check_numeric(a)?;
+    same_dtype(a, b, "operands")?;
+    let n = attrs.int("n")?;
+    if a.rank() < 2 || b.rank() != 3 {
+        return Err(format!(
+            "takes a [..., M, K] and packed panels [P, K, panel], got shapes {:?} and {:?}",
+            a.shape, b.shape
+        ));
+    }
+    let k = a.shape[a.rank() - 1];
+    if n < 1 || b.shape[1] != k || b.shape[0] != (n as usize).div_ceil(b.shape[2]) {
+        return Err(format!(
+            "panels {:?} do not hold a [{k}, {n}] matrix",
+            b.shape
+        ));
+    }
+    let mut shape = a.shape.clone();
+    *shape.last_mut().expect("rank 2 or more") = n as usize;
     Ok(a.with_shape(shape))
 }

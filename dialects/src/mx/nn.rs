@@ -138,6 +138,40 @@ pub fn conv_nhwc(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String
     Ok(y.with_shape(vec![y.shape[0], y.shape[2], y.shape[3], y.shape[1]]))
 }
 
+/// `conv_nhwc_packed`: `conv_nhwc` whose weights `[M, kh, kw, C/group]` come packed (`pack`
+/// of the matrix `[kh * kw * C/group, M]`): `[ceil(M / panel), kh * kw * C/group, panel]`,
+/// with `kernel = [kh, kw]` and `out_channels = M`.
+pub fn conv_nhwc_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, wp) = (&ops[0], &ops[1]);
+    let kernel = attrs.dims("kernel")?;
+    let m = attrs.int("out_channels")?;
+    let group = attrs.int("group")?;
+    if x.rank() != 4 || kernel.len() != 2 || wp.rank() != 3 {
+        return Err(format!(
+            "takes an N x H x W x C input, a 2-D kernel and packed weights, got shapes {:?}, {kernel:?} and {:?}",
+            x.shape, wp.shape
+        ));
+    }
+    if m < 1 || group < 1 || x.shape[3] % group as usize != 0 {
+        return Err(format!("out_channels {m} and group {group} must be positive, group dividing the channels"));
+    }
+    let (m, per_group) = (m as usize, x.shape[3] / group as usize);
+    let depth = kernel[0] * kernel[1] * per_group;
+    if wp.shape[1] != depth || wp.shape[0] != m.div_ceil(wp.shape[2]) {
+        return Err(format!(
+            "packed weights {:?} do not hold {m} output channels of {depth} weights",
+            wp.shape
+        ));
+    }
+    let weights = wp.with_shape(vec![m, kernel[0], kernel[1], per_group]);
+    let mut operands = vec![x.clone(), weights];
+    operands.extend(ops.get(2).cloned());
+    let mut conv_attrs = attrs.clone();
+    conv_attrs.0.remove("kernel");
+    conv_attrs.0.remove("out_channels");
+    conv_nhwc(&operands, &conv_attrs)
+}
+
 /// Transposed convolution; `output_padding` has one entry per spatial dimension.
 pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     let (x, w) = (&ops[0], &ops[1]);

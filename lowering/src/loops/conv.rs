@@ -3,9 +3,11 @@
 //! channels and the kernel window inside, positions outside the input skipped (zero padding).
 //! The forward convolution also comes channels last (`conv_nhwc`, 2-D), from the same code:
 //! its reduction runs over the window, then the channels innermost, for a block of output
-//! channels at a time.
+//! channels at a time; and with its weights packed (`conv_nhwc_packed`), which on a vector
+//! unit is `conv_tiled.rs`'s and here reads the packed weights in the same loops.
 
 use super::buffer::Buf;
+use super::conv_tiled;
 use super::emit::{Emitter, V};
 use super::window::Window;
 use mxc_dialects::{Attrs, OpKind};
@@ -16,9 +18,23 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     if group < 1 {
         return Err(format!("group must be positive, got {group}"));
     }
+    let weights = match kind {
+        OpKind::ConvNhwcPacked => {
+            let kernel = attrs.dims("kernel")?;
+            if conv_tiled::lower(e, &window, group as usize, &kernel, ins, &outs[0]) {
+                return Ok(());
+            }
+            Weights::Packed {
+                buf: &ins[1],
+                kernel,
+                per_group: ins[0].shape[3] / group as usize,
+            }
+        }
+        _ => Weights::Plain(&ins[1]),
+    };
     let conv = Conv {
         x: &ins[0],
-        w: &ins[1],
+        w: weights,
         bias: ins.get(2),
         out: &outs[0],
         group: group as usize,
@@ -26,8 +42,8 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     };
     match kind {
         OpKind::Conv => conv.forward(e, Layout::ChannelsFirst),
-        OpKind::ConvNhwc => conv.forward(e, Layout::ChannelsLast),
-        OpKind::ConvTranspose => conv.transposed(e),
+        OpKind::ConvNhwc | OpKind::ConvNhwcPacked => conv.forward(e, Layout::ChannelsLast),
+        OpKind::ConvTranspose => conv.transposed(e, &ins[1]),
         _ => return Err(format!("{kind} is not a convolution")),
     }
     Ok(())
@@ -86,9 +102,54 @@ fn output_block(per_group_out: usize) -> usize {
 /// The most output channels a convolution computes per iteration.
 const OUTPUT_BLOCK: usize = 4;
 
+/// A convolution's weights.
+enum Weights<'a> {
+    /// As the op takes them: `[M, C/G, k...]`, or `[M, k..., C/G]` channels last.
+    Plain(&'a Buf),
+    /// Packed (`mx.pack`) from the matrix `[kh * kw * C/G, M]`: `[ceil(M / panel), kh * kw *
+    /// C/G, panel]`, 2-D channels last.
+    Packed {
+        buf: &'a Buf,
+        kernel: Vec<usize>,
+        per_group: usize,
+    },
+}
+
+impl Weights<'_> {
+    /// The kernel window's extents.
+    fn kernel(&self, layout: Layout) -> Vec<usize> {
+        match self {
+            Weights::Plain(w) => layout.spatial(&w.shape).to_vec(),
+            Weights::Packed { kernel, .. } => kernel.clone(),
+        }
+    }
+
+    /// Input channels per group.
+    fn per_group(&self, layout: Layout) -> usize {
+        match self {
+            Weights::Plain(w) => w.shape[layout.channel_axis(w.rank())],
+            Weights::Packed { per_group, .. } => *per_group,
+        }
+    }
+
+    /// The weight of output channel `m`, input channel `c` (within the group), window offset `k`.
+    fn read(&self, e: &mut Emitter, layout: Layout, m: &V, c: &V, k: &[V]) -> V {
+        match self {
+            Weights::Plain(w) => e.read(w, &layout.index(m, c, k)),
+            Weights::Packed { buf, kernel, per_group } => {
+                let panel = buf.shape[2] as i64;
+                let (p, j) = (e.div_idx(m, panel), e.rem_idx(m, panel));
+                let per_group = *per_group as i64;
+                let row = e.lin(&[(&k[0], kernel[1] as i64 * per_group), (&k[1], per_group), (c, 1)], 0);
+                e.read(buf, &[p, row, j])
+            }
+        }
+    }
+}
+
 struct Conv<'a> {
     x: &'a Buf,
-    w: &'a Buf,
+    w: Weights<'a>,
     bias: Option<&'a Buf>,
     out: &'a Buf,
     group: usize,
@@ -110,12 +171,12 @@ impl Conv<'_> {
     /// forbid reordering). Each element is still summed in the same order, so the block does
     /// not change a value.
     fn forward(&self, e: &mut Emitter, layout: Layout) {
-        let (x, w, out) = (self.x, self.w, self.out);
+        let (x, out) = (self.x, self.out);
         let channel_axis = layout.channel_axis(out.rank());
-        let channels = w.shape[layout.channel_axis(w.rank())];
+        let channels = self.w.per_group(layout);
         let per_group_out = out.shape[channel_axis] / self.group;
         let block = output_block(per_group_out);
-        let kernel = layout.spatial(&w.shape);
+        let kernel = &self.w.kernel(layout)[..];
         let bounds: Vec<(i64, i64)> = layout.spatial(&x.shape).iter().map(|&n| (0, n as i64)).collect();
         let out_extents = layout.spatial(&out.shape);
         // the loops before the padding check, and those after it
@@ -152,7 +213,7 @@ impl Conv<'_> {
                         let channel = e.lin(&[(&g, channels as i64), (c, 1)], 0);
                         let xv = e.read(x, &layout.index(n, &channel, &pos));
                         let step = |(m, acc): (&V, &V)| {
-                            let wv = e.read(w, &layout.index(m, c, k));
+                            let wv = self.w.read(e, layout, m, c, k);
                             let p = e.mul(&xv, &wv);
                             e.add(acc, &p)
                         };
@@ -170,8 +231,8 @@ impl Conv<'_> {
 
     /// `y[n, m, o] = sum of x[n, c, i] * w[c, m - g*M/G, k]` over the group's channels `c`
     /// and the `i`, `k` with `i*s + k*d - p = o`.
-    fn transposed(&self, e: &mut Emitter) {
-        let (x, w, out) = (self.x, self.w, self.out);
+    fn transposed(&self, e: &mut Emitter, w: &Buf) {
+        let (x, out) = (self.x, self.out);
         let channels = x.shape[1] / self.group;
         let per_group_out = w.shape[1];
         let kernel = &w.shape[2..];

@@ -1,5 +1,6 @@
 //! Data-movement ops: reshape (a flat copy), transpose, concat, slice, gather (negative
-//! indices count from the end) and expand (a broadcasting copy).
+//! indices count from the end), expand (a broadcasting copy) and pack (a matrix in panels of
+//! columns, zero-padded).
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
@@ -50,9 +51,23 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             }
         }
         OpKind::Gather => gather(e, attrs.int("axis")? as usize, &ins[0], &ins[1], out),
+        OpKind::Pack => pack(e, &ins[0], out),
         _ => return Err(format!("{kind} is not a data-movement op")),
     }
     Ok(())
+}
+
+/// `out[p, k, j] = x[k, p * panel + j]`, 0 past the last column of `x`.
+fn pack(e: &mut Emitter, x: &Buf, out: &Buf) {
+    let (columns, panel) = (x.shape[1] as i64, out.shape[2] as i64);
+    e.nest(&out.shape, |e, idx| {
+        let column = e.lin(&[(&idx[0], panel), (&idx[2], 1)], 0);
+        let end = e.idx(columns);
+        let inside = e.cmp_idx("slt", &column, &end);
+        let zero = e.zero(x.ty());
+        let v = e.when(&[inside], &[zero], |e| vec![e.read(x, &[idx[1].clone(), column.clone()])]);
+        e.write(out, idx, &v[0]);
+    });
 }
 
 /// `out[idx] = src[source(idx)]` over every index of `out`.

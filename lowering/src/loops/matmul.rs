@@ -5,7 +5,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
-use super::tile::{self, Panels, Product};
+use super::tile::{self, Matrix, Panels, Product};
 use super::vector::VectorIsa;
 use mxc_dialects::{Attrs, DType, OpKind};
 
@@ -14,6 +14,10 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         OpKind::Gemm => gemm(e, attrs, ins, &outs[0]),
         OpKind::MatMul => {
             matmul(e, &ins[0], &ins[1], &outs[0]);
+            Ok(())
+        }
+        OpKind::MatMulPacked => {
+            matmul_packed(e, &ins[0], &ins[1], &outs[0]);
             Ok(())
         }
         _ => Err(format!("{kind} is not a matrix product")),
@@ -67,19 +71,18 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
     };
     let vectors = tiling(e, a, b, out).filter(|_| c.is_none_or(|c| c.dtype == DType::F32) && !trans_b);
     if let Some(isa) = vectors {
-        let at = |e: &mut Emitter, _: &[V], row: &V, k: &V| match trans_a {
+        let at = |_: &mut Emitter, _: &[V], row: &V, k: &V| match trans_a {
             true => vec![k.clone(), row.clone()],
             false => vec![row.clone(), k.clone()],
         };
         let b_at = |_: &mut Emitter, _: &[V], k: &V, col: &V| vec![k.clone(), col.clone()];
         let out_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
+        let rows = Matrix { buf: a, depth, at: &at };
         let product = Product {
             batch: &[],
             m: out.shape[0],
             n: out.shape[1],
-            depth,
-            a,
-            a_at: &at,
+            a: &rows,
             b: Panels::RowMajor { buf: b, at: &b_at },
             out,
             out_at: &out_at,
@@ -133,13 +136,12 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             i.push(col.clone());
             i
         };
+        let rows = Matrix { buf: a, depth, at: &a_at };
         let product = Product {
             batch: &out.shape[..batch],
             m: if ra > 1 { a.shape[ra - 2] } else { 1 },
             n: b.shape[rb - 1],
-            depth,
-            a,
-            a_at: &a_at,
+            a: &rows,
             b: Panels::RowMajor { buf: b, at: &b_at },
             out,
             out_at: &out_at,
@@ -166,6 +168,38 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             i
         };
         let r = dot(e, depth, a, a_idx, b, b_idx);
+        e.write(out, idx, &r);
+    });
+}
+
+/// `out[.., m, n] = sum over k of a[.., m, k] * bp[n / panel, k, n % panel]` (`bp`: `mx.pack`).
+fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
+    let rank = a.rank();
+    let depth = a.shape[rank - 1];
+    let batch = &out.shape[..rank - 2];
+    if let Some(isa) = tiling(e, a, bp, out) {
+        let at = |_: &mut Emitter, batch: &[V], row: &V, k: &V| [batch, &[row.clone(), k.clone()]].concat();
+        let out_at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
+        let rows = Matrix { buf: a, depth, at: &at };
+        let product = Product {
+            batch,
+            m: a.shape[rank - 2],
+            n: out.shape[rank - 1],
+            a: &rows,
+            b: Panels::Packed(bp),
+            out,
+            out_at: &out_at,
+            finish: &|_, _, v| v,
+        };
+        return tile::emit(e, &product, isa);
+    }
+    let panel = bp.shape[2] as i64;
+    e.nest(&out.shape, |e, idx| {
+        let (m, n) = (&idx[rank - 2], &idx[rank - 1]);
+        let (p, j) = (e.div_idx(n, panel), e.rem_idx(n, panel));
+        let a_idx = |k: &V| [&idx[..rank - 2], &[m.clone(), k.clone()]].concat();
+        let b_idx = |k: &V| vec![p.clone(), k.clone(), j.clone()];
+        let r = dot(e, depth, a, a_idx, bp, b_idx);
         e.write(out, idx, &r);
     });
 }

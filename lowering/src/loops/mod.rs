@@ -12,6 +12,7 @@
 mod approx;
 mod buffer;
 mod conv;
+mod conv_tiled;
 mod elementwise;
 mod emit;
 mod fused;
@@ -165,11 +166,11 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
             elementwise::lower(e, kind, attrs, ins, outs)
         }
-        Conv | ConvTranspose | ConvNhwc => conv::lower(e, kind, attrs, ins, outs),
+        Conv | ConvTranspose | ConvNhwc | ConvNhwcPacked => conv::lower(e, kind, attrs, ins, outs),
         MaxPool | AveragePool | GlobalAveragePool => pool::lower(e, kind, attrs, ins, outs),
-        Gemm | MatMul => matmul::lower(e, kind, attrs, ins, outs),
+        Gemm | MatMul | MatMulPacked => matmul::lower(e, kind, attrs, ins, outs),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
-        Reshape | Transpose | Concat | Slice | Gather | Expand => layout::lower(e, kind, attrs, ins, outs),
+        Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => layout::lower(e, kind, attrs, ins, outs),
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
         Fused => Err("a fused op is lowered from its body".into()),
     }

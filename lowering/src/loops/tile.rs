@@ -16,6 +16,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
+use mxc_dialects::DType;
 use super::vector::VectorIsa;
 
 /// The columns of one packed panel of B: 16 f32, a cache line.
@@ -83,15 +84,69 @@ impl Panels<'_> {
     }
 }
 
+/// How the rows of A are read: the depth loop of a micro-tile, which reads one element of A
+/// per row at each depth `k` and hands them to `step`. The depth is walked in outer steps of
+/// equal depth (a matrix: one column; an image under a window: one window position, all its
+/// channels), so that it can be cut into chunks at step boundaries.
+pub trait RowsOfA {
+    /// Written at the start of each iteration of the parallel loop (scratch to fill).
+    fn prepare(&self, _e: &mut Emitter) {}
+
+    /// The number of outer steps, and the depth of each.
+    fn steps(&self) -> (usize, usize);
+
+    /// The depth loop over outer steps `from..to`, for `rows` (indices of A's rows, of the
+    /// result's rows), carrying the accumulators from `inits`: at each depth `k`, `step(acc,
+    /// k, a)` with `a` A's element of each row gives the next accumulators. Returns the final
+    /// ones.
+    fn accumulate(&self, e: &mut Emitter, batch: &[V], rows: &[V], inits: &[V], steps: (&V, &V), step: Step)
+        -> Vec<V>;
+}
+
+/// One step of a depth loop: `(accumulators, k, A's element of each row) -> accumulators`.
+pub type Step<'s> = &'s dyn Fn(&mut Emitter, &[V], &V, &[V]) -> Vec<V>;
+
+/// A as a matrix of `depth` columns: `at(batch, row, k)` is the index of its element.
+pub struct Matrix<'a> {
+    pub buf: &'a Buf,
+    pub depth: usize,
+    pub at: At<'a>,
+}
+
+impl RowsOfA for Matrix<'_> {
+    fn steps(&self) -> (usize, usize) {
+        (self.depth, 1)
+    }
+
+    fn accumulate(
+        &self,
+        e: &mut Emitter,
+        batch: &[V],
+        rows: &[V],
+        inits: &[V],
+        (from, to): (&V, &V),
+        step: Step,
+    ) -> Vec<V> {
+        e.for_between(from, to, self.depth as u64, inits, |e, k, acc| {
+            let a: Vec<V> = rows
+                .iter()
+                .map(|row| {
+                    let idx = (self.at)(e, batch, row, k);
+                    e.read(self.buf, &idx)
+                })
+                .collect();
+            step(e, acc, k, &a)
+        })
+    }
+}
+
 /// A matrix product `out[batch, m, n] = finish(sum over k of A[batch, m, k] * B[batch, k, n])`.
 pub struct Product<'a> {
     pub batch: &'a [usize],
     pub m: usize,
     pub n: usize,
-    pub depth: usize,
-    /// A and the index of its element `(batch, row, k)`.
-    pub a: &'a Buf,
-    pub a_at: At<'a>,
+    /// How A's rows are read.
+    pub a: &'a dyn RowsOfA,
     pub b: Panels<'a>,
     /// The result and the index of its element `(batch, row, column)`.
     pub out: &'a Buf,
@@ -100,29 +155,78 @@ pub struct Product<'a> {
     pub finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
 }
 
+/// The depth of B a chunk spans, in bytes of one micro-tile's columns: what the L1 cache keeps
+/// while the micro-tiles of a block pass over it.
+const B_CHUNK_BYTES: usize = 24 * 1024;
+
+/// Which chunk of the depth a micro-tile accumulates, and so where its sums start and go.
+#[derive(Clone, Copy)]
+enum Part {
+    /// All of the depth: from zeros to the result.
+    Whole,
+    /// The first chunk: from zeros to the block's scratch.
+    First,
+    /// A middle chunk: from the scratch to the scratch.
+    Middle,
+    /// The last chunk: from the scratch to the result.
+    Last,
+}
+
+/// How the depth is cut: outer steps per chunk and the number of chunks.
+struct Chunks {
+    steps: usize,
+    per_chunk: usize,
+    count: usize,
+}
+
 /// Writes the tiled product `p` for the vector unit `isa`.
 pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
     let tile = MicroTile::for_isa(isa, p.m);
     let width = tile.width();
     let panels = p.n.div_ceil(width);
     let micro_rows = p.m.div_ceil(tile.rows);
-    let per_block = block_micro_rows(p.depth, tile, micro_rows);
+    let (steps, per_step) = p.a.steps();
+    let per_chunk = (B_CHUNK_BYTES / (4 * width * per_step.max(1))).clamp(1, steps.max(1));
+    let chunks = Chunks {
+        steps,
+        per_chunk,
+        count: steps.div_ceil(per_chunk).max(1),
+    };
+    let per_block = block_micro_rows(per_chunk * per_step, tile, micro_rows);
     let blocks = micro_rows.div_ceil(per_block);
+    // the sums of a block's micro-tiles between chunks, per thread (on its stack)
+    let scratch = (chunks.count > 1).then(|| {
+        let buf = Buf::new(&e.fresh("sums"), DType::F32, &[per_block * tile.rows, width]);
+        e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
+        buf
+    });
     let mut dims = p.batch.to_vec();
     dims.extend([blocks, panels]);
     e.nest(&dims, |e, idx| {
         let (batch, rest) = idx.split_at(p.batch.len());
         let (block, panel) = (&rest[0], &rest[1]);
+        p.a.prepare(e);
         let column = e.lin(&[(panel, width as i64)], 0);
         let first = e.lin(&[(block, per_block as i64)], 0);
         let next = e.lin(&[(&first, 1)], per_block as i64);
         let count = e.idx(micro_rows as i64);
         let end = e.min_idx(&next, &count);
+        let at = Tiles {
+            p,
+            tile,
+            batch,
+            column: &column,
+            first: &first,
+            scratch: scratch.as_ref(),
+        };
         let tiles = |e: &mut Emitter, vectors: usize, valid: usize| {
-            e.for_between(&first, &end, per_block as u64, &[], |e, micro, _| {
-                micro_tile(e, p, tile, (vectors, valid), batch, micro, &column);
-                Vec::new()
-            });
+            let pass = |e: &mut Emitter, part: Part, steps: (&V, &V)| {
+                e.for_between(&first, &end, per_block as u64, &[], |e, micro, _| {
+                    at.micro_tile(e, (vectors, valid), micro, part, steps);
+                    Vec::new()
+                });
+            };
+            chunks.passes(e, &pass);
         };
         let tail = p.n % width;
         if tail == 0 {
@@ -145,80 +249,132 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
     });
 }
 
-/// Micro-tile rows per block: as many as keep the block of A within `A_BLOCK_BYTES`.
+impl Chunks {
+    /// Writes `pass(part, outer steps)` for every chunk in order: one pass over the whole
+    /// depth, or the first chunk, a loop over the middle ones and the last.
+    fn passes(&self, e: &mut Emitter, pass: &dyn Fn(&mut Emitter, Part, (&V, &V))) {
+        let (zero, all) = (e.idx(0), e.idx(self.steps as i64));
+        if self.count == 1 {
+            return pass(e, Part::Whole, (&zero, &all));
+        }
+        let per = self.per_chunk as i64;
+        let first_end = e.idx(per);
+        pass(e, Part::First, (&zero, &first_end));
+        if self.count > 2 {
+            let (one, last) = (e.idx(1), e.idx(self.count as i64 - 1));
+            e.for_between(&one, &last, self.count as u64 - 2, &[], |e, c, _| {
+                let from = e.lin(&[(c, per)], 0);
+                let to = e.lin(&[(c, per)], per);
+                pass(e, Part::Middle, (&from, &to));
+                Vec::new()
+            });
+        }
+        let last_start = e.idx((self.count as i64 - 1) * per);
+        pass(e, Part::Last, (&last_start, &all));
+    }
+}
+
+/// Micro-tile rows per block: as many as keep the block of A (`depth` deep) within
+/// `A_BLOCK_BYTES`.
 fn block_micro_rows(depth: usize, tile: MicroTile, micro_rows: usize) -> usize {
     let rows = A_BLOCK_BYTES / (4 * depth.max(1));
     (rows / tile.rows).clamp(1, micro_rows.max(1))
 }
 
-/// One micro-tile: the rows from `micro * tile.rows` on, `vectors` vectors of columns from
-/// `column` on (`valid` lanes of the last one in the result).
-fn micro_tile(
-    e: &mut Emitter,
-    p: &Product,
+/// What the micro-tiles of one iteration of the parallel loop share.
+struct Tiles<'a> {
+    p: &'a Product<'a>,
     tile: MicroTile,
-    (vectors, valid): (usize, usize),
-    batch: &[V],
-    micro: &V,
-    column: &V,
-) {
-    let lanes = tile.lanes;
-    let first_row = e.lin(&[(micro, tile.rows as i64)], 0);
-    // the last micro-tile may have fewer rows: the missing ones repeat the last row, unstored
-    let full_rows = p.m % tile.rows;
-    let last_row = e.idx(p.m as i64 - 1);
-    let rows: Vec<V> = (0..tile.rows)
-        .map(|i| {
-            let r = e.lin(&[(&first_row, 1)], i as i64);
-            match full_rows {
-                0 => r,
-                f if i < f => r,
-                _ => e.min_idx(&r, &last_row),
-            }
-        })
-        .collect();
-    let columns: Vec<V> = (0..vectors)
-        .map(|j| e.lin(&[(column, 1)], (j * lanes) as i64))
-        .collect();
-    let zero = e.zero(Ty::F32);
-    let zeros = vec![e.splat(&zero, lanes); tile.rows * vectors];
-    let sums = e.nest_acc(&[p.depth], &zeros, |e, k, acc| {
-        let k = &k[0];
-        let b: Vec<V> = (0..vectors)
-            .map(|j| {
-                let lanes_read = if j + 1 == vectors { valid } else { lanes };
-                p.b.load(e, batch, k, &columns[j], lanes, lanes_read)
+    batch: &'a [V],
+    /// The first column of the panel.
+    column: &'a V,
+    /// The block's first micro-tile.
+    first: &'a V,
+    scratch: Option<&'a Buf>,
+}
+
+impl Tiles<'_> {
+    /// One micro-tile: the rows from `micro * tile.rows` on, `vectors` vectors of columns from
+    /// `column` on (`valid` lanes of the last one in the result), over outer depth steps
+    /// `steps` as `part` says.
+    fn micro_tile(&self, e: &mut Emitter, (vectors, valid): (usize, usize), micro: &V, part: Part, steps: (&V, &V)) {
+        let (p, tile, batch) = (self.p, self.tile, self.batch);
+        let lanes = tile.lanes;
+        let first_row = e.lin(&[(micro, tile.rows as i64)], 0);
+        // the last micro-tile may have fewer rows: the missing ones repeat the last row, unstored
+        let full_rows = p.m % tile.rows;
+        let last_row = e.idx(p.m as i64 - 1);
+        let rows: Vec<V> = (0..tile.rows)
+            .map(|i| {
+                let r = e.lin(&[(&first_row, 1)], i as i64);
+                match full_rows {
+                    0 => r,
+                    f if i < f => r,
+                    _ => e.min_idx(&r, &last_row),
+                }
             })
             .collect();
-        let mut next = Vec::with_capacity(acc.len());
-        for (i, row) in rows.iter().enumerate() {
-            let at = (p.a_at)(e, batch, row, k);
-            let a = e.read(p.a, &at);
-            let a = e.splat(&a, lanes);
-            for (j, bj) in b.iter().enumerate() {
-                next.push(e.fma(&a, bj, &acc[i * vectors + j]));
-            }
-        }
-        next
-    });
-    let rows_left = e.idx(p.m as i64);
-    for (i, row) in rows.iter().enumerate() {
-        let store = |e: &mut Emitter| {
-            for (j, col) in columns.iter().enumerate() {
-                let idx = (p.out_at)(e, batch, row, col);
-                let mask = (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
-                e.masked(mask, |e| {
-                    let v = (p.finish)(e, &idx, sums[i * vectors + j].clone());
-                    e.write(p.out, &idx, &v);
-                });
+        let columns: Vec<V> = (0..vectors)
+            .map(|j| e.lin(&[(self.column, 1)], (j * lanes) as i64))
+            .collect();
+        // the tile's place in the block's scratch: row, then column of each accumulator
+        let local = e.lin(&[(micro, tile.rows as i64), (self.first, -(tile.rows as i64))], 0);
+        let slot = |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
+        let inits: Vec<V> = match (part, self.scratch) {
+            (Part::Middle | Part::Last, Some(scratch)) => (0..tile.rows * vectors)
+                .map(|a| {
+                    let at = slot(e, a / vectors, a % vectors);
+                    e.read_lanes(scratch, &at, lanes)
+                })
+                .collect(),
+            _ => {
+                let zero = e.zero(Ty::F32);
+                vec![e.splat(&zero, lanes); tile.rows * vectors]
             }
         };
-        if full_rows != 0 && i >= full_rows {
-            let r = e.lin(&[(&first_row, 1)], i as i64);
-            let inside = e.cmp_idx("slt", &r, &rows_left);
-            e.if_then(&inside, store);
-        } else {
-            store(e);
+        let step = |e: &mut Emitter, acc: &[V], k: &V, a: &[V]| {
+            let b: Vec<V> = (0..vectors)
+                .map(|j| {
+                    let lanes_read = if j + 1 == vectors { valid } else { lanes };
+                    p.b.load(e, batch, k, &columns[j], lanes, lanes_read)
+                })
+                .collect();
+            let mut next = Vec::with_capacity(acc.len());
+            for (i, a) in a.iter().enumerate() {
+                let a = e.splat(a, lanes);
+                for (j, bj) in b.iter().enumerate() {
+                    next.push(e.fma(&a, bj, &acc[i * vectors + j]));
+                }
+            }
+            next
+        };
+        let sums = p.a.accumulate(e, batch, &rows, &inits, steps, &step);
+        if let (Part::First | Part::Middle, Some(scratch)) = (part, self.scratch) {
+            for (a, sum) in sums.iter().enumerate() {
+                let at = slot(e, a / vectors, a % vectors);
+                e.store(scratch, &at, sum);
+            }
+            return;
+        }
+        let rows_left = e.idx(p.m as i64);
+        for (i, row) in rows.iter().enumerate() {
+            let store = |e: &mut Emitter| {
+                for (j, col) in columns.iter().enumerate() {
+                    let idx = (p.out_at)(e, batch, row, col);
+                    let mask = (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
+                    e.masked(mask, |e| {
+                        let v = (p.finish)(e, &idx, sums[i * vectors + j].clone());
+                        e.write(p.out, &idx, &v);
+                    });
+                }
+            };
+            if full_rows != 0 && i >= full_rows {
+                let r = e.lin(&[(&first_row, 1)], i as i64);
+                let inside = e.cmp_idx("slt", &r, &rows_left);
+                e.if_then(&inside, store);
+            } else {
+                store(e);
+            }
         }
     }
 }

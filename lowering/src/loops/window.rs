@@ -51,19 +51,25 @@ impl Window {
         let mut conds = Vec::new();
         for d in 0..self.spatial() {
             let (lo, hi) = bounds[d];
-            let least = -self.pad_begin(d);
-            let most = (out[d] as i64 - 1) * self.strides[d] as i64
-                + (kernel[d] as i64 - 1) * self.dilations[d] as i64
-                + least;
-            if least < lo {
+            let (below, above) = self.leaves(d, bounds[d], out[d], kernel[d]);
+            if below {
                 let c = e.idx(lo);
                 conds.push(e.cmp_idx("sge", &pos[d], &c));
             }
-            if most >= hi {
+            if above {
                 let c = e.idx(hi);
                 conds.push(e.cmp_idx("slt", &pos[d], &c));
             }
         }
         conds
+    }
+
+    /// Whether some position of dimension `d` falls below `lo`, and whether some falls at or
+    /// above `hi`, for output positions below `out` and kernel offsets below `kernel`.
+    pub fn leaves(&self, d: usize, (lo, hi): (i64, i64), out: usize, kernel: usize) -> (bool, bool) {
+        let least = -self.pad_begin(d);
+        let most =
+            (out as i64 - 1) * self.strides[d] as i64 + (kernel as i64 - 1) * self.dilations[d] as i64 + least;
+        (least < lo, most >= hi)
     }
 }

@@ -25,6 +25,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         "rewrite/rules/layout.rules",
         include_str!("../../rules/layout.rules"),
     ),
+    (
+        "packing",
+        "rewrite/rules/packing.rules",
+        include_str!("../../rules/packing.rules"),
+    ),
 ];
 
 /// The rules of built-in set `name` (`None` for an unknown set).

@@ -172,6 +172,39 @@ pub const FUNCS: &[Func] = &[
         },
     },
     Func {
+        name: "dim",
+        params: &[Tensor, Int],
+        result: Int,
+        doc: "the size of one dimension (axis from 0)",
+        eval: |a| {
+            let shape = &ty(&a[0])?.shape;
+            let axis = usize::try_from(int(&a[1])?).ok()?;
+            Some(Value::Int(*shape.get(axis)? as i64))
+        },
+    },
+    Func {
+        name: "matrix_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[d0, rest]`: the tensor as a matrix of its first dimension's rows (conv weights `[M, kh, kw, C]` as `[M, kh * kw * C]`)",
+        eval: |a| {
+            let t = ty(&a[0])?;
+            let rows = *t.shape.first()?;
+            let cols = t.num_elements().checked_div(rows)?;
+            Some(Value::Ints(vec![rows as i64, cols as i64]))
+        },
+    },
+    Func {
+        name: "window_hw",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[kh, kw]` of channels-last conv weights `[M, kh, kw, C]`",
+        eval: |a| match ty(&a[0])?.shape[..] {
+            [_, kh, kw, _] => Some(Value::Ints(vec![kh as i64, kw as i64])),
+            _ => None,
+        },
+    },
+    Func {
         name: "flip",
         params: &[Int],
         result: Int,

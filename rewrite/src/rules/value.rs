@@ -124,7 +124,8 @@ impl Value {
 /// `mx.constant`, which rules do not build: constants are leaves of the e-graph).
 pub fn attr_sort(name: &str) -> Option<Sort> {
     Some(match name {
-        "axis" | "group" | "ceil_mode" | "count_include_pad" | "trans_a" | "trans_b" | "keepdims" => Sort::Int,
+        "axis" | "group" | "ceil_mode" | "count_include_pad" | "trans_a" | "trans_b" | "keepdims" | "n"
+        | "out_channels" | "panel" => Sort::Int,
         "alpha" | "beta" | "epsilon" => Sort::Float,
         "axes" | "dilations" | "pads" | "strides" | "kernel" | "output_padding" | "shape" | "perm" | "starts"
         | "ends" | "steps" => Sort::Ints,
