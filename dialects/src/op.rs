@@ -66,6 +66,8 @@ op_kinds! {
     Pack => "pack", 1..=1;
     MaxPool => "max_pool", 1..=1;
     AveragePool => "average_pool", 1..=1;
+    MaxPoolNhwc => "max_pool_nhwc", 1..=1;
+    AveragePoolNhwc => "average_pool_nhwc", 1..=1;
     GlobalAveragePool => "global_average_pool", 1..=1;
     BatchNorm => "batch_norm", 5..=5;
     LayerNorm => "layer_norm", 2..=3;
@@ -135,6 +137,8 @@ impl OpKind {
                 | MatMulPacked
                 | MaxPool
                 | AveragePool
+                | MaxPoolNhwc
+                | AveragePoolNhwc
                 | GlobalAveragePool
                 | BatchNorm
                 | Softmax

@@ -262,7 +262,7 @@ pub fn flops(op: &OpSite) -> f64 {
         Conv | ConvNhwc => 2.0 * out * weight(1) / dim(1, 0),
         // Weights [C_in, C_out / group, k...]: each input element scatters into that many.
         ConvTranspose => 2.0 * input * weight(1) / dim(1, 0),
-        MaxPool | AveragePool => {
+        MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc => {
             let kernel: f64 = op
                 .attrs
                 .ints("kernel")

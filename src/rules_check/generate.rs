@@ -118,7 +118,15 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
             w.extend(std::iter::repeat_n(k, first.len().saturating_sub(2)));
             w
         }
-        (OpKind::Conv, 2) => vec![siblings.get(1).map_or(1, |w| w.shape[0])],
+        (OpKind::Conv, 2) | (OpKind::ConvNhwc, 2) => vec![siblings.get(1).map_or(1, |w| w.shape[0])],
+        // channels last: [M, kh, kw, C], or depthwise [C, kh, kw, 1] a third of the time
+        (OpKind::ConvNhwc, 1) => {
+            let k = g.pick(&[1, 2, 3]).min(dim(1)).min(dim(2));
+            match g.chance(0.3) {
+                true => vec![last, k, k, 1],
+                false => vec![n, k, k, last],
+            }
+        }
         (OpKind::BatchNorm, _) => vec![dim(1)],
         (OpKind::LayerNorm, _) => vec![last],
         (OpKind::Concat, _) | (OpKind::Where, 2) => first.to_vec(),
@@ -148,6 +156,15 @@ pub fn attributes(g: &mut Gen, kind: OpKind, operands: &[TensorType]) -> Attrs {
         attrs.set("ends", Attr::Ints(ends));
         attrs.set("steps", Attr::Ints(steps));
     }
+    if kind == OpKind::ConvNhwc {
+        // one group, or (weights [C, kh, kw, 1]) a group per channel
+        let channels = shape.get(3).copied();
+        let depthwise = operands
+            .get(1)
+            .is_some_and(|w| w.shape.len() == 4 && w.shape[3] == 1 && Some(w.shape[0]) == channels);
+        let group = if depthwise { channels.unwrap_or(1) } else { 1 };
+        attrs.set("group", Attr::Int(group as i64));
+    }
     for name in mx::attr_names(kind) {
         if attrs.get(name).is_none() {
             attrs.set(name, attribute(g, name, kind, shape));
@@ -170,12 +187,15 @@ fn attribute(g: &mut Gen, name: &str, kind: OpKind, shape: &[usize]) -> Attr {
         "shape" if g.chance(0.3) => ints(shape.iter().map(|&d| d as i64).collect()),
         "shape" if kind == OpKind::Expand => ints(expansion_of(g, shape)),
         "shape" => ints(factorisation(g, shape.iter().product())),
-        "kernel" => ints(
-            shape[2.min(rank)..]
-                .iter()
-                .map(|&d| g.pick(&[1, 2, 3]).min(d as i64))
-                .collect(),
-        ),
+        "kernel" => {
+            // the spatial dimensions: after the channels, or before them channels last
+            let nhwc = matches!(kind, OpKind::MaxPoolNhwc | OpKind::AveragePoolNhwc);
+            let spatial_dims = match nhwc {
+                true => &shape[1.min(rank)..rank.saturating_sub(1).max(1.min(rank))],
+                false => &shape[2.min(rank)..],
+            };
+            ints(spatial_dims.iter().map(|&d| g.pick(&[1, 2, 3]).min(d as i64)).collect())
+        }
         "strides" | "dilations" => ints(small(g, spatial, &[1, 1, 2])),
         "pads" => ints(small(g, 2 * spatial, &[0, 0, 1])),
         "output_padding" => ints(vec![0; spatial]),

@@ -6,8 +6,17 @@
 use crate::common::{float_value, model_bytes, mxc, repo, stderr};
 use mxc_lowering::onnx::proto;
 
-fn run_to(model: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
-    let out = mxc(&["run", model, "--input", input, "-o", dir.to_str().unwrap()]);
+fn run_to(model: &str, target: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
+    let out = mxc(&[
+        "run",
+        model,
+        "--target",
+        target,
+        "--input",
+        input,
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "mxc run {model}: {}", stderr(&out));
     std::fs::read(dir.join("scores.npy")).unwrap()
 }
@@ -24,9 +33,10 @@ fn compiled_file_gives_the_models_outputs() {
     for target in ["ref", "cpu"] {
         let out = mxc(&["compile", &model, "-o", mxr.to_str().unwrap(), "--target", target]);
         assert!(out.status.success(), "mxc compile: {}", stderr(&out));
-        let direct = run_to(&model, &input, &dir.path().join(format!("direct-{target}")));
+        let direct = run_to(&model, target, &input, &dir.path().join(format!("direct-{target}")));
         let compiled = run_to(
             mxr.to_str().unwrap(),
+            target,
             &input,
             &dir.path().join(format!("compiled-{target}")),
         );
@@ -149,7 +159,7 @@ fn perf_times_every_kernel_of_a_compiled_file() {
     let rows: Vec<&str> = text.lines().skip(4).collect();
     assert_eq!(rows.len().to_string(), kernels, "{text}");
     // the conv and its relu are one kernel; the shares add up to the whole
-    assert!(rows.iter().any(|r| r.ends_with("(conv, relu)")), "{text}");
+    assert!(rows.iter().any(|r| r.ends_with("(conv_nhwc_packed, relu)")), "{text}");
     let shares: f64 = rows
         .iter()
         .map(|r| {

@@ -166,8 +166,9 @@ fn prefers_nhwc() -> LinearCost {
 fn the_conv_net_runs_channels_last_where_the_cost_model_prefers_it() {
     let model = cache_dir("models/convnet").join("model.onnx");
     let g = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
+    // the layout decisions alone: the convs keep their weights as they are (no packing)
     let mut rules = Vec::new();
-    for (set, _, _) in BUILTIN_FILES {
+    for (set, _, _) in BUILTIN_FILES.iter().filter(|(set, _, _)| *set != "packing") {
         rules.extend(builtin_rules(set).expect("listed").expect("parses"));
     }
     let opts = OptimizeOptions {
@@ -179,11 +180,11 @@ fn the_conv_net_runs_channels_last_where_the_cost_model_prefers_it() {
     let text = mxc_dialects::text::print(&nhwc);
     assert_eq!(text.matches("mx.conv ").count(), 0, "{text}");
     assert_eq!(text.matches("mx.conv_nhwc ").count(), 21, "{text}");
-    // into the first convolution, out of it and back around the max pool (which stays
-    // channels first), and out before the global average pool: the residual blocks between
-    // run channels last throughout
+    // into the first convolution, and out after the global average pool (a mean over the
+    // spatial axes channels last): everything between, the max pool too, runs channels last
     let transposes = text.matches("mx.transpose ").count();
-    assert_eq!(transposes, 4, "{text}");
+    assert_eq!(transposes, 2, "{text}");
+    assert_eq!(text.matches("mx.max_pool_nhwc ").count(), 1, "{text}");
 
     // the rewritten program (compiled for ref, which rewrites nothing more) against ref's
     let input = &g.inputs[0];

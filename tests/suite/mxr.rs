@@ -115,13 +115,13 @@ fn read_writes_json_and_dot_with_fused_kernels() {
     assert!(out.status.success(), "{}\n{json}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
-        "tiny_cnn ['mx.conv', 'mx.relu'] scores"
+        "tiny_cnn ['mx.conv_nhwc_packed', 'mx.relu'] scores"
     );
     let dot = read("dot");
     assert!(dot.starts_with("digraph \"tiny_cnn\""), "{dot}");
-    assert_eq!(dot.matches("subgraph cluster_").count(), 5, "{dot}");
+    assert_eq!(dot.matches("subgraph cluster_").count(), 7, "{dot}");
     assert!(
-        dot.contains("[label=\"conv\"]") && dot.contains("[label=\"relu\"]"),
+        dot.contains("[label=\"conv_nhwc_packed\"]") && dot.contains("[label=\"relu\"]"),
         "{dot}"
     );
 }

@@ -14,14 +14,17 @@ fn user_rule_file_changes_the_compiled_program() {
     let rules = repo().join("examples/rules/pool-before-relu.rules");
     let plain = read_cpu(&[]);
     let rewritten = read_cpu(&["--rules", rules.to_str().unwrap()]);
-    assert_eq!(
-        op_names(&plain),
-        ["conv", "relu", "max_pool", "global_average_pool", "reshape", "gemm"]
-    );
-    assert_eq!(
-        op_names(&rewritten),
-        ["conv", "max_pool", "relu", "global_average_pool", "reshape", "gemm"]
-    );
+    // channels last: a transpose in, the global pool a mean over H and W, a transpose out
+    let ops = |pool_then_relu: [&'static str; 2]| {
+        [
+            &["transpose", "conv_nhwc_packed"][..],
+            &pool_then_relu,
+            &["reduce_mean", "transpose", "reshape", "gemm"],
+        ]
+        .concat()
+    };
+    assert_eq!(op_names(&plain), ops(["relu", "max_pool_nhwc"]));
+    assert_eq!(op_names(&rewritten), ops(["max_pool_nhwc", "relu"]));
 
     let model = repo().join("examples/tiny_cnn.onnx");
     let run = |extra: &[&str]| {

@@ -169,7 +169,7 @@ fn every_layout_rule_fires_and_weights_in_the_wrong_layout_are_caught() {
     let out = check(&[&path("rewrite/rules/layout.rules")]);
     let report = stdout(&out);
     assert!(out.status.success(), "{report}{}", stderr(&out));
-    assert!(report.contains("38 rules: 38 ok, 0 never fired, 0 unsound"), "{report}");
+    assert!(report.contains("41 rules: 41 ok, 0 never fired, 0 unsound"), "{report}");
 
     // the kernel's rows and columns swapped: [M, kw, kh, C] where conv_nhwc wants [M, kh, kw, C]
     let dir = tempfile::tempdir().unwrap();
@@ -187,4 +187,31 @@ fn every_layout_rule_fires_and_weights_in_the_wrong_layout_are_caught() {
     let report = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
     assert!(line_of(&report, "conv-nhwc-swapped").ends_with("UNSOUND"), "{report}");
+}
+
+#[test]
+fn every_packing_rule_fires_and_weights_packed_untransposed_are_caught() {
+    let out = check(&[&path("rewrite/rules/packing.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    assert!(report.contains("7 rules: 7 ok, 0 never fired, 0 unsound"), "{report}");
+
+    // a Linear layer's weights [N, K] packed as if they were [K, N]: only square weights pass
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong-packing.rules");
+    std::fs::write(
+        &file,
+        "rule gemm-packed-untransposed:\n\
+         (gemm ?a ?b alpha=1.0 beta=?beta trans_a=0 trans_b=1)\n\
+         => (matmul_packed ?a (pack ?b panel=16) n=dim(?b, 0))\n\
+         if const(?b) && dtype(?b) == f32 && dim(?b, 0) == dim(?b, 1)\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(
+        line_of(&report, "gemm-packed-untransposed").ends_with("UNSOUND"),
+        "{report}"
+    );
 }

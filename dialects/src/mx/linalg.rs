@@ -108,10 +108,7 @@ pub fn matmul_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, St
     }
     let k = a.shape[a.rank() - 1];
     if n < 1 || b.shape[1] != k || b.shape[0] != (n as usize).div_ceil(b.shape[2]) {
-        return Err(format!(
-            "panels {:?} do not hold a [{k}, {n}] matrix",
-            b.shape
-        ));
+        return Err(format!("panels {:?} do not hold a [{k}, {n}] matrix", b.shape));
     }
     let mut shape = a.shape.clone();
     *shape.last_mut().expect("rank 2 or more") = n as usize;

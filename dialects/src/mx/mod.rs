@@ -54,6 +54,7 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         ConvNhwc => nn::conv_nhwc(operands, attrs).map(|t| vec![t]),
         ConvNhwcPacked => nn::conv_nhwc_packed(operands, attrs).map(|t| vec![t]),
         MaxPool | AveragePool => nn::pool(&operands[0], attrs).map(|t| vec![t]),
+        MaxPoolNhwc | AveragePoolNhwc => nn::pool_nhwc(&operands[0], attrs).map(|t| vec![t]),
         GlobalAveragePool => nn::global_pool(&operands[0]).map(|t| vec![t]),
         BatchNorm => nn::batch_norm(operands, attrs).map(|t| vec![t]),
         LayerNorm => nn::layer_norm(operands, attrs),
@@ -88,8 +89,8 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         Pack => &["panel"],
         ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
         Gemm => &["alpha", "beta", "trans_a", "trans_b"],
-        MaxPool => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
-        AveragePool => &[
+        MaxPool | MaxPoolNhwc => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
+        AveragePool | AveragePoolNhwc => &[
             "ceil_mode",
             "count_include_pad",
             "dilations",

@@ -153,7 +153,9 @@ pub fn conv_nhwc_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType,
         ));
     }
     if m < 1 || group < 1 || x.shape[3] % group as usize != 0 {
-        return Err(format!("out_channels {m} and group {group} must be positive, group dividing the channels"));
+        return Err(format!(
+            "out_channels {m} and group {group} must be positive, group dividing the channels"
+        ));
     }
     let (m, per_group) = (m as usize, x.shape[3] / group as usize);
     let depth = kernel[0] * kernel[1] * per_group;
@@ -236,6 +238,21 @@ pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
         )?);
     }
     Ok(x.with_shape(shape))
+}
+
+/// `max_pool` and `average_pool` channels last (2-D): `[N, H, W, C]` in and out.
+pub fn pool_nhwc(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    if x.rank() != 4 {
+        return Err(format!(
+            "input must be N x H x W x C (channels last is 2-D only), got shape {:?}",
+            x.shape
+        ));
+    }
+    let y = pool(
+        &x.with_shape(vec![x.shape[0], x.shape[3], x.shape[1], x.shape[2]]),
+        attrs,
+    )?;
+    Ok(y.with_shape(vec![y.shape[0], y.shape[2], y.shape[3], y.shape[1]]))
 }
 
 pub fn global_pool(x: &TensorType) -> Result<TensorType, String> {

@@ -15,10 +15,7 @@
 use super::emit::{Emitter, Ty, V};
 use super::scalar::Cmp;
 
-const I32: Ty = Ty::Int {
-    bits: 32,
-    signed: true,
-};
+const I32: Ty = Ty::Int { bits: 32, signed: true };
 
 impl Emitter {
     /// This crate's form of the math function `func` on f32 `x`, where it has one.

@@ -7,8 +7,8 @@
 //! access to it runs, so its loads are written as a zero constant and its stores dropped.
 
 use super::emit::{Emitter, Ty, V};
-use super::vector::index_list;
 use super::fused::Epilogue;
+use super::vector::index_list;
 use mxc_dialects::DType;
 use std::rc::Rc;
 
@@ -97,7 +97,6 @@ fn memref_type(shape: &[usize], dtype: DType) -> String {
     let dims: String = shape.iter().map(|d| format!("{d}x")).collect();
     format!("memref<{dims}{}>", storage_ty(dtype).mlir())
 }
-
 
 impl Emitter {
     /// Loads an element in its storage type.

@@ -4,8 +4,10 @@
 //!   output pixels and whose depth is the window times the channels (`kh, kw, c`), with the
 //!   packed weights; A is never built. The micro-tiles of `tile.rs` read it straight from the
 //!   input: per window position, each row's input pixel is found once, and the depth loop over
-//!   its channels reads them in order. A position outside the input (padding) reads a row of
-//!   zeros instead, a scratch buffer chosen with a pointer select, so the inner loop has no test.
+//!   its channels reads them in order (with few channels, as the first layer's 3, per kernel
+//!   row: `kw` pixels side by side are one run of `kw * C` elements). A position outside the
+//!   input (padding) reads zeros instead, from a scratch buffer chosen with a pointer select,
+//!   so the inner loop has no test.
 //! - **Depthwise** (a group per channel): vectors run across the channels; for each output
 //!   pixel the window positions inside the input are a rectangle, so the loops over it have
 //!   bounds computed per pixel and no test inside, and several vectors of channels accumulate
@@ -13,7 +15,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use super::tile::{self, At, Panels, Product, RowsOfA, Step, PANEL};
+use super::tile::{self, At, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
 
@@ -47,21 +49,31 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
     false
 }
 
-/// The rows of A of an implicit GEMM: output pixels, each reading the input under the window.
+/// The rows of A of an implicit GEMM: output pixels, each reading the input under the window,
+/// one run of consecutive input elements per outer step of the depth: a window position's
+/// channels (`C` long), or for few channels a whole kernel row's (`kw * C` long, adjacent in
+/// memory channels last).
 struct ImageRows<'a> {
     x: &'a Buf,
     window: &'a Window,
     kernel: &'a [usize],
     /// The output's height and width.
     out_hw: [usize; 2],
-    /// `x` as a flat `memref<?xf32>`, and a scratch row of zeros (when the window can leave
-    /// the input), both made at the function's entry.
+    /// Whether an outer step is a kernel row (else a window position).
+    kernel_rows: bool,
+    /// `x` as a flat `memref<?xf32>`, made at the function's entry.
     flat: String,
-    zeros: Option<String>,
+    /// Where a run that leaves the input is read instead, when one can (padding): a row of
+    /// zeros (window positions), or per tile row a copy of the run with zeros outside the input
+    /// (kernel rows); made at the function's entry.
+    outside: Option<String>,
 }
 
-/// `memref<?xf32>`: the type rows are read through (the input or the zeros, chosen per row).
+/// `memref<?xf32>`: the type runs are read through (the input or the scratch, chosen per row).
 const ROW_SOURCE: &str = "memref<?xf32>";
+
+/// Kernel rows are the outer steps when a kernel row's run is at most this long.
+const KERNEL_ROW_RUN: usize = 64;
 
 impl ImageRows<'_> {
     /// Output pixel `row` as `(n, oh, ow)`.
@@ -73,20 +85,105 @@ impl ImageRows<'_> {
         let n = e.div_idx(&rest, oh);
         [n, h, w]
     }
+
+    /// The length of one run.
+    fn run(&self) -> usize {
+        match self.kernel_rows {
+            true => self.kernel[1] * self.x.shape[3],
+            false => self.x.shape[3],
+        }
+    }
+
+    /// Where tile row `i` (output pixel `[n, oh, ow]`) reads the run of outer step `k`
+    /// (`[kh, kw]`, `kw` 0 for a kernel row): a source and an offset into it.
+    fn source(&self, e: &mut Emitter, i: usize, [n, oh, ow]: &[V; 3], k: &[V; 2]) -> (String, V) {
+        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
+        let bounds = [(0, height), (0, width)];
+        let o = [oh.clone(), ow.clone()];
+        let first = self.window.positions(e, &o, k);
+        let mut inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
+        if self.kernel_rows {
+            // the run ends at the kernel row's last column
+            let last_column = e.idx(self.kernel[1] as i64 - 1);
+            let last = self.window.positions(e, &o, &[k[0].clone(), last_column]);
+            inside.extend(self.window.inside(e, &last, &bounds, &self.out_hw, self.kernel));
+        }
+        let at = e.lin(
+            &[
+                (n, height * width * channels),
+                (&first[0], width * channels),
+                (&first[1], channels),
+            ],
+            0,
+        );
+        let Some(outside) = self.outside.as_ref().filter(|_| !inside.is_empty()) else {
+            return (self.flat.clone(), at);
+        };
+        let ok = e.all(&inside);
+        let instead = match self.kernel_rows {
+            true => {
+                let copy = e.idx((i * self.run()) as i64);
+                let out = e.not(&ok);
+                e.if_then(&out, |e| self.copy_run(e, &copy, &at, &first));
+                copy
+            }
+            false => e.idx(0),
+        };
+        let source = e.fresh("row");
+        e.line(&format!(
+            "{source} = arith.select {ok}, {}, {outside} : {ROW_SOURCE}",
+            self.flat
+        ));
+        (source, e.select(&ok, &at, &instead))
+    }
+
+    /// Copies a kernel row's run starting at input position `first` (offset `at` in the flat
+    /// input) to the scratch at `to`, zeros where it lies outside the input.
+    fn copy_run(&self, e: &mut Emitter, to: &V, at: &V, first: &[V]) {
+        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
+        let outside = self.outside.as_ref().expect("a scratch to copy to");
+        e.for_each(self.run(), |e, j| {
+            let column = e.div_idx(&j, channels);
+            let iw = e.lin(&[(&first[1], 1), (&column, 1)], 0);
+            let (zero, h, w) = (e.idx(0), e.idx(height), e.idx(width));
+            let conds = [
+                e.cmp_idx("sge", &first[0], &zero),
+                e.cmp_idx("slt", &first[0], &h),
+                e.cmp_idx("sge", &iw, &zero),
+                e.cmp_idx("slt", &iw, &w),
+            ];
+            let from = e.lin(&[(at, 1), (&j, 1)], 0);
+            let zero_f = e.zero(Ty::F32);
+            let v = e.when(&conds, &[zero_f], |e| {
+                vec![e.op(
+                    "x",
+                    Ty::F32,
+                    &format!("memref.load {}[{from}] : {ROW_SOURCE}", self.flat),
+                )]
+            });
+            let dest = e.lin(&[(to, 1), (&j, 1)], 0);
+            e.store_line(&format!("memref.store {}, {outside}[{dest}] : {ROW_SOURCE}", v[0]));
+        });
+    }
 }
 
 impl RowsOfA for ImageRows<'_> {
     fn prepare(&self, e: &mut Emitter) {
-        let Some(zeros) = &self.zeros else { return };
-        let channels = self.x.shape[3];
+        // the row of zeros window positions outside the input read
+        let Some(zeros) = self.outside.as_ref().filter(|_| !self.kernel_rows) else {
+            return;
+        };
         let zero = e.zero(Ty::F32);
-        e.for_each(channels, |e, c| {
+        e.for_each(self.x.shape[3], |e, c| {
             e.store_line(&format!("memref.store {zero}, {zeros}[{c}] : {ROW_SOURCE}"));
         });
     }
 
     fn steps(&self) -> (usize, usize) {
-        (self.kernel.iter().product(), self.x.shape[3])
+        match self.kernel_rows {
+            true => (self.kernel[0], self.run()),
+            false => (self.kernel.iter().product(), self.run()),
+        }
     }
 
     fn accumulate(
@@ -98,48 +195,26 @@ impl RowsOfA for ImageRows<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d]);
-        let bounds = [(0, height as i64), (0, width as i64)];
         let pixels: Vec<[V; 3]> = rows.iter().map(|r| self.pixel(e, r)).collect();
-        let positions = self.kernel.iter().product::<usize>() as u64;
-        e.for_between(from, to, positions, inits, |e, position, acc| {
-            let k = [
-                e.div_idx(position, self.kernel[1] as i64),
-                e.rem_idx(position, self.kernel[1] as i64),
-            ];
+        let (steps, run) = self.steps();
+        e.for_between(from, to, steps as u64, inits, |e, s, acc| {
+            let k = match self.kernel_rows {
+                true => [s.clone(), e.idx(0)],
+                false => [e.div_idx(s, self.kernel[1] as i64), e.rem_idx(s, self.kernel[1] as i64)],
+            };
             let sources: Vec<(String, V)> = pixels
                 .iter()
-                .map(|[n, oh, ow]| {
-                    let pos = self.window.positions(e, &[oh.clone(), ow.clone()], &k);
-                    let inside = self.window.inside(e, &pos, &bounds, &self.out_hw, self.kernel);
-                    let c = channels as i64;
-                    let at = e.lin(
-                        &[(n, (height * width) as i64 * c), (&pos[0], width as i64 * c), (&pos[1], c)],
-                        0,
-                    );
-                    match (&self.zeros, inside.is_empty()) {
-                        (Some(zeros), false) => {
-                            let ok = e.all(&inside);
-                            let source = e.fresh("row");
-                            e.line(&format!(
-                                "{source} = arith.select {ok}, {}, {zeros} : {ROW_SOURCE}",
-                                self.flat
-                            ));
-                            let zero = e.idx(0);
-                            (source, e.select(&ok, &at, &zero))
-                        }
-                        _ => (self.flat.clone(), at),
-                    }
-                })
+                .enumerate()
+                .map(|(i, p)| self.source(e, i, p, &k))
                 .collect();
-            let first = e.lin(&[(position, channels as i64)], 0);
-            e.nest_acc(&[channels], acc, |e, c, acc| {
-                let c = &c[0];
-                let depth = e.lin(&[(&first, 1), (c, 1)], 0);
+            let first = e.lin(&[(s, run as i64)], 0);
+            e.nest_acc(&[run], acc, |e, j, acc| {
+                let j = &j[0];
+                let depth = e.lin(&[(&first, 1), (j, 1)], 0);
                 let a: Vec<V> = sources
                     .iter()
                     .map(|(source, at)| {
-                        let i = e.lin(&[(at, 1), (c, 1)], 0);
+                        let i = e.lin(&[(at, 1), (j, 1)], 0);
                         e.op("x", Ty::F32, &format!("memref.load {source}[{i}] : {ROW_SOURCE}"))
                     })
                     .collect();
@@ -174,10 +249,17 @@ fn implicit_gemm(
         let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), [oh, ow][d], kernel[d]);
         below || above
     });
-    let zeros = padded.then(|| {
-        let name = e.fresh("zeros");
-        e.line(&format!("{name}_ = memref.alloca() : memref<{channels}xf32>"));
-        e.line(&format!("{name} = memref.cast {name}_ : memref<{channels}xf32> to {ROW_SOURCE}"));
+    let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
+    let outside = padded.then(|| {
+        let size = match kernel_rows {
+            true => MicroTile::for_isa(isa, batch * oh * ow).rows * kernel[1] * channels,
+            false => channels,
+        };
+        let name = e.fresh("outside");
+        e.line(&format!("{name}_ = memref.alloca() : memref<{size}xf32>"));
+        e.line(&format!(
+            "{name} = memref.cast {name}_ : memref<{size}xf32> to {ROW_SOURCE}"
+        ));
         name
     });
     let rows = ImageRows {
@@ -185,8 +267,9 @@ fn implicit_gemm(
         window,
         kernel,
         out_hw: [oh, ow],
+        kernel_rows,
         flat,
-        zeros,
+        outside,
     };
     let out_at: At = &|e: &mut Emitter, _: &[V], row: &V, col: &V| {
         let [n, h, w] = rows.pixel(e, row);
@@ -227,13 +310,14 @@ fn depthwise(
     e.nest(&out.shape[..3], |e, idx| {
         let (n, o) = (&idx[0], &idx[1..3]);
         let ranges: Vec<(V, V)> = (0..2)
-            .map(|d| window_range(e, window, kernel, (x.shape[d + 1], out.shape[d + 1]), &o[d], d))
+            .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
             .collect();
         let block = |e: &mut Emitter, first: &V, vectors: usize, valid: usize| {
             let columns: Vec<V> = (0..vectors).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect();
             let zero = e.zero(Ty::F32);
             let zeros = vec![e.splat(&zero, lanes); vectors];
-            let mask = |e: &mut Emitter, j: usize| (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
+            let mask =
+                |e: &mut Emitter, j: usize| (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
             let trips = kernel[0] as u64;
             let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
                 e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
@@ -276,33 +360,4 @@ fn depthwise(
             block(e, &first, rest.div_ceil(lanes), (rest - 1) % lanes + 1);
         }
     });
-}
-
-/// The window offsets `lo..hi` along spatial dimension `d` that output position `o` reads
-/// inside the input (of extent `extent`, the output's `out`): `0 <= o * s + k * dil - pad <
-/// extent`; the whole window where no position can leave the input.
-fn window_range(
-    e: &mut Emitter,
-    window: &Window,
-    kernel: &[usize],
-    (extent, out): (usize, usize),
-    o: &V,
-    d: usize,
-) -> (V, V) {
-    let (s, dil, pad) = (window.strides[d] as i64, window.dilations[d] as i64, window.pad_begin(d));
-    let k = kernel[d] as i64;
-    let zero = e.idx(0);
-    let kv = e.idx(k);
-    if window.leaves(d, (0, extent as i64), out, kernel[d]) == (false, false) {
-        return (zero, kv);
-    }
-    // k >= ceil((pad - o * s) / dil) and k < ceil((extent + pad - o * s) / dil)
-    let low = e.lin(&[(o, -s)], pad);
-    let high = e.lin(&[(o, -s)], extent as i64 + pad);
-    let dv = e.idx(dil);
-    let low = e.op("t", Ty::Index, &format!("arith.ceildivsi {low}, {dv} : index"));
-    let high = e.op("t", Ty::Index, &format!("arith.ceildivsi {high}, {dv} : index"));
-    let low = e.op("t", Ty::Index, &format!("arith.maxsi {low}, {zero} : index"));
-    let high = e.min_idx(&high, &kv);
-    (low, high)
 }

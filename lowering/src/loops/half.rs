@@ -18,7 +18,12 @@ impl Emitter {
     /// The same bits as type `to` (of the same width), lane by lane.
     pub(super) fn bitcast(&mut self, v: &V, to: Ty) -> V {
         let to_ty = type_with_lanes(to, v.lanes);
-        self.op_lanes("b", to, v.lanes, &format!("arith.bitcast {v} : {} to {to_ty}", v.mlir_ty()))
+        self.op_lanes(
+            "b",
+            to,
+            v.lanes,
+            &format!("arith.bitcast {v} : {} to {to_ty}", v.mlir_ty()),
+        )
     }
 
     /// An integer op (`andi`, `shli`, ...) on two operands, a scalar splat to the other's lanes.

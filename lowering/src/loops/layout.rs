@@ -65,7 +65,9 @@ fn pack(e: &mut Emitter, x: &Buf, out: &Buf) {
         let end = e.idx(columns);
         let inside = e.cmp_idx("slt", &column, &end);
         let zero = e.zero(x.ty());
-        let v = e.when(&[inside], &[zero], |e| vec![e.read(x, &[idx[1].clone(), column.clone()])]);
+        let v = e.when(&[inside], &[zero], |e| {
+            vec![e.read(x, &[idx[1].clone(), column.clone()])]
+        });
         e.write(out, idx, &v[0]);
     });
 }

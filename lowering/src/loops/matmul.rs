@@ -136,7 +136,11 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             i.push(col.clone());
             i
         };
-        let rows = Matrix { buf: a, depth, at: &a_at };
+        let rows = Matrix {
+            buf: a,
+            depth,
+            at: &a_at,
+        };
         let product = Product {
             batch: &out.shape[..batch],
             m: if ra > 1 { a.shape[ra - 2] } else { 1 },

@@ -33,8 +33,8 @@ mod vector;
 mod window;
 
 pub use emit::Parallel;
-pub use vector::VectorIsa;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
+pub use vector::VectorIsa;
 
 use buffer::Buf;
 use emit::Emitter;
@@ -167,7 +167,9 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
             elementwise::lower(e, kind, attrs, ins, outs)
         }
         Conv | ConvTranspose | ConvNhwc | ConvNhwcPacked => conv::lower(e, kind, attrs, ins, outs),
-        MaxPool | AveragePool | GlobalAveragePool => pool::lower(e, kind, attrs, ins, outs),
+        MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool => {
+            pool::lower(e, kind, attrs, ins, outs)
+        }
         Gemm | MatMul | MatMulPacked => matmul::lower(e, kind, attrs, ins, outs),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
         Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => layout::lower(e, kind, attrs, ins, outs),

@@ -1,81 +1,191 @@
 //! Pooling: max and average over an N-d window (strides, dilations, explicit pads; the
-//! result extent already accounts for `ceil_mode`), and global average pooling.
+//! result extent already accounts for `ceil_mode`), channels first, or 2-D channels last
+//! (`max_pool_nhwc`, `average_pool_nhwc`), and global average pooling.
 //!
 //! Padding never takes part in a max. An average divides by the number of window positions
 //! inside the input, or with `count_include_pad` inside the padded input (a window that runs
 //! past the end padding because of `ceil_mode` counts only what lies within it). Global
 //! average pooling is a mean over the spatial dimensions.
+//!
+//! Channels last on a vector unit, vectors run across the channels, and for each output pixel
+//! the window positions inside the input are a rectangle: loops with bounds computed per pixel
+//! and no test inside; the count is the rectangle's area.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, V};
+use super::elementwise::in_vectors;
+use super::emit::{Emitter, Ty, V};
 use super::reduce;
 use super::window::Window;
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
+    use OpKind::*;
     let (x, out) = (&ins[0], &outs[0]);
-    match kind {
-        OpKind::GlobalAveragePool => {
-            let spatial: Vec<usize> = (2..x.rank()).collect();
-            reduce::reduce(e, OpKind::ReduceMean, x, out, &spatial, true);
-        }
-        OpKind::MaxPool | OpKind::AveragePool => {
-            let window = Window::from_attrs(attrs)?;
-            let kernel = attrs.dims("kernel")?;
-            let include_pad = kind == OpKind::AveragePool && attrs.int("count_include_pad")? != 0;
-            windowed(e, kind == OpKind::MaxPool, include_pad, &window, &kernel, x, out);
-        }
-        _ => return Err(format!("{kind} is not a pooling op")),
+    if kind == GlobalAveragePool {
+        let spatial: Vec<usize> = (2..x.rank()).collect();
+        reduce::reduce(e, ReduceMean, x, out, &spatial, true);
+        return Ok(());
     }
-    Ok(())
-}
-
-fn windowed(e: &mut Emitter, max: bool, include_pad: bool, win: &Window, kernel: &[usize], x: &Buf, out: &Buf) {
-    let ty = x.ty();
-    let extents = &x.shape[2..];
-    let out_extents = &out.shape[2..];
-    e.nest(&out.shape, |e, idx| {
-        let (n, c, o) = (&idx[0], &idx[1], &idx[2..]);
-        let inits = if max {
-            vec![e.lowest(ty)]
-        } else {
-            vec![e.zero(ty), e.zero(ty)]
-        };
-        let acc = e.nest_acc(kernel, &inits, |e, k, acc| {
-            let pos = win.positions(e, o, k);
-            let input: Vec<(i64, i64)> = extents.iter().map(|&n| (0, n as i64)).collect();
-            let inside = win.inside(e, &pos, &input, out_extents, kernel);
-            if max {
-                return e.when(&inside, acc, |e| {
-                    let v = read_at(e, x, n, c, &pos);
-                    vec![e.max(&acc[0], &v)]
-                });
+    let pool = Pool {
+        max: matches!(kind, MaxPool | MaxPoolNhwc),
+        include_pad: matches!(kind, AveragePool | AveragePoolNhwc) && attrs.int("count_include_pad")? != 0,
+        channels_last: matches!(kind, MaxPoolNhwc | AveragePoolNhwc),
+        window: Window::from_attrs(attrs)?,
+        kernel: attrs.dims("kernel")?,
+    };
+    match kind {
+        MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc => {
+            match e
+                .f32_lanes()
+                .filter(|_| pool.channels_last && x.holds_f32_vectors() && out.holds_f32_vectors())
+            {
+                Some(lanes) => pool.vectors(e, lanes, x, out),
+                None => pool.scalar(e, x, out),
             }
-            // the count: positions inside the input, or inside the padded input
-            let counted = if include_pad {
-                let padded: Vec<(i64, i64)> = (0..win.spatial())
-                    .map(|d| (-win.pad_begin(d), extents[d] as i64 + win.pad_end(d)))
-                    .collect();
-                win.inside(e, &pos, &padded, out_extents, kernel)
-            } else {
-                inside.clone()
-            };
-            let count = increment_if(e, &counted, &acc[1]);
-            let sum = e.when(&inside, &acc[..1], |e| {
-                let v = read_at(e, x, n, c, &pos);
-                vec![e.add(&acc[0], &v)]
-            });
-            vec![sum[0].clone(), count]
-        });
-        let r = if max { acc[0].clone() } else { e.div(&acc[0], &acc[1]) };
-        e.write(out, idx, &r);
-    });
+            Ok(())
+        }
+        _ => Err(format!("{kind} is not a pooling op")),
+    }
 }
 
-fn read_at(e: &mut Emitter, x: &Buf, n: &V, c: &V, pos: &[V]) -> V {
-    let mut xi = vec![n.clone(), c.clone()];
-    xi.extend_from_slice(pos);
-    e.read(x, &xi)
+/// A windowed pooling op.
+struct Pool {
+    max: bool,
+    include_pad: bool,
+    channels_last: bool,
+    window: Window,
+    kernel: Vec<usize>,
+}
+
+impl Pool {
+    /// The spatial part of a shape or an index.
+    fn spatial<'t, T>(&self, dims: &'t [T]) -> &'t [T] {
+        match self.channels_last {
+            true => &dims[1..dims.len() - 1],
+            false => &dims[2..],
+        }
+    }
+
+    /// The index `(n, c, spatial...)` in this layout.
+    fn index(&self, n: &V, c: &V, pos: &[V]) -> Vec<V> {
+        match self.channels_last {
+            true => [&[n.clone()], pos, &[c.clone()]].concat(),
+            false => [&[n.clone(), c.clone()], pos].concat(),
+        }
+    }
+
+    /// One result element per iteration, the window's positions tested one by one.
+    fn scalar(&self, e: &mut Emitter, x: &Buf, out: &Buf) {
+        let (win, kernel) = (&self.window, &self.kernel[..]);
+        let ty = x.ty();
+        let extents = self.spatial(&x.shape);
+        let out_extents = self.spatial(&out.shape);
+        e.nest(&out.shape, |e, idx| {
+            let n = &idx[0];
+            let c = if self.channels_last {
+                &idx[idx.len() - 1]
+            } else {
+                &idx[1]
+            };
+            let o = self.spatial(idx);
+            let inits = if self.max {
+                vec![e.lowest(ty)]
+            } else {
+                vec![e.zero(ty), e.zero(ty)]
+            };
+            let acc = e.nest_acc(kernel, &inits, |e, k, acc| {
+                let pos = win.positions(e, o, k);
+                let input: Vec<(i64, i64)> = extents.iter().map(|&n| (0, n as i64)).collect();
+                let inside = win.inside(e, &pos, &input, out_extents, kernel);
+                if self.max {
+                    return e.when(&inside, acc, |e| {
+                        let v = e.read(x, &self.index(n, c, &pos));
+                        vec![e.max(&acc[0], &v)]
+                    });
+                }
+                // the count: positions inside the input, or inside the padded input
+                let counted = if self.include_pad {
+                    win.inside(e, &pos, &self.padded(extents), out_extents, kernel)
+                } else {
+                    inside.clone()
+                };
+                let count = increment_if(e, &counted, &acc[1]);
+                let sum = e.when(&inside, &acc[..1], |e| {
+                    let v = e.read(x, &self.index(n, c, &pos));
+                    vec![e.add(&acc[0], &v)]
+                });
+                vec![sum[0].clone(), count]
+            });
+            let r = if self.max {
+                acc[0].clone()
+            } else {
+                e.div(&acc[0], &acc[1])
+            };
+            e.write(out, idx, &r);
+        });
+    }
+
+    /// The padded input's range along each spatial dimension.
+    fn padded(&self, extents: &[usize]) -> Vec<(i64, i64)> {
+        (0..self.window.spatial())
+            .map(|d| (-self.window.pad_begin(d), extents[d] as i64 + self.window.pad_end(d)))
+            .collect()
+    }
+
+    /// Channels last (2-D), f32: per output pixel, the window's rectangle inside the input,
+    /// vectors of channels.
+    fn vectors(&self, e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
+        let (win, kernel) = (&self.window, &self.kernel[..]);
+        let channels = x.shape[3];
+        e.nest(&out.shape[..3], |e, idx| {
+            let (n, o) = (&idx[0], &idx[1..3]);
+            let inside: Vec<(V, V)> = (0..2)
+                .map(|d| win.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
+                .collect();
+            let count = (!self.max).then(|| {
+                let bounds = match self.include_pad {
+                    true => self.padded(&x.shape[1..3]),
+                    false => vec![(0, x.shape[1] as i64), (0, x.shape[2] as i64)],
+                };
+                let sides: Vec<V> = (0..2)
+                    .map(|d| {
+                        let (lo, hi) = win.range_inside(e, d, bounds[d], (out.shape[d + 1], kernel[d]), &o[d]);
+                        e.lin(&[(&hi, 1), (&lo, -1)], 0)
+                    })
+                    .collect();
+                let area = e.op(
+                    "t",
+                    Ty::Index,
+                    &format!("arith.muli {}, {} : index", sides[0], sides[1]),
+                );
+                let area = e.convert(&area, Ty::Int { bits: 64, signed: true });
+                e.convert(&area, Ty::F32)
+            });
+            e.for_each(channels.div_ceil(lanes), |e, chunk| {
+                let c = e.lin(&[(&chunk, lanes as i64)], 0);
+                in_vectors(e, &chunk, channels, lanes, |e, lanes| {
+                    let init = if self.max { e.lowest(Ty::F32) } else { e.zero(Ty::F32) };
+                    let init = e.splat(&init, lanes);
+                    let acc = e.for_between(&inside[0].0, &inside[0].1, kernel[0] as u64, &[init], |e, kh, acc| {
+                        e.for_between(&inside[1].0, &inside[1].1, kernel[1] as u64, acc, |e, kw, acc| {
+                            let pos = win.positions(e, o, &[kh.clone(), kw.clone()]);
+                            let v = e.read_lanes(x, &self.index(n, &c, &pos), lanes);
+                            vec![if self.max {
+                                e.max(&acc[0], &v)
+                            } else {
+                                e.add(&acc[0], &v)
+                            }]
+                        })
+                    });
+                    let r = match &count {
+                        Some(count) => e.div(&acc[0], count),
+                        None => acc[0].clone(),
+                    };
+                    e.write(out, &self.index(n, &c, o), &r);
+                });
+            });
+        });
+    }
 }
 
 /// `count + 1` when all of `conds` hold, else `count`.

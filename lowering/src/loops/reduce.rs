@@ -3,7 +3,8 @@
 //! inside, accumulating in the compute type.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, V};
+use super::elementwise::in_vectors;
+use super::emit::{Emitter, Ty, V};
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -20,6 +21,21 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
     let reduced_shape: Vec<usize> = axes.iter().map(|&d| x.shape[d]).collect();
     let count: usize = reduced_shape.iter().product();
     let ty = x.ty();
+    let last_kept = kept.last() == Some(&(x.rank() - 1));
+    let lanes = e
+        .f32_lanes()
+        .filter(|&l| last_kept && x.holds_f32_vectors() && out.holds_f32_vectors() && x.shape[x.rank() - 1] >= l);
+    if let Some(lanes) = lanes {
+        return reduce_across(
+            e,
+            kind,
+            (x, out),
+            (&kept, &kept_shape),
+            (axes, &reduced_shape),
+            keep,
+            lanes,
+        );
+    }
     e.nest(&kept_shape, |e, outer| {
         let init = if kind == OpKind::ReduceMax {
             e.lowest(ty)
@@ -51,6 +67,56 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
 }
 
 /// The full index of a rank-`rank` tensor from the indices of the dimensions in `a` and in `b`.
+/// `reduce` where the last dimension is kept: vectors run along it, each lane its own sum.
+fn reduce_across(
+    e: &mut Emitter,
+    kind: OpKind,
+    (x, out): (&Buf, &Buf),
+    (kept, kept_shape): (&[usize], &[usize]),
+    (axes, reduced_shape): (&[usize], &[usize]),
+    keep: bool,
+    lanes: usize,
+) {
+    let (rows, width) = kept_shape.split_at(kept_shape.len() - 1);
+    let width = width[0];
+    let count: usize = reduced_shape.iter().product();
+    e.nest(rows, |e, row| {
+        e.for_each(width.div_ceil(lanes), |e, chunk| {
+            let mut outer = row.to_vec();
+            outer.push(e.lin(&[(&chunk, lanes as i64)], 0));
+            in_vectors(e, &chunk, width, lanes, |e, lanes| {
+                let init = if kind == OpKind::ReduceMax {
+                    e.lowest(Ty::F32)
+                } else {
+                    e.zero(Ty::F32)
+                };
+                let init = e.splat(&init, lanes);
+                let acc = e.nest_acc(reduced_shape, &[init], |e, inner, acc| {
+                    let idx = merge(x.rank(), kept, &outer, axes, inner);
+                    let v = e.read_lanes(x, &idx, lanes);
+                    vec![if kind == OpKind::ReduceMax {
+                        e.max(&acc[0], &v)
+                    } else {
+                        e.add(&acc[0], &v)
+                    }]
+                });
+                let mut r = acc[0].clone();
+                if kind == OpKind::ReduceMean {
+                    let n = e.num(Ty::F32, count as f64);
+                    r = e.div(&r, &n);
+                }
+                let out_idx = if keep {
+                    let zeros: Vec<V> = axes.iter().map(|_| e.idx(0)).collect();
+                    merge(x.rank(), kept, &outer, axes, &zeros)
+                } else {
+                    outer.clone()
+                };
+                e.write(out, &out_idx, &r);
+            });
+        });
+    });
+}
+
 fn merge(rank: usize, a: &[usize], a_idx: &[V], b: &[usize], b_idx: &[V]) -> Vec<V> {
     let mut idx = vec![None; rank];
     for (&d, v) in a.iter().zip(a_idx).chain(b.iter().zip(b_idx)) {

@@ -120,7 +120,12 @@ impl Emitter {
         let (a, b) = self.same_lanes(a, b);
         let p = pred.predicate(a.ty);
         let op = if a.ty.is_float() { "cmpf" } else { "cmpi" };
-        self.op_lanes("p", Ty::I1, a.lanes, &format!("arith.{op} {p}, {a}, {b} : {}", a.mlir_ty()))
+        self.op_lanes(
+            "p",
+            Ty::I1,
+            a.lanes,
+            &format!("arith.{op} {p}, {a}, {b} : {}", a.mlir_ty()),
+        )
     }
 
     /// `cond ? a : b`, element by element when `cond` is a vector.

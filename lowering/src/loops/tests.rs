@@ -58,12 +58,15 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         ConvNhwcPacked => [(1, 4, 2), (2, 2, 1)]
             .iter()
             .map(|&(group, out, per_group)| {
-                let a = window(&[
-                    ("group", i(group)),
-                    ("kernel", ints(&[3, 3])),
-                    ("out_channels", i(out)),
-                ]);
-                (vec![t(d, &[1, 5, 5, 2]), t(d, &[1, 9 * per_group, 16]), t(d, &[out as usize])], a)
+                let a = window(&[("group", i(group)), ("kernel", ints(&[3, 3])), ("out_channels", i(out))]);
+                (
+                    vec![
+                        t(d, &[1, 5, 5, 2]),
+                        t(d, &[1, 9 * per_group, 16]),
+                        t(d, &[out as usize]),
+                    ],
+                    a,
+                )
             })
             .collect(),
         ConvTranspose => vec![(
@@ -97,6 +100,21 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
                 ("count_include_pad", i(1)),
             ]),
         )],
+        MaxPoolNhwc => vec![(
+            vec![t(d, &[1, 6, 7, 10])],
+            window(&[("kernel", ints(&[3, 2])), ("ceil_mode", i(1))]),
+        )],
+        AveragePoolNhwc => [0, 1]
+            .iter()
+            .map(|&include| {
+                let a = window(&[
+                    ("kernel", ints(&[3, 2])),
+                    ("ceil_mode", i(1)),
+                    ("count_include_pad", i(include)),
+                ]);
+                (vec![t(d, &[1, 6, 7, 10])], a)
+            })
+            .collect(),
         GlobalAveragePool => plain(vec![t(d, &[1, 2, 3, 3])]),
         BatchNorm => vec![(
             vec![t(d, &[2, 3, 4]), t(d, &[3]), t(d, &[3]), t(d, &[3]), t(d, &[3])],

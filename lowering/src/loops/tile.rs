@@ -16,8 +16,8 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use mxc_dialects::DType;
 use super::vector::VectorIsa;
+use mxc_dialects::DType;
 
 /// The columns of one packed panel of B: 16 f32, a cache line.
 pub const PANEL: usize = 16;
@@ -99,8 +99,7 @@ pub trait RowsOfA {
     /// result's rows), carrying the accumulators from `inits`: at each depth `k`, `step(acc,
     /// k, a)` with `a` A's element of each row gives the next accumulators. Returns the final
     /// ones.
-    fn accumulate(&self, e: &mut Emitter, batch: &[V], rows: &[V], inits: &[V], steps: (&V, &V), step: Step)
-        -> Vec<V>;
+    fn accumulate(&self, e: &mut Emitter, batch: &[V], rows: &[V], inits: &[V], steps: (&V, &V), step: Step) -> Vec<V>;
 }
 
 /// One step of a depth loop: `(accumulators, k, A's element of each row) -> accumulators`.
@@ -319,7 +318,8 @@ impl Tiles<'_> {
             .collect();
         // the tile's place in the block's scratch: row, then column of each accumulator
         let local = e.lin(&[(micro, tile.rows as i64), (self.first, -(tile.rows as i64))], 0);
-        let slot = |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
+        let slot =
+            |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
         let inits: Vec<V> = match (part, self.scratch) {
             (Part::Middle | Part::Last, Some(scratch)) => (0..tile.rows * vectors)
                 .map(|a| {

@@ -126,7 +126,12 @@ impl Emitter {
     pub fn vstore(&mut self, buf: &Buf, idx: &[V], v: &V) {
         let at = index_list(idx);
         let line = match self.mask.clone() {
-            None => format!("vector.store {v}, {}[{at}] : {}, {}", buf.name, buf.memref(), v.mlir_ty()),
+            None => format!(
+                "vector.store {v}, {}[{at}] : {}, {}",
+                buf.name,
+                buf.memref(),
+                v.mlir_ty()
+            ),
             Some(mask) => format!(
                 "vector.maskedstore {}[{at}], {mask}, {v} : {}, {}, {}",
                 buf.name,
@@ -143,12 +148,7 @@ impl Emitter {
         let lanes = a.lanes.max(b.lanes).max(c.lanes);
         let (a, b, c) = (self.splat(a, lanes), self.splat(b, lanes), self.splat(c, lanes));
         if self.isa.is_some_and(|isa| isa.fma) && a.ty.is_float() {
-            return self.op_lanes(
-                "v",
-                a.ty,
-                lanes,
-                &format!("math.fma {a}, {b}, {c} : {}", a.mlir_ty()),
-            );
+            return self.op_lanes("v", a.ty, lanes, &format!("math.fma {a}, {b}, {c} : {}", a.mlir_ty()));
         }
         let p = self.mul(&a, &b);
         self.add(&p, &c)

@@ -2,7 +2,7 @@
 //! output position `o` with kernel offset `k` reads the input, and whether that lies inside
 //! a range (checked only in the dimensions where it can fall outside).
 
-use super::emit::{Emitter, V};
+use super::emit::{Emitter, Ty, V};
 use mxc_dialects::Attrs;
 
 /// Strides, dilations and pads (begins, then ends) of an N-d window.
@@ -64,12 +64,40 @@ impl Window {
         conds
     }
 
+    /// The kernel offsets `k_lo..k_hi` along dimension `d` at which output position `o` reads
+    /// inside `lo..hi` (`lo <= o * stride + k * dilation - pad_begin < hi`), for a kernel of
+    /// `kernel` offsets and `out` output positions: computed per position, or the whole kernel
+    /// where no position can leave the range.
+    pub fn range_inside(
+        &self,
+        e: &mut Emitter,
+        d: usize,
+        (lo, hi): (i64, i64),
+        (out, kernel): (usize, usize),
+        o: &V,
+    ) -> (V, V) {
+        let (s, dil, pad) = (self.strides[d] as i64, self.dilations[d] as i64, self.pad_begin(d));
+        let zero = e.idx(0);
+        let whole = e.idx(kernel as i64);
+        if self.leaves(d, (lo, hi), out, kernel) == (false, false) {
+            return (zero, whole);
+        }
+        // k >= ceil((lo + pad - o * s) / dil) and k < ceil((hi + pad - o * s) / dil)
+        let dv = e.idx(dil);
+        let [first, end] = [lo, hi].map(|bound| {
+            let t = e.lin(&[(o, -s)], bound + pad);
+            e.op("t", Ty::Index, &format!("arith.ceildivsi {t}, {dv} : index"))
+        });
+        let first = e.op("t", Ty::Index, &format!("arith.maxsi {first}, {zero} : index"));
+        let end = e.min_idx(&end, &whole);
+        (first, end)
+    }
+
     /// Whether some position of dimension `d` falls below `lo`, and whether some falls at or
     /// above `hi`, for output positions below `out` and kernel offsets below `kernel`.
     pub fn leaves(&self, d: usize, (lo, hi): (i64, i64), out: usize, kernel: usize) -> (bool, bool) {
         let least = -self.pad_begin(d);
-        let most =
-            (out as i64 - 1) * self.strides[d] as i64 + (kernel as i64 - 1) * self.dilations[d] as i64 + least;
+        let most = (out as i64 - 1) * self.strides[d] as i64 + (kernel as i64 - 1) * self.dilations[d] as i64 + least;
         (least < lo, most >= hi)
     }
 }
