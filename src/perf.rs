@@ -1,6 +1,7 @@
 //! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
-//! spread, the memory it holds, and a table of its kernels (median time, share of the kernels' total, the threads
-//! a call runs on, the ops each fuses, read from its symbol), slowest first.
+//! spread, the memory it holds, and a table of its kernels (median time, share of the kernels'
+//! total, the rate of its arithmetic, the threads a call runs on, the ops each fuses, read from
+//! its symbol), slowest first.
 
 use crate::report::size_text;
 use mxc_dialects::program::Step;
@@ -59,13 +60,19 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     let total: Duration = kernels.iter().map(|(t, _)| *t).sum();
     kernels.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
     writeln!(out, "kernels: {} ({:.3} ms in all, medians)", kernels.len(), ms(total)).unwrap();
-    writeln!(out, "{:>10}  {:>6}  {:>7}  kernel (its ops)", "ms", "share", "threads").unwrap();
+    writeln!(
+        out,
+        "{:>10}  {:>6}  {:>8}  {:>7}  kernel (its ops)",
+        "ms", "share", "GFLOP/s", "threads"
+    )
+    .unwrap();
     for (t, step) in kernels {
         let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
         let parts = parallelism.parts(step);
+        let rate = step.flops as f64 / t.as_secs_f64().max(1e-12) / 1e9;
         writeln!(
             out,
-            "{:>10.4}  {share:>5.1}%  {parts:>7}  {}",
+            "{:>10.4}  {share:>5.1}%  {rate:>8.1}  {parts:>7}  {}",
             ms(t),
             ops_of(&step.symbol)
         )

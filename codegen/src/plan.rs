@@ -27,6 +27,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
             range: k.parallel.range,
             splittable: k.parallel.splittable,
             work: k.parallel.work,
+            flops: kernel_flops(g, k.op) as u64,
         })
         .collect();
     let bind = |p: &mxc_dialects::Port| Binding {
@@ -38,6 +39,15 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
         steps,
         inputs: g.inputs.iter().map(bind).collect(),
         outputs: g.outputs.iter().map(bind).collect(),
+    }
+}
+
+/// The arithmetic of the kernel computing op `op` of `g` (a fused op's: its body's).
+fn kernel_flops(g: &Graph, op: usize) -> f64 {
+    let op = &g.ops[op];
+    match &op.body {
+        Some(body) => mxc_rewrite::cost::kernel_flops(body),
+        None => mxc_rewrite::cost::with_site(g, op, mxc_rewrite::cost::flops),
     }
 }
 

@@ -32,6 +32,9 @@ pub struct Step {
     pub splittable: bool,
     /// Operations the call executes (an estimate): what decides whether splitting pays.
     pub work: u64,
+    /// The arithmetic the kernel does, in floating-point (or integer) operations: what `mxc
+    /// perf` divides by the time.
+    pub flops: u64,
 }
 
 /// A named graph input or output and its buffer.
@@ -139,6 +142,7 @@ mod tests {
             range: 16,
             splittable: true,
             work: 16,
+            flops: 0,
         };
         let p = Program {
             buffers,

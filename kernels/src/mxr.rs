@@ -17,7 +17,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps).
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Magic, version and length.
 const HEAD: usize = 16;
 
@@ -266,6 +266,7 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
         w.u64(s.range);
         w.u32(s.splittable as u32);
         w.u64(s.work);
+        w.u64(s.flops);
     }
     for bindings in [&p.inputs, &p.outputs] {
         w.u64(bindings.len() as u64);
@@ -321,12 +322,14 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             k => return Err(format!("step `{symbol}`: splittable is {k}, not 0 or 1")),
         };
         let work = r.u64()?;
+        let flops = r.u64()?;
         steps.push(Step {
             symbol,
             args,
             range,
             splittable,
             work,
+            flops,
         });
     }
     let mut bindings = [Vec::new(), Vec::new()];
@@ -464,6 +467,7 @@ mod tests {
                 range: 2,
                 splittable: true,
                 work: 8,
+                flops: 4,
             }],
             inputs: vec![Binding {
                 name: "x".into(),

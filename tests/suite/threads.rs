@@ -56,12 +56,12 @@ fn perf_reports_the_threads_each_kernel_runs_on() {
         assert!(out.status.success(), "mxc perf: {}", stderr(&out));
         String::from_utf8(out.stdout).unwrap()
     };
-    // the column after the share: how many threads a call of the kernel runs on
+    // the column after the share and the rate: how many threads a call of the kernel runs on
     let threads_column = |report: &str| -> Vec<u32> {
         report
             .lines()
             .filter(|l| l.contains('%') && l.contains(" (") && !l.contains("runs on"))
-            .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+            .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
             .collect()
     };
     let serial = perf("1");
