@@ -27,6 +27,11 @@ pub struct Executable {
     kernels: Vec<KernelFn>,
     /// Aligned copies of the weights that are misaligned where they are.
     copies: HashMap<usize, AlignedBuf>,
+    /// The arena of the last run, kept for the next: a new one costs a page fault per page
+    /// on first touch (milliseconds for a large model). A run takes it (or makes one, when
+    /// another run holds it) and puts it back when done; kernels write every temporary
+    /// before reading it, so what a run leaves in it never reaches the next.
+    arena: std::sync::Mutex<Option<AlignedBuf>>,
     workers: Workers,
     // Keeps the kernels mapped while `kernels` points into them.
     _library: Library,
@@ -74,6 +79,7 @@ impl Executable {
             memory,
             kernels,
             copies,
+            arena: std::sync::Mutex::new(None),
             workers: Workers::new(Parallelism::serial())?,
             _library: lib,
         })
@@ -149,7 +155,8 @@ impl Executable {
             }
             owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes()));
         }
-        let arena = AlignedBuf::zeroed(self.memory.size);
+        let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
+        let arena = kept.unwrap_or_else(|| AlignedBuf::zeroed(self.memory.size));
         let pointer = |i: usize| -> *mut u8 {
             match (&p.buffers[i].kind, self.copies.get(&i), self.memory.offsets[i]) {
                 (_, Some(c), _) => c.as_ptr(),
@@ -172,7 +179,8 @@ impl Executable {
                 times.push(start.elapsed());
             }
         }
-        Ok(p.outputs
+        let outputs = p
+            .outputs
             .iter()
             .map(|o| {
                 let ty = p.buffers[o.buffer].ty.clone();
@@ -184,6 +192,10 @@ impl Executable {
                     Tensor::from_bytes(ty, bytes).expect("buffer matches its type"),
                 )
             })
-            .collect())
+            .collect();
+        if let Ok(mut slot) = self.arena.lock() {
+            *slot = Some(arena);
+        }
+        Ok(outputs)
     }
 }

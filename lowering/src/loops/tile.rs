@@ -273,11 +273,13 @@ impl Chunks {
     }
 }
 
-/// Micro-tile rows per block: as many as keep the block of A (`depth` deep) within
-/// `A_BLOCK_BYTES`.
+/// Micro-tile rows per block: at most as many as keep the block of A (`depth` deep) within
+/// `A_BLOCK_BYTES`, and blocks as even as that allows (threads take whole blocks, so one short
+/// block would leave a thread idle).
 fn block_micro_rows(depth: usize, tile: MicroTile, micro_rows: usize) -> usize {
-    let rows = A_BLOCK_BYTES / (4 * depth.max(1));
-    (rows / tile.rows).clamp(1, micro_rows.max(1))
+    let most = (A_BLOCK_BYTES / (4 * depth.max(1)) / tile.rows).clamp(1, micro_rows.max(1));
+    let blocks = micro_rows.max(1).div_ceil(most);
+    micro_rows.max(1).div_ceil(blocks)
 }
 
 /// What the micro-tiles of one iteration of the parallel loop share.
