@@ -44,6 +44,7 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
     let bytes = LinearCost {
         launch: 0.0,
         per_byte: 1.0,
+        per_weight_byte: 1.0,
         per_flop: FlopCost::flat(0.0),
         channels_last: ChannelsLast::neutral(),
     };

@@ -64,6 +64,9 @@ op_kinds! {
     MatMulPacked => "matmul_packed", 2..=2;
     ConvNhwcPacked => "conv_nhwc_packed", 2..=3;
     Pack => "pack", 1..=1;
+    WinogradInput => "winograd_input", 1..=1;
+    WinogradWeights => "winograd_weights", 1..=1;
+    WinogradOutput => "winograd_output", 1..=1;
     MaxPool => "max_pool", 1..=1;
     AveragePool => "average_pool", 1..=1;
     MaxPoolNhwc => "max_pool_nhwc", 1..=1;
@@ -135,6 +138,7 @@ impl OpKind {
                 | Gemm
                 | MatMul
                 | MatMulPacked
+                | WinogradOutput
                 | MaxPool
                 | AveragePool
                 | MaxPoolNhwc

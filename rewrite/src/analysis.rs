@@ -107,12 +107,19 @@ impl MxAnalysis {
     /// element-wise op whose result is no larger than its largest operand (transposing a
     /// weight, scaling it per channel). Ops that grow their operands (broadcasts, expands,
     /// concatenations) stay in the program and are computed at run time.
-    /// `pack` is always folded: it only rearranges a weight (and pads its last panel).
+    /// Weight layouts (`weight_layout`) are always folded.
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
-        n <= self.fold_limit || kind == OpKind::Pack || (is_preprocessing(kind) && !grows)
+        n <= self.fold_limit || weight_layout(kind) || (is_preprocessing(kind) && !grows)
     }
+}
+
+/// Ops that put weights in the layout a kernel reads: `pack` (which rearranges a weight and
+/// pads its last panel) and `winograd_weights` (4 times the size of 3x3 filters). Folded on
+/// constants at any size: they run once, at compile time.
+fn weight_layout(kind: OpKind) -> bool {
+    matches!(kind, OpKind::Pack | OpKind::WinogradWeights)
 }
 
 /// Ops that compute each result element from the operand elements at its position (or move

@@ -42,12 +42,17 @@ pub trait CostModel: fmt::Debug + Send + Sync {
     }
 }
 
-/// Cost = `launch` + `per_byte` x bytes read and written + `per_flop` x FLOPs, where a
-/// `conv_nhwc`'s FLOPs count as many as `channels_last` says relative to `conv`'s.
+/// Cost = `launch` + `per_byte` x bytes read and written + `per_weight_byte` x bytes of
+/// weights read + `per_flop` x FLOPs, where a `conv_nhwc`'s FLOPs count as many as
+/// `channels_last` says relative to `conv`'s.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinearCost {
     pub launch: f64,
     pub per_byte: f64,
+    /// A byte of the weights of a product or convolution (`weight_bytes`): a model's weights
+    /// are far larger than the caches, so each run reads them from memory again, where other
+    /// bytes mostly stay cached between the kernel writing and the one reading.
+    pub per_weight_byte: f64,
     pub per_flop: FlopCost,
     pub channels_last: ChannelsLast,
 }
@@ -132,6 +137,7 @@ impl LinearCost {
         LinearCost {
             launch: 50.0,
             per_byte: 0.25,
+            per_weight_byte: 0.25,
             per_flop: FlopCost::flat(1.0),
             channels_last: ChannelsLast::neutral(),
         }
@@ -145,6 +151,7 @@ impl LinearCost {
         LinearCost {
             launch: 160.0,
             per_byte: 0.02,
+            per_weight_byte: 0.09,
             per_flop: FlopCost {
                 matmul: 0.02,
                 conv: 0.075,
@@ -160,6 +167,11 @@ impl LinearCost {
         }
     }
 
+    /// The memory part of a kernel's cost: `bytes` moved, `weights` of them packed weights.
+    fn memory(&self, bytes: f64, weights: f64) -> f64 {
+        self.per_byte * (bytes - weights) + self.per_weight_byte * weights
+    }
+
     /// The arithmetic part of an op's cost.
     fn compute(&self, op: &OpSite) -> f64 {
         let layout = match op.kind {
@@ -172,12 +184,18 @@ impl LinearCost {
 
 impl CostModel for LinearCost {
     fn op_cost(&self, op: &OpSite) -> f64 {
-        self.launch + self.per_byte * bytes_moved(op) + self.compute(op)
+        self.launch + self.memory(bytes_moved(op), weight_bytes(op)) + self.compute(op)
     }
 
     fn kernel_cost(&self, k: &KernelSite) -> f64 {
         let bytes: f64 = k.operands.iter().chain(k.results).map(|t| t.num_bytes() as f64).sum();
-        self.launch + self.per_byte * bytes + kernel_work(k.body, |site| self.compute(site))
+        let weights: f64 = k
+            .body
+            .ops
+            .iter()
+            .map(|op| with_site(k.body, op, weight_bytes))
+            .sum();
+        self.launch + self.memory(bytes, weights) + kernel_work(k.body, |site| self.compute(site))
     }
 }
 
@@ -208,6 +226,19 @@ fn kernel_work(body: &Graph, work: impl Fn(&OpSite) -> f64) -> f64 {
         .sum()
 }
 
+/// Bytes of weights an op reads: the second operand of the products and convolutions, which
+/// is a model's weights in all but a few of them (attention's products of activations are
+/// priced as if theirs were too: they have no cheaper form to be weighed against).
+pub fn weight_bytes(op: &OpSite) -> f64 {
+    use OpKind::*;
+    match op.kind {
+        MatMul | Gemm | MatMulPacked | Conv | ConvNhwc | ConvTranspose | ConvNhwcPacked => {
+            op.operands.get(1).map_or(0.0, |t| t.num_bytes() as f64)
+        }
+        _ => 0.0,
+    }
+}
+
 /// Bytes a kernel reads and writes: its operands once and its results once.
 pub fn bytes_moved(op: &OpSite) -> f64 {
     op.operands.iter().chain(op.results).map(|t| t.num_bytes() as f64).sum()
@@ -227,6 +258,11 @@ pub fn flops(op: &OpSite) -> f64 {
     };
     match op.kind {
         Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => 0.0,
+        // B^T d B on each 6x6 patch of each channel, A^T X A on each tile's 6x6 products,
+        // G g G^T on each filter: about the additions and multiplications written out
+        WinogradInput => 6.0 * out,
+        WinogradOutput => 6.0 * input,
+        WinogradWeights => 4.0 * out,
         // a fused op's arithmetic is its body's (`kernel_flops`)
         Fused => 0.0,
         Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
@@ -240,7 +276,7 @@ pub fn flops(op: &OpSite) -> f64 {
         LayerNorm => 8.0 * input,
         BatchNorm => 2.0 * out,
         ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,
-        MatMulPacked => 2.0 * out * dim(1, 1),
+        MatMulPacked => 2.0 * out * op.operands.first().and_then(|t| t.shape.last()).map_or(1.0, |&k| k as f64),
         // packed weights [P, kh * kw * C / group, panel]: each output element is a dot product
         // of the middle dimension's size
         ConvNhwcPacked => 2.0 * out * dim(1, 1),

@@ -92,6 +92,10 @@ pub fn operand_dtype(kind: OpKind, index: usize, dtype: DType) -> DType {
 /// The shape of an operand used at `(kind, index)`, given its earlier siblings' types.
 pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[TensorType], base: &[usize]) -> Vec<usize> {
     let Some(first) = siblings.first().map(|t| t.shape.as_slice()) else {
+        // 2-D channels-last ops take an image [N, H, W, C] big enough for a 3x3 window
+        if matches!(kind, OpKind::ConvNhwc | OpKind::MaxPoolNhwc | OpKind::AveragePoolNhwc) {
+            return vec![g.pick(&[1, 2]), g.pick(&[3, 4, 5]), g.pick(&[3, 4, 6]), g.pick(&[1, 2, 3])];
+        }
         return variant(g, base);
     };
     let dim = |i: usize| first.get(i).copied().unwrap_or(1);
@@ -121,7 +125,7 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
         (OpKind::Conv, 2) | (OpKind::ConvNhwc, 2) => vec![siblings.get(1).map_or(1, |w| w.shape[0])],
         // channels last: [M, kh, kw, C], or depthwise [C, kh, kw, 1] a third of the time
         (OpKind::ConvNhwc, 1) => {
-            let k = g.pick(&[1, 2, 3]).min(dim(1)).min(dim(2));
+            let k = g.pick(&[1, 2, 3, 3]).min(dim(1)).min(dim(2));
             match g.chance(0.3) {
                 true => vec![last, k, k, 1],
                 false => vec![n, k, k, last],

@@ -10,18 +10,24 @@ pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     pick(x, &offsets, out)
 }
 
-/// `pack`: `out[p, k, j] = x[k, p * panel + j]`, zero past the last column.
+/// `pack`: `out[.., p, k, j] = x[.., k, p * panel + j]`, zero past the last column.
 pub fn pack(x: &Tensor, out: &TensorType) -> Tensor {
-    let (k, n) = (x.shape()[0], x.shape()[1]);
-    let (panels, panel) = (out.shape[0], out.shape[2]);
+    let rank = x.shape().len();
+    let (k, n) = (x.shape()[rank - 2], x.shape()[rank - 1]);
+    let r = out.shape.len();
+    let (panels, panel) = (out.shape[r - 3], out.shape[r - 1]);
+    let batches: usize = x.shape()[..rank - 2].iter().product();
     let size = out.dtype.size();
     let mut data = vec![0u8; out.num_bytes()];
-    for p in 0..panels {
-        let columns = panel.min(n - p * panel);
-        for row in 0..k {
-            let from = (row * n + p * panel) * size;
-            let to = ((p * k + row) * panel) * size;
-            data[to..to + columns * size].copy_from_slice(&x.bytes()[from..from + columns * size]);
+    for batch in 0..batches {
+        let (from_base, to_base) = (batch * k * n, batch * panels * k * panel);
+        for p in 0..panels {
+            let columns = panel.min(n - p * panel);
+            for row in 0..k {
+                let from = (from_base + row * n + p * panel) * size;
+                let to = (to_base + (p * k + row) * panel) * size;
+                data[to..to + columns * size].copy_from_slice(&x.bytes()[from..from + columns * size]);
+            }
         }
     }
     Tensor::from_bytes(out.clone(), data).expect("the packed size is the type's")

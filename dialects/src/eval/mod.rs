@@ -37,6 +37,7 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
             | Gather
             | Expand
             | Pack
+            | WinogradWeights
             | Add
             | Sub
             | Mul
@@ -80,6 +81,7 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
         Gather => layout::gather(ops[0], ops[1], attrs.int("axis")? as usize, out),
         Expand => Ok(layout::expand(ops[0], out)),
         Pack => Ok(layout::pack(ops[0], out)),
+        WinogradWeights => Ok(winograd_weights(ops[0], out)),
         Add | Sub | Mul | Div | Max | Min => Ok(elementwise::arithmetic(kind, ops[0], ops[1], out)),
         Equal | Less | Greater => Ok(elementwise::compare(kind, ops[0], ops[1], out)),
         Where => Ok(elementwise::select(ops[0], ops[1], ops[2], out)),
@@ -87,4 +89,24 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
         ReduceSum | ReduceMean | ReduceMax => Ok(reduce::reduce(kind, ops[0], attrs.ints("axes")?, out)),
         _ => Err(format!("{kind} is not evaluable")),
     }
+}
+
+/// `winograd_weights`: `U[6a + b, c, m] = (G g G^T)[a, b]` for each 3x3 filter `g = w[m, :, :, c]`,
+/// in f64, rounded once.
+fn winograd_weights(w: &Tensor, out: &TensorType) -> Tensor {
+    use mx::winograd::{G, PATCH, POINTS};
+    let (m, c) = (w.shape()[0], w.shape()[3]);
+    let w = w.to_f64_vec();
+    let mut u = vec![0.0; POINTS * c * m];
+    for (mi, ci) in (0..m).flat_map(|mi| (0..c).map(move |ci| (mi, ci))) {
+        let g = |i: usize, j: usize| w[((mi * 3 + i) * 3 + j) * c + ci];
+        for (a, b) in (0..PATCH).flat_map(|a| (0..PATCH).map(move |b| (a, b))) {
+            let mut sum = 0.0;
+            for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
+                sum += G[a][i] * g(i, j) * G[b][j];
+            }
+            u[((a * PATCH + b) * c + ci) * m + mi] = sum;
+        }
+    }
+    Tensor::from_f64s(out.dtype, out.shape.clone(), &u)
 }

@@ -81,36 +81,48 @@ pub fn matmul(ops: &[TensorType]) -> Result<TensorType, String> {
     Ok(a.with_shape(shape))
 }
 
-/// `pack`: a matrix `[K, N]` as panels of `panel` columns, `[ceil(N / panel), K, panel]`.
+/// `pack`: matrices `[..., K, N]` as panels of `panel` columns, `[..., ceil(N / panel), K,
+/// panel]`.
 pub fn pack(b: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let panel = attrs.int("panel")?;
-    if b.rank() != 2 {
-        return Err(format!("packs a matrix, got shape {:?}", b.shape));
+    let rank = b.rank();
+    if rank < 2 {
+        return Err(format!("packs matrices, got shape {:?}", b.shape));
     }
     if panel < 1 {
         return Err(format!("panel must be positive, got {panel}"));
     }
     let panel = panel as usize;
-    Ok(b.with_shape(vec![b.shape[1].div_ceil(panel), b.shape[0], panel]))
+    let (k, n) = (b.shape[rank - 2], b.shape[rank - 1]);
+    let mut shape = b.shape[..rank - 2].to_vec();
+    shape.extend([n.div_ceil(panel), k, panel]);
+    Ok(b.with_shape(shape))
 }
 
-/// `matmul_packed`: `a [..., M, K]` times the `[K, n]` matrix packed as `b [P, K, panel]`.
+/// `matmul_packed`: `a [..., M, K]` times the `[K, n]` matrix packed as `b [P, K, panel]`, or
+/// (batched) times its own matrix of each batch packed as `b [..., P, K, panel]` (the batch
+/// dimensions `a`'s).
 pub fn matmul_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     let (a, b) = (&ops[0], &ops[1]);
     check_numeric(a)?;
     same_dtype(a, b, "operands")?;
     let n = attrs.int("n")?;
-    if a.rank() < 2 || b.rank() != 3 {
+    let rank = a.rank();
+    let batched = b.rank() == rank + 1 && b.shape[..rank - 2] == a.shape[..rank - 2];
+    if rank < 2 || !(b.rank() == 3 || batched) {
         return Err(format!(
-            "takes a [..., M, K] and packed panels [P, K, panel], got shapes {:?} and {:?}",
+            "takes a [..., M, K] and packed panels [P, K, panel] or [..., P, K, panel], got shapes {:?} and {:?}",
             a.shape, b.shape
         ));
     }
-    let k = a.shape[a.rank() - 1];
-    if n < 1 || b.shape[1] != k || b.shape[0] != (n as usize).div_ceil(b.shape[2]) {
+    let k = a.shape[rank - 1];
+    let [p, kb, panel] = b.shape[b.rank() - 3..] else {
+        unreachable!("rank 3 or more")
+    };
+    if n < 1 || kb != k || p != (n as usize).div_ceil(panel) {
         return Err(format!("panels {:?} do not hold a [{k}, {n}] matrix", b.shape));
     }
     let mut shape = a.shape.clone();
-    *shape.last_mut().expect("rank 2 or more") = n as usize;
+    shape[rank - 1] = n as usize;
     Ok(a.with_shape(shape))
 }

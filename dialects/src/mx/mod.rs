@@ -8,6 +8,7 @@ mod layout;
 mod linalg;
 mod nn;
 mod reduce;
+pub mod winograd;
 
 pub use elementwise::broadcast_shapes;
 
@@ -62,6 +63,9 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         MatMul => linalg::matmul(operands).map(|t| vec![t]),
         MatMulPacked => linalg::matmul_packed(operands, attrs).map(|t| vec![t]),
         Pack => linalg::pack(&operands[0], attrs).map(|t| vec![t]),
+        WinogradInput => winograd::input(&operands[0], &attrs.dims("pads")?).map(|t| vec![t]),
+        WinogradWeights => winograd::weights(&operands[0]).map(|t| vec![t]),
+        WinogradOutput => winograd::output(&operands[0], &attrs.dims("shape")?).map(|t| vec![t]),
         Reshape => layout::reshape(&operands[0], attrs).map(|t| vec![t]),
         Transpose => layout::transpose(&operands[0], attrs).map(|t| vec![t]),
         Concat => layout::concat(operands, attrs).map(|t| vec![t]),
@@ -87,6 +91,8 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         ConvNhwcPacked => &["dilations", "group", "kernel", "out_channels", "pads", "strides"],
         MatMulPacked => &["n"],
         Pack => &["panel"],
+        WinogradInput => &["pads"],
+        WinogradOutput => &["shape"],
         ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
         Gemm => &["alpha", "beta", "trans_a", "trans_b"],
         MaxPool | MaxPoolNhwc => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
@@ -106,7 +112,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
         Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
         | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul
-        | GlobalAveragePool | Fused => &[],
+        | GlobalAveragePool | WinogradWeights | Fused => &[],
     }
 }
 

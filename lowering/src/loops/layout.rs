@@ -57,17 +57,18 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     Ok(())
 }
 
-/// `out[p, k, j] = x[k, p * panel + j]`, 0 past the last column of `x`.
+/// `out[.., p, k, j] = x[.., k, p * panel + j]`, 0 past the last column of `x`.
 fn pack(e: &mut Emitter, x: &Buf, out: &Buf) {
-    let (columns, panel) = (x.shape[1] as i64, out.shape[2] as i64);
+    let r = out.rank();
+    let (columns, panel) = (x.shape[x.rank() - 1] as i64, out.shape[r - 1] as i64);
     e.nest(&out.shape, |e, idx| {
-        let column = e.lin(&[(&idx[0], panel), (&idx[2], 1)], 0);
+        let (batch, pkj) = idx.split_at(r - 3);
+        let column = e.lin(&[(&pkj[0], panel), (&pkj[2], 1)], 0);
         let end = e.idx(columns);
         let inside = e.cmp_idx("slt", &column, &end);
         let zero = e.zero(x.ty());
-        let v = e.when(&[inside], &[zero], |e| {
-            vec![e.read(x, &[idx[1].clone(), column.clone()])]
-        });
+        let at = [batch, &[pkj[1].clone(), column.clone()]].concat();
+        let v = e.when(&[inside], &[zero], |e| vec![e.read(x, &at)]);
         e.write(out, idx, &v[0]);
     });
 }

@@ -176,7 +176,8 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
     });
 }
 
-/// `out[.., m, n] = sum over k of a[.., m, k] * bp[n / panel, k, n % panel]` (`bp`: `mx.pack`).
+/// `out[.., m, n] = sum over k of a[.., m, k] * bp[.., n / panel, k, n % panel]` (`bp`:
+/// `mx.pack`, with `a`'s batch dimensions or none).
 fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     let rank = a.rank();
     let depth = a.shape[rank - 1];
@@ -197,12 +198,13 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
         };
         return tile::emit(e, &product, isa);
     }
-    let panel = bp.shape[2] as i64;
+    let panel = bp.shape[bp.rank() - 1] as i64;
     e.nest(&out.shape, |e, idx| {
         let (m, n) = (&idx[rank - 2], &idx[rank - 1]);
         let (p, j) = (e.div_idx(n, panel), e.rem_idx(n, panel));
         let a_idx = |k: &V| [&idx[..rank - 2], &[m.clone(), k.clone()]].concat();
-        let b_idx = |k: &V| vec![p.clone(), k.clone(), j.clone()];
+        let b_batch = &idx[..bp.rank() - 3];
+        let b_idx = |k: &V| [b_batch, &[p.clone(), k.clone(), j.clone()]].concat();
         let r = dot(e, depth, a, a_idx, bp, b_idx);
         e.write(out, idx, &r);
     });

@@ -31,6 +31,7 @@ mod tests;
 mod tile;
 mod vector;
 mod window;
+mod winograd;
 
 pub use emit::Parallel;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
@@ -174,6 +175,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
         Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => layout::lower(e, kind, attrs, ins, outs),
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
+        WinogradInput | WinogradWeights | WinogradOutput => winograd::lower(e, kind, attrs, ins, outs),
         Fused => Err("a fused op is lowered from its body".into()),
     }
 }

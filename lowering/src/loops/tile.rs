@@ -61,7 +61,8 @@ pub enum Panels<'a> {
     /// B as it lies: `at(batch, k, column)` is the index of an element, the following columns
     /// next to it in memory.
     RowMajor { buf: &'a Buf, at: At<'a> },
-    /// B packed by `mx.pack`: `[ceil(N / PANEL), depth, PANEL]`, the padding zeros.
+    /// B packed by `mx.pack`: `[ceil(N / PANEL), depth, PANEL]`, the padding zeros; with
+    /// more dimensions, one such matrix per batch index.
     Packed(&'a Buf),
 }
 
@@ -78,7 +79,9 @@ impl Panels<'_> {
             Panels::Packed(buf) => {
                 let panel = e.div_idx(column, PANEL as i64);
                 let offset = e.rem_idx(column, PANEL as i64);
-                e.read_lanes(buf, &[panel, k.clone(), offset], lanes)
+                let batch = &batch[..buf.rank() - 3];
+                let idx = [batch, &[panel, k.clone(), offset]].concat();
+                e.read_lanes(buf, &idx, lanes)
             }
         }
     }

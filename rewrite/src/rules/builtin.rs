@@ -30,6 +30,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         "rewrite/rules/packing.rules",
         include_str!("../../rules/packing.rules"),
     ),
+    (
+        "winograd",
+        "rewrite/rules/winograd.rules",
+        include_str!("../../rules/winograd.rules"),
+    ),
 ];
 
 /// The rules of built-in set `name` (`None` for an unknown set).

@@ -205,6 +205,22 @@ pub const FUNCS: &[Func] = &[
         },
     },
     Func {
+        name: "conv_nhwc_shape",
+        params: &[Tensor, Tensor, Ints],
+        result: Ints,
+        doc: "the result shape of a stride-1, dilation-1 `conv_nhwc` of the image with the weights and the pads",
+        eval: |a| {
+            let (x, w) = (ty(&a[0])?, ty(&a[1])?);
+            let pads = ints(&a[2])?;
+            let (&[n, h, wd, _], &[m, kh, kw, _], &[pt, pl, pb, pr]) = (&x.shape[..], &w.shape[..], pads) else {
+                return None;
+            };
+            let oh = (h as i64 + pt + pb).checked_sub(kh as i64 - 1)?;
+            let ow = (wd as i64 + pl + pr).checked_sub(kw as i64 - 1)?;
+            Some(Value::Ints(vec![n as i64, oh, ow, m as i64]))
+        },
+    },
+    Func {
         name: "flip",
         params: &[Int],
         result: Int,
