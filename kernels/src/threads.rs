@@ -285,6 +285,7 @@ mod tests {
             range,
             splittable,
             work,
+            flops: 0,
         }
     }
 

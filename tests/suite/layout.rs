@@ -166,9 +166,11 @@ fn prefers_nhwc() -> LinearCost {
 fn the_conv_net_runs_channels_last_where_the_cost_model_prefers_it() {
     let model = cache_dir("models/convnet").join("model.onnx");
     let g = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
-    // the layout decisions alone: the convs keep their weights as they are (no packing)
+    // the layout decisions alone: the convs keep their form and their weights as they are
+    // (no packing, no Winograd)
     let mut rules = Vec::new();
-    for (set, _, _) in BUILTIN_FILES.iter().filter(|(set, _, _)| *set != "packing") {
+    let layout_only = |set: &&str| !["packing", "winograd"].contains(set);
+    for (set, _, _) in BUILTIN_FILES.iter().filter(|(set, _, _)| layout_only(set)) {
         rules.extend(builtin_rules(set).expect("listed").expect("parses"));
     }
     let opts = OptimizeOptions {

@@ -498,18 +498,6 @@ impl Emitter {
         values
     }
 
-    /// `scf.if` with scalar results of types `tys`: each branch returns the values it yields.
-    pub fn if_else(
-        &mut self,
-        cond: &V,
-        tys: &[Ty],
-        then: impl FnOnce(&mut Emitter) -> Vec<V>,
-        otherwise: impl FnOnce(&mut Emitter) -> Vec<V>,
-    ) -> Vec<V> {
-        let like: Vec<V> = tys.iter().map(|&ty| V::scalar("", ty)).collect();
-        self.if_else_like(cond, &like, then, otherwise)
-    }
-
     /// `scf.if` with results of the types (and lanes) of `like`.
     pub fn if_else_like(
         &mut self,

@@ -23,6 +23,7 @@ mod matmul;
 mod norm;
 mod pool;
 mod reduce;
+mod rows;
 mod scalar;
 #[cfg(test)]
 mod testing;

@@ -1,10 +1,19 @@
 //! Normalisations: inference-mode batch norm, layer norm (results Y, mean and inverse
 //! standard deviation) and softmax along one axis (after subtracting the maximum). Formulas
-//! follow the ONNX reference implementation, in the input's compute type.
+//! follow the ONNX reference implementation, in the input's compute type. On a vector unit,
+//! f32 softmax and layer norm over the last axis pass over each row in vectors (`rows.rs`),
+//! their sums folded lane by lane and then across the lanes.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, V};
+use super::emit::{Emitter, Ty, V};
+use super::rows;
 use mxc_dialects::{Attrs, OpKind};
+
+/// The lanes to run a normalisation over rows of `row` elements with: the vector unit's, when
+/// the rows are the buffers' last dimension and every buffer holds f32.
+fn row_lanes(e: &Emitter, along_last: bool, bufs: &[&Buf]) -> Option<usize> {
+    e.f32_lanes().filter(|_| along_last && bufs.iter().all(|b| b.holds_f32_vectors()))
+}
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
     match kind {
@@ -40,6 +49,12 @@ fn layer_norm(e: &mut Emitter, axis: usize, epsilon: f64, ins: &[Buf], outs: &[B
     let (x, scale, bias) = (&ins[0], &ins[1], ins.get(2));
     let (y, mean_out, inv_std_out) = (&outs[0], &outs[1], &outs[2]);
     let (outer, inner) = x.shape.split_at(axis);
+    let mut bufs = vec![x, scale, y, mean_out, inv_std_out];
+    bufs.extend(bias);
+    let flat_params = scale.rank() <= 1 && bias.is_none_or(|b| b.rank() <= 1);
+    if let Some(lanes) = row_lanes(e, inner.len() == 1 && flat_params, &bufs) {
+        return layer_norm_rows(e, lanes, epsilon, (x, scale, bias), outs);
+    }
     let count = inner.iter().product::<usize>() as f64;
     let ty = x.ty();
     e.nest(outer, |e, o| {
@@ -84,6 +99,9 @@ fn layer_norm(e: &mut Emitter, axis: usize, epsilon: f64, ins: &[Buf], outs: &[B
 /// `exp(x - max) / sum(exp(x - max))` along `axis`.
 fn softmax(e: &mut Emitter, axis: usize, x: &Buf, out: &Buf) {
     let n = x.shape[axis];
+    if let Some(lanes) = row_lanes(e, axis + 1 == x.rank(), &[x, out]) {
+        return softmax_rows(e, lanes, x, out);
+    }
     let mut outer = x.shape.clone();
     outer.remove(axis);
     let ty = x.ty();
@@ -112,6 +130,74 @@ fn softmax(e: &mut Emitter, axis: usize, x: &Buf, out: &Buf) {
             let ex = shifted_exp(e, &j);
             let y = e.div(&ex, &sum[0]);
             e.write(out, &at(&j), &y);
+        });
+    });
+}
+
+/// `layer_norm` over the last axis, each row in vectors.
+fn layer_norm_rows(e: &mut Emitter, lanes: usize, epsilon: f64, (x, scale, bias): (&Buf, &Buf, Option<&Buf>), outs: &[Buf]) {
+    let (y, mean_out, inv_std_out) = (&outs[0], &outs[1], &outs[2]);
+    let n = x.shape[x.rank() - 1];
+    let outer = &x.shape[..x.rank() - 1];
+    e.nest(outer, |e, o| {
+        let at = |j: &V| [o, std::slice::from_ref(j)].concat();
+        let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &at(j), lanes);
+        let count = e.float(Ty::F32, n as f64);
+        let sum = rows::fold(e, (n, lanes), (0.0, 0.0), &read, &|e, acc, v| e.add(acc, v));
+        let sum = e.reduce_lanes("add", &sum);
+        let mean = e.div(&sum, &count);
+        let centred = |e: &mut Emitter, j: &V, lanes: usize| {
+            let v = read(e, j, lanes);
+            e.sub(&v, &mean)
+        };
+        let squares = rows::fold(e, (n, lanes), (0.0, 0.0), &centred, &|e, acc, d| e.fma(d, d, acc));
+        let squares = e.reduce_lanes("add", &squares);
+        let variance = e.div(&squares, &count);
+        let eps = e.float(Ty::F32, epsilon);
+        let var_eps = e.add(&variance, &eps);
+        let std = e.math("sqrt", &var_eps);
+        let one = e.one(Ty::F32);
+        let inv_std = e.div(&one, &std);
+        rows::each(e, (n, lanes), &|e, j, lanes| {
+            let d = centred(e, j, lanes);
+            let normalised = e.mul(&d, &inv_std);
+            let s = e.read_bcast_lanes(scale, std::slice::from_ref(j), lanes);
+            let mut r = e.mul(&normalised, &s);
+            if let Some(bias) = bias {
+                let b = e.read_bcast_lanes(bias, std::slice::from_ref(j), lanes);
+                r = e.add(&r, &b);
+            }
+            e.write(y, &at(j), &r);
+        });
+        let zero = e.idx(0);
+        e.write(mean_out, &at(&zero), &mean);
+        e.write(inv_std_out, &at(&zero), &inv_std);
+    });
+}
+
+/// `softmax` over the last axis, each row in vectors: its maximum, the sum of the shifted
+/// exponentials, then each exponential over the sum.
+fn softmax_rows(e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
+    let n = x.shape[x.rank() - 1];
+    let outer = &x.shape[..x.rank() - 1];
+    e.nest(outer, |e, o| {
+        let at = |j: &V| [o, std::slice::from_ref(j)].concat();
+        let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &at(j), lanes);
+        let max = rows::fold(e, (n, lanes), (f64::NEG_INFINITY, f64::NEG_INFINITY), &read, &|e, acc, v| {
+            e.max(acc, v)
+        });
+        let max = e.reduce_lanes("maximumf", &max);
+        let shifted_exp = |e: &mut Emitter, j: &V, lanes: usize| {
+            let v = read(e, j, lanes);
+            let d = e.sub(&v, &max);
+            e.math("exp", &d)
+        };
+        let sum = rows::fold(e, (n, lanes), (0.0, 0.0), &shifted_exp, &|e, acc, v| e.add(acc, v));
+        let sum = e.reduce_lanes("add", &sum);
+        rows::each(e, (n, lanes), &|e, j, lanes| {
+            let ex = shifted_exp(e, j, lanes);
+            let y = e.div(&ex, &sum);
+            e.write(out, &at(j), &y);
         });
     });
 }

@@ -4,6 +4,7 @@
 
 use super::buffer::Buf;
 use super::elementwise::in_vectors;
+use super::rows;
 use super::emit::{Emitter, Ty, V};
 use mxc_dialects::{Attrs, OpKind};
 
@@ -21,10 +22,12 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
     let reduced_shape: Vec<usize> = axes.iter().map(|&d| x.shape[d]).collect();
     let count: usize = reduced_shape.iter().product();
     let ty = x.ty();
-    let last_kept = kept.last() == Some(&(x.rank() - 1));
+    let last = x.rank().checked_sub(1);
+    let vectors = x.holds_f32_vectors() && out.holds_f32_vectors();
+    let last_kept = last.is_some() && kept.last() == last.as_ref();
     let lanes = e
         .f32_lanes()
-        .filter(|&l| last_kept && x.holds_f32_vectors() && out.holds_f32_vectors() && x.shape[x.rank() - 1] >= l);
+        .filter(|&l| last_kept && vectors && x.shape[x.rank() - 1] >= l);
     if let Some(lanes) = lanes {
         return reduce_across(
             e,
@@ -35,6 +38,10 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
             keep,
             lanes,
         );
+    }
+    let last_only = last.is_some() && axes == [x.rank() - 1];
+    if let Some(lanes) = e.f32_lanes().filter(|_| last_only && vectors) {
+        return reduce_rows(e, kind, x, out, keep, lanes);
     }
     e.nest(&kept_shape, |e, outer| {
         let init = if kind == OpKind::ReduceMax {
@@ -67,6 +74,37 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
 }
 
 /// The full index of a rank-`rank` tensor from the indices of the dimensions in `a` and in `b`.
+/// `reduce` of the last dimension alone: each row folded in vectors, then across the lanes.
+fn reduce_rows(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, keep: bool, lanes: usize) {
+    let n = x.shape[x.rank() - 1];
+    e.nest(&x.shape[..x.rank() - 1], |e, row| {
+        let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
+        let r = match kind {
+            OpKind::ReduceMax => {
+                let inf = f64::NEG_INFINITY;
+                let m = rows::fold(e, (n, lanes), (inf, inf), &read, &|e, a, v| e.max(a, v));
+                e.reduce_lanes("maximumf", &m)
+            }
+            _ => {
+                let s = rows::fold(e, (n, lanes), (0.0, 0.0), &read, &|e, a, v| e.add(a, v));
+                e.reduce_lanes("add", &s)
+            }
+        };
+        let r = match kind {
+            OpKind::ReduceMean => {
+                let count = e.num(Ty::F32, n as f64);
+                e.div(&r, &count)
+            }
+            _ => r,
+        };
+        let mut at = row.to_vec();
+        if keep {
+            at.push(e.idx(0));
+        }
+        e.write(out, &at, &r);
+    });
+}
+
 /// `reduce` where the last dimension is kept: vectors run along it, each lane its own sum.
 fn reduce_across(
     e: &mut Emitter,

@@ -82,6 +82,9 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
                 ("trans_b", i(0)),
             ]),
         )],
+        WinogradInput => vec![(vec![t(d, &[2, 5, 6, 3])], attrs(&[("pads", ints(&[1, 0, 1, 2]))]))],
+        WinogradWeights => plain(vec![t(d, &[4, 3, 3, 5])]),
+        WinogradOutput => vec![(vec![t(d, &[36, 4, 5])], attrs(&[("shape", ints(&[1, 5, 6, 5]))]))],
         MatMulPacked => vec![(vec![t(d, &[2, 3, 5]), t(d, &[2, 5, 16])], attrs(&[("n", i(20))]))],
         Pack => vec![(vec![t(d, &[5, 20])], attrs(&[("panel", i(16))]))],
         MatMul => vec![

@@ -1,0 +1,216 @@
+//! The cpu target's matrix product against the machine's peak and against onnxruntime (a
+//! benchmark, not a test: `cargo bench --bench gemm`). It measures the machine's fused
+//! multiply-add peak with a small probe (independent FMA chains in registers, one core), then
+//! for square sizes and the shapes the benchmark models use, compiles `A [M, K] x B [K, N]`
+//! with B a constant (so the packing rules put it in the microkernel's panels at compile time),
+//! times the product's kernel on 1 and 2 threads, and times onnxruntime on a one-node MatMul
+//! model of the same shape (`.cache/venv`, made by `scripts/setup.sh`). Figures are medians.
+//!
+//! `MXC_GEMM_SHAPES=MxKxN,...` replaces the shapes.
+
+use mxc_codegen::{compile, CompileOptions, Target};
+use mxc_dialects::{DType, Graph, OpKind, Tensor, TensorType};
+use mxc_kernels::{Executable, Parallelism};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Square sizes, BERT-mini's products (sequence 128, hidden 256, feed-forward 1024) and a
+/// ResNet 1x1 convolution as a product (56 x 56 pixels, 64 to 256 channels).
+const SHAPES: &[(usize, usize, usize)] = &[
+    (256, 256, 256),
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (128, 256, 256),
+    (128, 256, 1024),
+    (128, 1024, 256),
+    (3136, 64, 256),
+];
+
+fn main() {
+    let peak = fma_peak();
+    match peak {
+        Some(p) => println!("FMA peak, one core: {p:.1} GFLOP/s (f32, {} lanes)\n", lanes()),
+        None => println!("FMA peak: no probe for this CPU (it needs x86-64 with FMA)\n"),
+    }
+    let shapes = std::env::var("MXC_GEMM_SHAPES").map_or_else(|_| SHAPES.to_vec(), |s| parse_shapes(&s));
+    println!(
+        "{:>16}  {:>9} {:>7}  {:>9} {:>7}  {:>9} {:>9}",
+        "M x K x N", "mxc 1t", "% peak", "mxc 2t", "% peak", "ort 1t", "mxc/ort"
+    );
+    for &(m, k, n) in &shapes {
+        let flops = 2.0 * (m * k * n) as f64;
+        let one = gflops(flops, product_time(m, k, n, 1));
+        let two = gflops(flops, product_time(m, k, n, 2));
+        let ort = onnxruntime_time(m, k, n);
+        let of_peak = |g: f64, cores: f64| peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * g / (p * cores)));
+        let ort_text = ort.map_or("-".to_string(), |t| format!("{:.1}", gflops(flops, t)));
+        let ratio = ort.map_or("-".to_string(), |t| format!("{:.2}", gflops(flops, t) / one));
+        println!(
+            "{:>16}  {one:>9.1} {:>7}  {two:>9.1} {:>7}  {ort_text:>9} {ratio:>9}",
+            format!("{m}x{k}x{n}"),
+            of_peak(one, 1.0),
+            of_peak(two, 2.0),
+        );
+    }
+    println!("\nGFLOP/s (2 M K N / time, medians); % peak of one core (2 threads: of two cores); mxc/ort: time ratio");
+}
+
+fn gflops(flops: f64, t: Duration) -> f64 {
+    flops / t.as_secs_f64() / 1e9
+}
+
+fn parse_shapes(text: &str) -> Vec<(usize, usize, usize)> {
+    text.split(',')
+        .map(|s| {
+            let d: Vec<usize> = s.split('x').map(|d| d.trim().parse().expect("MxKxN")).collect();
+            (d[0], d[1], d[2])
+        })
+        .collect()
+}
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: usize) -> Vec<f64> {
+    (0..n).map(|i| ((i * 7919 + seed) % 2003) as f64 / 1001.5 - 1.0).collect()
+}
+
+/// The median time of the product's kernel: `A [M, K]` input times a constant `B [K, N]`.
+fn product_time(m: usize, k: usize, n: usize, threads: usize) -> Duration {
+    let mut g = Graph::new("gemm");
+    let a = g.add_input("a", TensorType::new(DType::F32, vec![m, k]));
+    let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)));
+    let y = g.build1(OpKind::MatMul, vec![a, b], Default::default()).expect("a valid product");
+    g.add_output("y", y);
+    let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
+    assert!(
+        compiled.graph.ops.iter().any(|op| op.kind == OpKind::MatMulPacked),
+        "the constant weights were not packed"
+    );
+    let mut exe = Executable::load(compiled.program, &compiled.library).expect("loads");
+    let parallelism = Parallelism {
+        threads,
+        ..Parallelism::serial()
+    };
+    exe.set_parallelism(parallelism).expect("threads start");
+    let inputs = HashMap::from([(
+        "a".to_string(),
+        Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)),
+    )]);
+    let once = Instant::now();
+    exe.run(&inputs).expect("runs");
+    let runs = (0.5 / once.elapsed().as_secs_f64().max(1e-6)).clamp(5.0, 500.0) as usize;
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| exe.run_timed(&inputs).expect("runs").1.iter().sum())
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// onnxruntime's median time on a one-node MatMul model of the shape, one thread, or `None`
+/// without the test venv.
+fn onnxruntime_time(m: usize, k: usize, n: usize) -> Option<Duration> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/venv/bin/python");
+    if !python.exists() {
+        return None;
+    }
+    let script = r#"
+import sys, time, numpy as np, onnx, onnxruntime as ort
+from onnx import helper, TensorProto, numpy_helper
+m, k, n = map(int, sys.argv[1:4])
+rng = np.random.default_rng(0)
+b = numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "b")
+graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [b])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+options = ort.SessionOptions()
+options.intra_op_num_threads = 1
+options.inter_op_num_threads = 1
+session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+a = {"a": rng.standard_normal((m, k)).astype(np.float32)}
+session.run(None, a)
+once = time.perf_counter(); session.run(None, a); once = time.perf_counter() - once
+times = []
+for _ in range(int(min(500, max(5, 0.5 / max(once, 1e-6))))):
+    start = time.perf_counter(); session.run(None, a); times.append(time.perf_counter() - start)
+print(sorted(times)[len(times) // 2])
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, &m.to_string(), &k.to_string(), &n.to_string()])
+        .output()
+        .ok()?;
+    let seconds: f64 = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs_f64(seconds))
+}
+
+/// f32 lanes of the vectors the probe uses.
+fn lanes() -> usize {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        16
+    } else {
+        8
+    }
+}
+
+/// The machine's f32 FMA peak on one core in GFLOP/s: the best of several timings of 12
+/// independent FMA chains in vector registers (enough to cover the FMA latency on two pipes).
+fn fma_peak() -> Option<f64> {
+    if !std::arch::is_x86_feature_detected!("fma") {
+        return None;
+    }
+    let iterations: u64 = 50_000_000;
+    let best = (0..7)
+        .map(|_| {
+            let start = Instant::now();
+            // SAFETY: the CPU has FMA (and AVX-512 where the wide probe runs); the probe only
+            // reads and writes registers it declares clobbered.
+            unsafe {
+                if lanes() == 16 {
+                    fma_chains_512(iterations)
+                } else {
+                    fma_chains_256(iterations)
+                }
+            };
+            start.elapsed()
+        })
+        .min()?;
+    Some(iterations as f64 * 12.0 * 2.0 * lanes() as f64 / best.as_secs_f64() / 1e9)
+}
+
+macro_rules! fma_probe {
+    ($name:ident, $features:literal, $r:literal) => {
+        /// `iterations` rounds of 12 independent vector FMAs.
+        #[target_feature(enable = $features)]
+        unsafe fn $name(iterations: u64) {
+            std::arch::asm!(
+                concat!("vxorps ", $r, "14, ", $r, "14, ", $r, "14"),
+                concat!("vxorps ", $r, "15, ", $r, "15, ", $r, "15"),
+                "2:",
+                concat!("vfmadd231ps ", $r, "0, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "1, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "2, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "3, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "4, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "5, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "6, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "7, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "8, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "9, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "10, ", $r, "14, ", $r, "15"),
+                concat!("vfmadd231ps ", $r, "11, ", $r, "14, ", $r, "15"),
+                "dec {n}",
+                "jnz 2b",
+                n = inout(reg) iterations => _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                out("xmm14") _, out("xmm15") _,
+                options(nostack, nomem),
+            );
+        }
+    };
+}
+
+fma_probe!(fma_chains_256, "avx,fma", "ymm");
+fma_probe!(fma_chains_512, "avx512f", "zmm");

@@ -1,0 +1,53 @@
+//! Rows in vectors: a kernel's pass over the last (contiguous) dimension of one row, as whole
+//! vectors and then the partial one under a lane mask, either folding the row (the reductions:
+//! softmax's maximum and sum, layer norm's mean and variance, the reduce ops along the last
+//! axis) or writing it.
+
+use super::elementwise::in_vectors;
+use super::emit::{Emitter, Ty, V};
+
+/// Reads the `lanes` elements of a row from offset `at` on.
+pub type Read<'r> = &'r dyn Fn(&mut Emitter, &V, usize) -> V;
+
+/// Folds `step(acc, x)` over the `n` elements of a row in vectors of `lanes`, `x` what `read`
+/// gives at each offset, from `init` in every lane; the lanes of the last vector past the row's
+/// end count as `neutral`. Returns the lane-wise accumulator (`Emitter::reduce_lanes` folds its
+/// lanes).
+pub fn fold(
+    e: &mut Emitter,
+    (n, lanes): (usize, usize),
+    (init, neutral): (f64, f64),
+    read: Read,
+    step: &dyn Fn(&mut Emitter, &V, &V) -> V,
+) -> V {
+    let init = e.float(Ty::F32, init);
+    let mut acc = e.splat(&init, lanes);
+    let whole = n / lanes;
+    if whole > 0 {
+        acc = e.nest_acc(&[whole], &[acc], |e, chunk, acc| {
+            let at = e.lin(&[(&chunk[0], lanes as i64)], 0);
+            let x = read(e, &at, lanes);
+            vec![step(e, &acc[0], &x)]
+        })[0]
+            .clone();
+    }
+    let rest = n % lanes;
+    if rest > 0 {
+        let at = e.idx((whole * lanes) as i64);
+        let mask = e.first_lanes(rest, lanes);
+        let x = e.masked(Some(mask.clone()), |e| read(e, &at, lanes));
+        let neutral = e.float(Ty::F32, neutral);
+        let x = e.select(&mask, &x, &neutral);
+        acc = step(e, &acc, &x);
+    }
+    acc
+}
+
+/// Writes a row of `n` elements in vectors of `lanes`: `body(at, lanes)` at each offset, the
+/// last vector under a mask of the lanes left.
+pub fn each(e: &mut Emitter, (n, lanes): (usize, usize), body: &dyn Fn(&mut Emitter, &V, usize)) {
+    e.for_each(n.div_ceil(lanes), |e, chunk| {
+        let at = e.lin(&[(&chunk, lanes as i64)], 0);
+        in_vectors(e, &chunk, n, lanes, |e, lanes| body(e, &at, lanes));
+    });
+}
