@@ -205,6 +205,16 @@ pub const FUNCS: &[Func] = &[
         },
     },
     Func {
+        name: "at",
+        params: &[Ints, Int],
+        result: Int,
+        doc: "element `i` of a list (from 0): `at(?p, ?a)` is the axis a transpose by `?p` moves to axis `?a`",
+        eval: |a| {
+            let i = usize::try_from(int(&a[1])?).ok()?;
+            Some(Value::Int(*ints(&a[0])?.get(i)?))
+        },
+    },
+    Func {
         name: "conv_nhwc_shape",
         params: &[Tensor, Tensor, Ints],
         result: Ints,
