@@ -1,7 +1,9 @@
 //! Calibration of the `cpu` cost model against this machine (a benchmark, not a test:
 //! `cargo bench --bench cost_model`). It times kernels whose cost one parameter dominates —
-//! a chain of one-element ops (the per-kernel launch), a large `add` (bytes), a `matmul`, a
-//! `conv` and an `exp` (arithmetic) — fits `LinearCost`'s parameters to them, then checks the model's
+//! a chain of one-element ops (the per-kernel launch), a large `add` (bytes), and a kernel of
+//! each form whose arithmetic has its own cost (`FlopCost`: products reading B where it lies or
+//! packed, direct and packed convolutions, depthwise, Winograd's transforms, `exp` for the
+//! rest) — fits `LinearCost`'s parameters to them, then checks the model's
 //! fusion decisions on the repo's models: the measured time of the fused program against the
 //! unfused one, next to the ratio the model predicted. Figures are medians of repeated runs.
 
@@ -9,7 +11,8 @@ use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::Executable;
 use mxc_lowering::onnx::{import_file, ImportOptions};
-use mxc_rewrite::cost::{graph_cost, FlopCost};
+use mxc_dialects::eval::eval;
+use mxc_rewrite::cost::{bytes_moved, flops, graph_cost, weight_bytes, with_site, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -127,6 +130,90 @@ fn slowest(t: &Timed, n: usize) -> Vec<(String, Duration)> {
     per_step
 }
 
+/// `A [256, 256] x B [256, 256]`, B an input or a constant (which the rules pack).
+fn matmul(constant: bool) -> Graph {
+    let mut g = Graph::new("matmul");
+    let a = g.add_input("a", f32s(&[256, 256]));
+    let b = match constant {
+        true => g.constant(fill(&f32s(&[256, 256]))),
+        false => g.add_input("b", f32s(&[256, 256])),
+    };
+    let y = g.build1(OpKind::MatMul, vec![a, b], Attrs::new()).expect("typed");
+    g.add_output("y", y);
+    g
+}
+
+/// `op` evaluated on constants (`pack`, `winograd_weights`).
+fn evaluated(kind: OpKind, x: &Tensor, attrs: &Attrs) -> Tensor {
+    let out = eval(kind, &[x], attrs).expect("evaluable").expect("typed");
+    out.into_iter().next().expect("one result")
+}
+
+/// A channels-last 3x3 convolution with packed weights at `size` x `size`: `groups` 1 (the
+/// implicit GEMM) or one per channel (depthwise).
+fn packed_conv(size: usize, channels: usize, out: usize, groups: usize) -> Graph {
+    let mut g = Graph::new("conv_nhwc_packed");
+    let x = g.add_input("x", f32s(&[1, size, size, channels]));
+    let depth = 9 * channels / groups;
+    // the weights as the matrix [kh * kw * C / group, M], packed
+    let matrix = fill(&f32s(&[depth, out]));
+    let wp = g.constant(evaluated(OpKind::Pack, &matrix, &Attrs::new().with("panel", Attr::Int(16))));
+    let attrs = conv_attrs()
+        .with("group", Attr::Int(groups as i64))
+        .with("kernel", Attr::Ints(vec![3, 3]))
+        .with("out_channels", Attr::Int(out as i64));
+    let y = g.build1(OpKind::ConvNhwcPacked, vec![x, wp], attrs).expect("typed");
+    g.add_output("y", y);
+    g
+}
+
+/// One Winograd transform of 64 channels at 56x56: the input's (`input`) or the output's.
+fn winograd(input: bool) -> Graph {
+    let mut g = Graph::new("winograd");
+    let y = match input {
+        true => {
+            let x = g.add_input("x", f32s(&[1, 56, 56, 64]));
+            let pads = Attrs::new().with("pads", Attr::Ints(vec![1, 1, 1, 1]));
+            g.build1(OpKind::WinogradInput, vec![x], pads)
+        }
+        false => {
+            let m = g.add_input("m", f32s(&[36, 196, 64]));
+            let shape = Attrs::new().with("shape", Attr::Ints(vec![1, 56, 56, 64]));
+            g.build1(OpKind::WinogradOutput, vec![m], shape)
+        }
+    };
+    g.add_output("y", y.expect("typed"));
+    g
+}
+
+/// The direct (scalar) convolution: weights an input, so nothing packs them.
+fn direct_conv() -> Graph {
+    binary(OpKind::Conv, f32s(&[1, 16, 32, 32]), f32s(&[16, 16, 3, 3]), conv_attrs())
+}
+
+/// The slowest kernel of a run (medians): its time in ns, and its FLOPs, bytes and weight
+/// bytes as the cost model counts them.
+fn slowest_kernel(t: &Timed, budget: Duration) -> (f64, f64, f64, f64) {
+    let runs = (budget.as_millis() as usize / 20).clamp(10, 200);
+    let all: Vec<Vec<Duration>> = (0..runs).map(|_| t.exe.run_timed(&t.inputs).expect("runs").1).collect();
+    let kernels: Vec<&mxc_dialects::Op> = t.graph.ops.iter().filter(|op| op.kind != OpKind::Constant).collect();
+    let medians: Vec<f64> = (0..kernels.len())
+        .map(|i| {
+            let mut ts: Vec<Duration> = all.iter().map(|r| r[i]).collect();
+            ts.sort();
+            ns(ts[ts.len() / 2])
+        })
+        .collect();
+    let (i, time) = medians
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("a kernel");
+    let (flops, bytes, weights) = with_site(&t.graph, kernels[i], |s| (flops(s), bytes_moved(s), weight_bytes(s)));
+    (time, flops, bytes, weights)
+}
+
 fn main() {
     let budget = Duration::from_millis(1500);
     let now = LinearCost::cpu();
@@ -138,7 +225,9 @@ fn main() {
     let launch = (ns(median_run(&many, budget).0) - ns(median_run(&one, budget).0)) / chain as f64;
     println!("launch     {chain} one-element kernels: {launch:.1} ns per kernel");
 
-    let n = 1 << 22;
+    // bytes between kernels: an add whose operands and result (3 MB) stay in the caches, as
+    // a kernel's do between the one writing them and the one reading them
+    let n = 1 << 18;
     let add = prepare(&binary(OpKind::Add, f32s(&[n]), f32s(&[n]), Attrs::new()), false);
     let bytes = 3.0 * 4.0 * n as f64;
     let per_byte = ns(median_run(&add, budget).1) / bytes;
@@ -146,50 +235,57 @@ fn main() {
         "bytes      add of 2 x {n} f32: {:.2} GB/s, {per_byte:.4} ns per byte",
         1.0 / per_byte
     );
+    // bytes of weights: a row times 64 MB of packed weights (more than the caches hold), which
+    // each run reads from memory
+    let (k, m) = (4096, 4096);
+    let mut row = Graph::new("weights");
+    let a = row.add_input("a", f32s(&[1, k]));
+    let w = row.constant(fill(&f32s(&[k, m])));
+    let y = row.build1(OpKind::MatMul, vec![a, w], Attrs::new()).expect("typed");
+    row.add_output("y", y);
+    let (time, _, _, weights) = slowest_kernel(&prepare(&row, false), budget);
+    let per_weight_byte = time / weights;
+    println!(
+        "weights    a row times {} MB of packed weights: {:.2} GB/s, {per_weight_byte:.4} ns per byte",
+        weights / 1e6,
+        1.0 / per_weight_byte
+    );
 
-    let mut per_flop = Vec::new();
-    let kernels = [
-        (
-            "matmul 256x256x256",
-            binary(OpKind::MatMul, f32s(&[256, 256]), f32s(&[256, 256]), Attrs::new()),
-            2.0 * 256f64.powi(3),
-            3.0 * 4.0 * 256.0 * 256.0,
-        ),
-        (
-            "conv 16->16 3x3 at 32x32",
-            binary(
-                OpKind::Conv,
-                f32s(&[1, 16, 32, 32]),
-                f32s(&[16, 16, 3, 3]),
-                conv_attrs(),
-            ),
-            2.0 * 16.0 * 32.0 * 32.0 * 16.0 * 9.0,
-            4.0 * (2.0 * 16.0 * 32.0 * 32.0 + 16.0 * 16.0 * 9.0),
-        ),
-        (
-            "exp of 2^20 f32 (8 flops each)",
-            unary(OpKind::Exp, f32s(&[1 << 20])),
-            8.0 * (1 << 20) as f64,
-            8.0 * (1 << 20) as f64,
-        ),
+    // each kernel form's cost per FLOP, its bytes at the current rates taken out
+    let forms = [
+        ("matmul", "matmul 256x256x256, B computed", matmul(false)),
+        ("packed", "matmul 256x256x256, B constant (packed)", matmul(true)),
+        ("packed", "conv_nhwc_packed 64->64 3x3 at 28x28", packed_conv(28, 64, 64, 1)),
+        ("conv", "conv 16->16 3x3 at 32x32, weights computed", direct_conv()),
+        ("depthwise", "conv_nhwc_packed depthwise 96 3x3 at 56x56", packed_conv(56, 96, 96, 96)),
+        ("winograd", "winograd_input of 64 channels at 56x56", winograd(true)),
+        ("winograd", "winograd_output of 64 channels at 56x56", winograd(false)),
+        ("other", "exp of 2^20 f32", unary(OpKind::Exp, f32s(&[1 << 20]))),
     ];
-    for (name, g, flops, bytes) in kernels {
+    let mut fitted_flop = HashMap::<&str, Vec<f64>>::new();
+    for (form, name, g) in forms {
         let t = prepare(&g, false);
-        let time = ns(median_run(&t, budget).1);
-        let f = (time - per_byte * bytes) / flops;
-        println!("flops      {name}: {:.2} GFLOP/s, {f:.4} ns per flop", flops / time);
-        per_flop.push(f);
+        let (time, flops, bytes, weights) = slowest_kernel(&t, budget);
+        let f = (time - per_byte * (bytes - weights) - per_weight_byte * weights) / flops;
+        println!("flops      {form:<9} {name}: {:.2} GFLOP/s, {f:.4} ns per flop", flops / time);
+        fitted_flop.entry(form).or_default().push(f);
     }
+    let mean = |form: &str| {
+        let v = &fitted_flop[form];
+        v.iter().sum::<f64>() / v.len() as f64
+    };
     let per_flop = FlopCost {
-        matmul: per_flop[0],
-        conv: per_flop[1],
-        packed: per_flop[0],
-        depthwise: per_flop[1],
-        other: per_flop[2],
+        matmul: mean("matmul"),
+        conv: mean("conv"),
+        packed: mean("packed"),
+        depthwise: mean("depthwise"),
+        winograd: mean("winograd"),
+        other: mean("other"),
     };
     let fitted = LinearCost {
         launch,
         per_byte,
+        per_weight_byte,
         per_flop,
         ..LinearCost::cpu()
     };

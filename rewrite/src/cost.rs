@@ -63,12 +63,15 @@ pub struct LinearCost {
 pub struct FlopCost {
     /// `matmul` and `gemm`, B read where it lies.
     pub matmul: f64,
-    /// `conv`, `conv_nhwc` and `conv_transpose`, weights as they are.
+    /// `conv`, `conv_nhwc` and `conv_transpose`, weights as they are, and `gemm` reading B
+    /// transposed: the scalar loops.
     pub conv: f64,
     /// `matmul_packed` and one-group `conv_nhwc_packed`: the tiled kernel on packed panels.
     pub packed: f64,
     /// `conv_nhwc_packed` with a group per channel (depthwise).
     pub depthwise: f64,
+    /// Winograd's transforms (`winograd_input`, `winograd_output`, `winograd_weights`).
+    pub winograd: f64,
     pub other: f64,
 }
 
@@ -80,17 +83,20 @@ impl FlopCost {
             conv: cost,
             packed: cost,
             depthwise: cost,
+            winograd: cost,
             other: cost,
         }
     }
 
     fn of(&self, op: &OpSite) -> f64 {
         match op.kind {
+            OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
             OpKind::MatMul | OpKind::Gemm => self.matmul,
             OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
             OpKind::MatMulPacked => self.packed,
             OpKind::ConvNhwcPacked if op.attrs.int("group").unwrap_or(1) > 1 => self.depthwise,
             OpKind::ConvNhwcPacked => self.packed,
+            OpKind::WinogradInput | OpKind::WinogradOutput | OpKind::WinogradWeights => self.winograd,
             _ => self.other,
         }
     }
@@ -145,19 +151,22 @@ impl LinearCost {
 
     /// The `cpu` target, fitted on the development machine (2 cores; `cargo bench --bench
     /// cost_model` and `cargo bench -p mxc-codegen --bench conv_layout`, medians, rounded):
-    /// a kernel call with its result buffer, the bytes of a large `add`, the FLOPs of `matmul`,
-    /// `conv` and `exp`; channels-last convolutions by the medians of their kinds.
+    /// a kernel call with its result buffer, the bytes of an `add` in the caches, the bytes of
+    /// weights read from memory, the FLOPs of each kernel form (products reading B where it
+    /// lies and packed, direct, packed and depthwise convolutions, Winograd's transforms, `exp`
+    /// for the rest); channels-last convolutions by the medians of their kinds.
     pub fn cpu() -> LinearCost {
         LinearCost {
-            launch: 160.0,
-            per_byte: 0.02,
-            per_weight_byte: 0.09,
+            launch: 76.0,
+            per_byte: 0.013,
+            per_weight_byte: 0.06,
             per_flop: FlopCost {
-                matmul: 0.02,
-                conv: 0.075,
-                packed: 0.011,
-                depthwise: 0.05,
-                other: 0.25,
+                matmul: 0.0127,
+                conv: 0.10,
+                packed: 0.012,
+                depthwise: 0.035,
+                winograd: 0.034,
+                other: 0.043,
             },
             channels_last: ChannelsLast {
                 window: 0.76,

@@ -5,6 +5,7 @@ mod bad_input;
 mod cache;
 mod cli;
 mod common;
+mod cpu_kernels;
 mod eval_vs_ref;
 mod explain;
 mod folding;

@@ -225,6 +225,43 @@ impl Emitter {
             .collect()
     }
 
+    /// `buf` viewed with another shape of as many elements (`memref.reinterpret_cast`, row-major),
+    /// without an epilogue.
+    pub fn view(&mut self, buf: &Buf, shape: &[usize]) -> Buf {
+        let view = Buf::new(&self.fresh("view"), buf.dtype, shape);
+        let strides: Vec<String> = (0..shape.len())
+            .map(|d| shape[d + 1..].iter().product::<usize>().to_string())
+            .collect();
+        let sizes: Vec<String> = shape.iter().map(usize::to_string).collect();
+        self.line(&format!(
+            "{} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [{}] : {} to {}",
+            view.name,
+            buf.name,
+            sizes.join(", "),
+            strides.join(", "),
+            buf.memref(),
+            view.memref()
+        ));
+        view
+    }
+
+    /// `buf` as the matrix `[rows, its last dimension]`, its epilogue too (its operands as
+    /// matrices or rows): `None` when an operand of the epilogue broadcasts in a way a matrix
+    /// cannot say (along a dimension before the last).
+    pub fn as_matrix(&mut self, buf: &Buf) -> Option<Buf> {
+        let cols = *buf.shape.last()?;
+        if buf.is_empty() || buf.rank() < 2 {
+            return None;
+        }
+        let epilogue = match &buf.epilogue {
+            Some(ep) => Some(Rc::new(ep.as_matrix(self, buf)?)),
+            None => None,
+        };
+        let mut view = self.view(buf, &[buf.len() / cols, cols]);
+        view.epilogue = epilogue;
+        Some(view)
+    }
+
     /// A 1-D view of a whole buffer (`memref.reinterpret_cast`), for element-order loops.
     pub fn flat(&mut self, buf: &Buf) -> Buf {
         if buf.is_empty() {

@@ -15,7 +15,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use super::tile::{self, At, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
+use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
 
@@ -271,18 +271,36 @@ fn implicit_gemm(
         flat,
         outside,
     };
-    let out_at: At = &|e: &mut Emitter, _: &[V], row: &V, col: &V| {
+    // the result as the matrix [pixels, channels] where its epilogue allows, so a row's index
+    // is the pixel's number, else indexed by (n, oh, ow) found from it
+    let matrix = e.as_matrix(out);
+    let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
         let [n, h, w] = rows.pixel(e, row);
         vec![n, h, w, col.clone()]
+    };
+    let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
+    // a pointwise, stride-1 convolution without padding reads the image as the matrix
+    // [pixels, channels] too
+    let pointwise = kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0);
+    let image = pointwise.then(|| e.view(x, &[x.len() / channels, channels]));
+    let image_at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
+    let image_rows = image.as_ref().map(|buf| Matrix {
+        buf,
+        depth: channels,
+        at: &image_at,
+    });
+    let a: &dyn RowsOfA = match &image_rows {
+        Some(m) => m,
+        None => &rows,
     };
     let product = Product {
         batch: &[],
         m: batch * oh * ow,
         n: m,
-        a: &rows,
+        a,
         b: Panels::Packed(wp),
-        out,
-        out_at,
+        out: matrix.as_ref().unwrap_or(out),
+        out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
         finish,
     };
     tile::emit(e, &product, isa);

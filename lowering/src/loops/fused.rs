@@ -30,6 +30,48 @@ pub struct Epilogue {
 }
 
 impl Epilogue {
+    /// The epilogue of an anchor writing `anchor` seen as a matrix (`Emitter::as_matrix`): each
+    /// operand of `anchor`'s shape as the same matrix, each one that varies along the last
+    /// dimension alone (a bias) as a row, scalars as they are; `None` for any other operand.
+    pub fn as_matrix(&self, e: &mut Emitter, anchor: &Buf) -> Option<Epilogue> {
+        let cols = *anchor.shape.last()?;
+        let rows = anchor.len() / cols;
+        // the body inputs the ops after the anchor read (the anchor's own are never read here)
+        let read: Vec<bool> = (0..self.ins.len())
+            .map(|i| {
+                self.body.ops.iter().filter(|op| op.results[0] != self.anchor).any(|op| {
+                    op.operands
+                        .iter()
+                        .any(|v| matches!(self.body.def(*v), Def::Input(j) if j == i))
+                })
+            })
+            .collect();
+        let ins = self
+            .ins
+            .iter()
+            .zip(read)
+            .map(|(b, read)| match b.shape.split_last() {
+                _ if !read => Some(b.clone()),
+                _ if b.shape == anchor.shape => Some(e.view(b, &[rows, cols])),
+                Some((&last, lead)) if lead.iter().all(|&d| d == 1) && b.rank() <= anchor.rank() => {
+                    Some(e.view(b, &[last]))
+                }
+                None => Some(b.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<Buf>>>()?;
+        if self.out.shape != anchor.shape {
+            return None;
+        }
+        let out = e.view(&self.out, &[rows, cols]);
+        Some(Epilogue {
+            body: self.body.clone(),
+            anchor: self.anchor,
+            ins,
+            out,
+        })
+    }
+
     /// Whether every buffer the epilogue reads, and the one it writes, holds f32.
     pub fn all_f32(&self) -> bool {
         self.ins.iter().chain([&self.out]).all(Buf::holds_f32_vectors)

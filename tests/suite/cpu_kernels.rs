@@ -1,0 +1,343 @@
+//! The cpu target's vector kernels against `ref`'s scalar ones, on shapes chosen to reach their
+//! edges: convolutions with constant weights (packed implicit GEMM, kernel-row runs for few
+//! channels, depthwise, Winograd), products with constant weights (packed panels, the last
+//! panel partial, rows not a multiple of the micro-tile), channels-last pooling, softmax, layer
+//! norm and reductions over rows that are not a multiple of the vector width, and the vector
+//! forms of `exp`, `tanh`, `erf` and the functions built on them, whose error against libm is
+//! bounded here (and documented in docs/performance.md). Each case also checks that the cpu
+//! program holds the kernel form it is there to test.
+
+use crate::common::mismatch;
+use mxc_codegen::{compile, CompileOptions, Target};
+use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
+use mxc_kernels::Executable;
+use std::collections::HashMap;
+
+const RTOL: f64 = 1e-4;
+const ATOL: f64 = 1e-5;
+
+fn f32s(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape.to_vec())
+}
+
+/// Values of `shape` spread over [-1, 1) (deterministic).
+fn values(shape: &[usize], seed: usize) -> Tensor {
+    scaled(shape, seed, 1.0)
+}
+
+/// `values` times `scale`.
+fn scaled(shape: &[usize], seed: usize, scale: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|i| (((i * 7919 + seed * 104_729) % 2003) as f64 / 1001.5 - 1.0) * scale)
+        .collect();
+    Tensor::from_f64s(DType::F32, shape.to_vec(), &v)
+}
+
+/// Compiles `g` for `target` and runs it on `inputs`; returns the outputs and, on cpu, the
+/// op kinds of the compiled program (fused bodies included).
+fn run(g: &Graph, target: Target, inputs: &HashMap<String, Tensor>) -> (Vec<Tensor>, Vec<OpKind>) {
+    let compiled = compile(g, target, &CompileOptions::default()).unwrap_or_else(|e| panic!("{target}: {e}"));
+    let mut kinds = Vec::new();
+    for op in &compiled.graph.ops {
+        kinds.push(op.kind);
+        kinds.extend(op.body.iter().flat_map(|b| b.ops.iter().map(|o| o.kind)));
+    }
+    let exe = Executable::load(compiled.program, &compiled.library).expect("loads");
+    let outputs = exe.run(inputs).expect("runs").into_iter().map(|(_, t)| t).collect();
+    (outputs, kinds)
+}
+
+/// Runs `g` (inputs filled with `values`) on ref and cpu, asserts the outputs agree within
+/// `rtol`/`atol` and returns the kinds of the cpu program.
+fn cpu_against_ref(g: &Graph, rtol: f64, atol: f64) -> Vec<OpKind> {
+    let inputs: HashMap<String, Tensor> = g
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.clone(), values(&g.ty(p.value).shape, i + 1)))
+        .collect();
+    let (want, _) = run(g, Target::Ref, &inputs);
+    let (got, kinds) = run(g, Target::Cpu, &inputs);
+    for (w, o) in want.iter().zip(&got) {
+        if let Some(why) = mismatch(o, w, rtol, atol) {
+            panic!("{}: cpu differs from ref: {why}", g.name);
+        }
+    }
+    kinds
+}
+
+struct ConvCase {
+    x: [usize; 4],
+    out_channels: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+    group: usize,
+}
+
+/// `relu(conv(x, w) + b)`, NCHW, with constant weights and bias; the weights scaled by one over
+/// the square root of their fan-in, as trained networks' are, so the results stay near 1.
+fn conv_graph(c: &ConvCase) -> Graph {
+    let mut g = Graph::new("conv");
+    let x = g.add_input("x", f32s(&c.x));
+    let w_shape = [c.out_channels, c.x[1] / c.group, c.kernel, c.kernel];
+    let fan_in = (w_shape[1] * c.kernel * c.kernel) as f64;
+    let w = g.constant(scaled(&w_shape, 7, 1.0 / fan_in.sqrt()));
+    let b = g.constant(values(&[c.out_channels], 8));
+    let attrs = Attrs::new()
+        .with("dilations", Attr::Ints(vec![c.dilation as i64; 2]))
+        .with("group", Attr::Int(c.group as i64))
+        .with("pads", Attr::Ints(vec![c.pad as i64; 4]))
+        .with("strides", Attr::Ints(vec![c.stride as i64; 2]));
+    let y = g.build1(OpKind::Conv, vec![x, w, b], attrs).unwrap();
+    let y = g.build1(OpKind::Relu, vec![y], Attrs::new()).unwrap();
+    g.add_output("y", y);
+    g
+}
+
+#[test]
+fn convolutions_with_constant_weights_match_ref_in_every_form() {
+    let case = |x: [usize; 4], out_channels, kernel, stride, pad, dilation, group| ConvCase {
+        x,
+        out_channels,
+        kernel,
+        stride,
+        pad,
+        dilation,
+        group,
+    };
+    let cases = [
+        // pointwise, channels and pixels not multiples of the tile, batch 2
+        case([2, 5, 7, 9], 20, 1, 1, 0, 1, 1),
+        // 3x3 padded, large enough for Winograd, the last tiles partial
+        case([1, 64, 30, 29], 64, 3, 1, 1, 1, 1),
+        // 3x3 padded, an odd number of output channels and a ragged last tile
+        case([1, 7, 9, 10], 19, 3, 1, 1, 1, 1),
+        // strided, dilated
+        case([1, 8, 11, 11], 24, 3, 2, 1, 1, 1),
+        case([1, 6, 12, 12], 10, 3, 1, 2, 2, 1),
+        // the first layer of an image net: 3 channels, 7x7, stride 2 (kernel-row runs)
+        case([1, 3, 30, 28], 16, 7, 2, 3, 1, 1),
+        // depthwise, stride 1 and 2, channels not a multiple of the vector width
+        case([1, 24, 13, 13], 24, 3, 1, 1, 1, 24),
+        case([1, 36, 14, 15], 36, 5, 2, 2, 1, 36),
+        // two groups of several channels: the scalar form
+        case([1, 8, 6, 6], 8, 3, 1, 1, 1, 2),
+    ];
+    let mut seen = Vec::new();
+    for c in &cases {
+        seen.extend(cpu_against_ref(&conv_graph(c), RTOL, ATOL));
+    }
+    for form in [OpKind::ConvNhwcPacked, OpKind::WinogradOutput, OpKind::ConvNhwc] {
+        assert!(seen.contains(&form), "no case ran {form} on cpu: {seen:?}");
+    }
+}
+
+#[test]
+fn products_with_constant_weights_match_ref() {
+    let mut seen = Vec::new();
+    // (A's shape, B's shape): a single row, ragged panels and micro-tiles, a batch
+    for (a, b) in [
+        (vec![1, 7], vec![7, 3]),
+        (vec![7, 33], vec![33, 19]),
+        (vec![13, 64], vec![64, 40]),
+        (vec![2, 5, 16], vec![16, 33]),
+        (vec![50, 300], vec![300, 70]),
+    ] {
+        let mut g = Graph::new("matmul");
+        let x = g.add_input("a", f32s(&a));
+        let w = g.constant(values(&b, 3));
+        let y = g.build1(OpKind::MatMul, vec![x, w], Attrs::new()).unwrap();
+        let y = g.build1(OpKind::Tanh, vec![y], Attrs::new()).unwrap();
+        g.add_output("y", y);
+        seen.extend(cpu_against_ref(&g, RTOL, ATOL));
+    }
+    // a Linear layer: Gemm with weights [N, K] and a bias
+    let mut g = Graph::new("linear");
+    let x = g.add_input("x", f32s(&[3, 40]));
+    let w = g.constant(values(&[25, 40], 4));
+    let b = g.constant(values(&[25], 5));
+    let attrs = Attrs::new()
+        .with("alpha", Attr::Float(1.0))
+        .with("beta", Attr::Float(1.0))
+        .with("trans_a", Attr::Int(0))
+        .with("trans_b", Attr::Int(1));
+    let y = g.build1(OpKind::Gemm, vec![x, w, b], attrs).unwrap();
+    g.add_output("y", y);
+    seen.extend(cpu_against_ref(&g, RTOL, ATOL));
+    assert!(seen.contains(&OpKind::MatMulPacked), "{seen:?}");
+}
+
+#[test]
+fn products_of_activations_match_ref() {
+    // both operands computed (attention's products): B read where it lies, batched
+    let mut g = Graph::new("scores");
+    let q = g.add_input("q", f32s(&[2, 3, 10, 24]));
+    let k = g.add_input("k", f32s(&[2, 3, 24, 17]));
+    let s = g.build1(OpKind::MatMul, vec![q, k], Attrs::new()).unwrap();
+    g.add_output("s", s);
+    let kinds = cpu_against_ref(&g, RTOL, ATOL);
+    assert!(kinds.contains(&OpKind::MatMul), "{kinds:?}");
+}
+
+#[test]
+fn channels_last_pooling_matches_ref() {
+    // a conv puts the tensor channels last; the pools follow it there
+    for (kind, extra) in [
+        (OpKind::MaxPool, None),
+        (OpKind::AveragePool, Some(0)),
+        (OpKind::AveragePool, Some(1)),
+    ] {
+        let mut g = conv_graph(&ConvCase {
+            x: [1, 4, 11, 10],
+            out_channels: 12,
+            kernel: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+            group: 1,
+        });
+        let y = g.outputs.pop().unwrap().value;
+        let mut attrs = Attrs::new()
+            .with("ceil_mode", Attr::Int(1))
+            .with("dilations", Attr::Ints(vec![1, 1]))
+            .with("kernel", Attr::Ints(vec![3, 3]))
+            .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
+            .with("strides", Attr::Ints(vec![2, 2]));
+        if let Some(include) = extra {
+            attrs = attrs.with("count_include_pad", Attr::Int(include));
+        }
+        let p = g.build1(kind, vec![y], attrs).unwrap();
+        let p = g.build1(OpKind::GlobalAveragePool, vec![p], Attrs::new()).unwrap();
+        g.add_output("p", p);
+        let kinds = cpu_against_ref(&g, RTOL, ATOL);
+        let nhwc = [OpKind::MaxPoolNhwc, OpKind::AveragePoolNhwc];
+        assert!(kinds.iter().any(|k| nhwc.contains(k)), "{kind}: {kinds:?}");
+    }
+}
+
+/// `op` on an input of `shape`, with `attrs`.
+fn one_op(kind: OpKind, shape: &[usize], attrs: Attrs) -> Graph {
+    let mut g = Graph::new(kind.name());
+    let x = g.add_input("x", f32s(shape));
+    let y = g.build(kind, vec![x], attrs).unwrap()[0];
+    g.add_output("y", y);
+    g
+}
+
+#[test]
+fn row_kernels_match_ref_on_rows_of_any_width() {
+    for width in [5, 13, 37, 64] {
+        let shape = [3, 4, width];
+        let softmax = one_op(OpKind::Softmax, &shape, Attrs::new().with("axis", Attr::Int(2)));
+        cpu_against_ref(&softmax, RTOL, ATOL);
+        for kind in [OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceSum] {
+            let last = Attrs::new()
+                .with("axes", Attr::Ints(vec![2]))
+                .with("keepdims", Attr::Int(1));
+            cpu_against_ref(&one_op(kind, &shape, last), RTOL, ATOL);
+            let kept = Attrs::new()
+                .with("axes", Attr::Ints(vec![0, 1]))
+                .with("keepdims", Attr::Int(0));
+            cpu_against_ref(&one_op(kind, &shape, kept), RTOL, ATOL);
+        }
+        let mut g = Graph::new("layer_norm");
+        let x = g.add_input("x", f32s(&shape));
+        let scale = g.constant(values(&[width], 2));
+        let bias = g.constant(values(&[width], 3));
+        let attrs = Attrs::new()
+            .with("axis", Attr::Int(2))
+            .with("epsilon", Attr::Float(1e-5));
+        let y = g.build(OpKind::LayerNorm, vec![x, scale, bias], attrs).unwrap();
+        g.add_output("y", y[0]);
+        cpu_against_ref(&g, RTOL, ATOL);
+    }
+}
+
+/// A dense grid of `n` inputs over `[lo, hi]`.
+fn grid(lo: f64, hi: f64, n: usize) -> Tensor {
+    let v: Vec<f64> = (0..n).map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64).collect();
+    Tensor::from_f64s(DType::F32, vec![n], &v)
+}
+
+/// The largest error of the cpu's `kind` against ref's (libm's) on `x`: absolute, and relative
+/// where the reference is at least 1e-3 in magnitude.
+fn function_error(kind: OpKind, attrs: Attrs, x: &Tensor) -> (f64, f64) {
+    let g = one_op(kind, &x.ty.shape, attrs);
+    let inputs = HashMap::from([("x".to_string(), x.clone())]);
+    let (want, _) = run(&g, Target::Ref, &inputs);
+    let (got, _) = run(&g, Target::Cpu, &inputs);
+    let (mut abs, mut rel) = (0.0f64, 0.0f64);
+    for i in 0..x.len() {
+        let (w, o) = (want[0].get_f64(i), got[0].get_f64(i));
+        assert_eq!(w.is_finite(), o.is_finite(), "{kind} at {}: {o} for {w}", x.get_f64(i));
+        abs = abs.max((w - o).abs());
+        if w.abs() >= 1e-3 {
+            rel = rel.max(((w - o) / w).abs());
+        }
+    }
+    (abs, rel)
+}
+
+#[test]
+fn vector_math_functions_stay_within_their_documented_error() {
+    // up to where f32 exp overflows (ln of the largest float is 88.72)
+    let wide = grid(-100.0, 88.0, 20_001);
+    let near = grid(-8.0, 8.0, 16_001);
+    // (op, attributes, inputs, largest absolute error, largest relative error)
+    let none = Attrs::new;
+    let cases: Vec<(OpKind, Attrs, &Tensor, f64, f64)> = vec![
+        (OpKind::Exp, none(), &near, 1e-2, 3e-7),
+        (OpKind::Exp, none(), &wide, f64::INFINITY, 3e-7),
+        (OpKind::Tanh, none(), &near, 3e-7, 3e-7),
+        (OpKind::Tanh, none(), &wide, 3e-7, 3e-7),
+        (OpKind::Erf, none(), &near, 5e-7, 1e-4),
+        (OpKind::Sigmoid, none(), &near, 3e-7, 1e-6),
+        (OpKind::Sigmoid, none(), &wide, 3e-7, 1e-6),
+        // 1 + erf(x / sqrt 2) cancels for x near -3: erf's absolute error, relative to that
+        (
+            OpKind::Gelu,
+            Attrs::new().with("approximate", Attr::Str("none".into())),
+            &near,
+            1e-6,
+            3e-4,
+        ),
+    ];
+    for (kind, attrs, x, abs_bound, rel_bound) in cases {
+        let (abs, rel) = function_error(kind, attrs, x);
+        // the figures docs/performance.md quotes (`-- --nocapture`)
+        println!(
+            "{kind} on [{}, {}]: absolute error {abs:.2e}, relative {rel:.2e}",
+            x.get_f64(0),
+            x.get_f64(x.len() - 1)
+        );
+        assert!(
+            abs <= abs_bound && rel <= rel_bound,
+            "{kind}: absolute error {abs:e} (bound {abs_bound:e}), relative {rel:e} (bound {rel_bound:e})"
+        );
+    }
+}
+
+#[test]
+fn a_kept_arena_gives_each_run_its_own_results() {
+    // the runtime keeps the arena between runs: a second input must not see the first's values
+    let g = conv_graph(&ConvCase {
+        x: [1, 4, 9, 9],
+        out_channels: 8,
+        kernel: 3,
+        stride: 1,
+        pad: 1,
+        dilation: 1,
+        group: 1,
+    });
+    let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).unwrap();
+    let exe = Executable::load(compiled.program, &compiled.library).unwrap();
+    let input = |seed| HashMap::from([("x".to_string(), values(&[1, 4, 9, 9], seed))]);
+    let first = exe.run(&input(1)).unwrap();
+    let second = exe.run(&input(2)).unwrap();
+    assert_ne!(first, second);
+    assert_eq!(exe.run(&input(1)).unwrap(), first);
+    assert_eq!(exe.run(&input(2)).unwrap(), second);
+}
