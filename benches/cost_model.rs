@@ -8,10 +8,10 @@
 //! unfused one, next to the ratio the model predicted. Figures are medians of repeated runs.
 
 use mxc_codegen::{compile, CompileOptions, Target};
+use mxc_dialects::eval::eval;
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::Executable;
 use mxc_lowering::onnx::{import_file, ImportOptions};
-use mxc_dialects::eval::eval;
 use mxc_rewrite::cost::{bytes_moved, flops, graph_cost, weight_bytes, with_site, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
@@ -157,7 +157,11 @@ fn packed_conv(size: usize, channels: usize, out: usize, groups: usize) -> Graph
     let depth = 9 * channels / groups;
     // the weights as the matrix [kh * kw * C / group, M], packed
     let matrix = fill(&f32s(&[depth, out]));
-    let wp = g.constant(evaluated(OpKind::Pack, &matrix, &Attrs::new().with("panel", Attr::Int(16))));
+    let wp = g.constant(evaluated(
+        OpKind::Pack,
+        &matrix,
+        &Attrs::new().with("panel", Attr::Int(16)),
+    ));
     let attrs = conv_attrs()
         .with("group", Attr::Int(groups as i64))
         .with("kernel", Attr::Ints(vec![3, 3]))
@@ -188,7 +192,12 @@ fn winograd(input: bool) -> Graph {
 
 /// The direct (scalar) convolution: weights an input, so nothing packs them.
 fn direct_conv() -> Graph {
-    binary(OpKind::Conv, f32s(&[1, 16, 32, 32]), f32s(&[16, 16, 3, 3]), conv_attrs())
+    binary(
+        OpKind::Conv,
+        f32s(&[1, 16, 32, 32]),
+        f32s(&[16, 16, 3, 3]),
+        conv_attrs(),
+    )
 }
 
 /// The slowest kernel of a run (medians): its time in ns, and its FLOPs, bytes and weight
@@ -255,9 +264,17 @@ fn main() {
     let forms = [
         ("matmul", "matmul 256x256x256, B computed", matmul(false)),
         ("packed", "matmul 256x256x256, B constant (packed)", matmul(true)),
-        ("packed", "conv_nhwc_packed 64->64 3x3 at 28x28", packed_conv(28, 64, 64, 1)),
+        (
+            "packed",
+            "conv_nhwc_packed 64->64 3x3 at 28x28",
+            packed_conv(28, 64, 64, 1),
+        ),
         ("conv", "conv 16->16 3x3 at 32x32, weights computed", direct_conv()),
-        ("depthwise", "conv_nhwc_packed depthwise 96 3x3 at 56x56", packed_conv(56, 96, 96, 96)),
+        (
+            "depthwise",
+            "conv_nhwc_packed depthwise 96 3x3 at 56x56",
+            packed_conv(56, 96, 96, 96),
+        ),
         ("winograd", "winograd_input of 64 channels at 56x56", winograd(true)),
         ("winograd", "winograd_output of 64 channels at 56x56", winograd(false)),
         ("other", "exp of 2^20 f32", unary(OpKind::Exp, f32s(&[1 << 20]))),
@@ -267,7 +284,10 @@ fn main() {
         let t = prepare(&g, false);
         let (time, flops, bytes, weights) = slowest_kernel(&t, budget);
         let f = (time - per_byte * (bytes - weights) - per_weight_byte * weights) / flops;
-        println!("flops      {form:<9} {name}: {:.2} GFLOP/s, {f:.4} ns per flop", flops / time);
+        println!(
+            "flops      {form:<9} {name}: {:.2} GFLOP/s, {f:.4} ns per flop",
+            flops / time
+        );
         fitted_flop.entry(form).or_default().push(f);
     }
     let mean = |form: &str| {

@@ -72,7 +72,9 @@ fn parse_shapes(text: &str) -> Vec<(usize, usize, usize)> {
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: usize) -> Vec<f64> {
-    (0..n).map(|i| ((i * 7919 + seed) % 2003) as f64 / 1001.5 - 1.0).collect()
+    (0..n)
+        .map(|i| ((i * 7919 + seed) % 2003) as f64 / 1001.5 - 1.0)
+        .collect()
 }
 
 /// The median time of the product's kernel: `A [M, K]` input times a constant `B [K, N]`.
@@ -80,7 +82,9 @@ fn product_time(m: usize, k: usize, n: usize, threads: usize) -> Duration {
     let mut g = Graph::new("gemm");
     let a = g.add_input("a", TensorType::new(DType::F32, vec![m, k]));
     let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)));
-    let y = g.build1(OpKind::MatMul, vec![a, b], Default::default()).expect("a valid product");
+    let y = g
+        .build1(OpKind::MatMul, vec![a, b], Default::default())
+        .expect("a valid product");
     g.add_output("y", y);
     let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
     assert!(

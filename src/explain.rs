@@ -350,6 +350,13 @@ fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
             writeln!(out, "  rejected  {}: cost {:.0}{program}", alt.form, alt.cost).unwrap()
         }
     }
+    for algorithm in &note.algorithms {
+        let cost = algorithm.cost.map_or(String::new(), |c| format!(", cost {c:.0}"));
+        writeln!(out, "  algorithm {}{cost}", algorithm.chosen).unwrap();
+        if let Some((name, form, cost)) = &algorithm.rejected {
+            writeln!(out, "            rejected {name}: {form}, cost {cost:.0}").unwrap();
+        }
+    }
 }
 
 /// The indices of `g`'s ops that are kernels (all but constants).

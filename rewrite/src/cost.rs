@@ -198,12 +198,7 @@ impl CostModel for LinearCost {
 
     fn kernel_cost(&self, k: &KernelSite) -> f64 {
         let bytes: f64 = k.operands.iter().chain(k.results).map(|t| t.num_bytes() as f64).sum();
-        let weights: f64 = k
-            .body
-            .ops
-            .iter()
-            .map(|op| with_site(k.body, op, weight_bytes))
-            .sum();
+        let weights: f64 = k.body.ops.iter().map(|op| with_site(k.body, op, weight_bytes)).sum();
         self.launch + self.memory(bytes, weights) + kernel_work(k.body, |site| self.compute(site))
     }
 }
@@ -285,7 +280,13 @@ pub fn flops(op: &OpSite) -> f64 {
         LayerNorm => 8.0 * input,
         BatchNorm => 2.0 * out,
         ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,
-        MatMulPacked => 2.0 * out * op.operands.first().and_then(|t| t.shape.last()).map_or(1.0, |&k| k as f64),
+        MatMulPacked => {
+            2.0 * out
+                * op.operands
+                    .first()
+                    .and_then(|t| t.shape.last())
+                    .map_or(1.0, |&k| k as f64)
+        }
         // packed weights [P, kh * kw * C / group, panel]: each output element is a dot product
         // of the middle dimension's size
         ConvNhwcPacked => 2.0 * out * dim(1, 1),

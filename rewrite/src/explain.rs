@@ -16,7 +16,7 @@ use crate::analysis::infer_node;
 use crate::convert::MxEGraph;
 use crate::extract::{dag_cost, greedy_dag, NodeCosts, Selection};
 use crate::fuse::FUSION;
-use crate::lang::Mx;
+use crate::lang::{AttrValue, Mx};
 use crate::runner::{rewrite, OptimizeOptions, Stats};
 use crate::{MxAnalysis, RewriteError};
 use egg::{Id, Language, Rewrite, TreeExplanation};
@@ -47,6 +47,20 @@ pub struct KernelNote {
     /// For a fused kernel, a note per op of its body (by index into the body's ops; constants
     /// left out).
     pub body: Vec<(usize, ValueNote)>,
+    /// The algorithm of each convolution or matrix product the kernel computes, and the best
+    /// of the other algorithms for it.
+    pub algorithms: Vec<AlgorithmNote>,
+}
+
+/// How a convolution or a matrix product is computed, and what the best other way would have
+/// cost.
+#[derive(Clone, Debug)]
+pub struct AlgorithmNote {
+    pub chosen: &'static str,
+    /// Its cost as kernels (the product and a bias it adds).
+    pub cost: Option<f64>,
+    /// The best other algorithm: its name, its form and its cost as kernels.
+    pub rejected: Option<(&'static str, String, f64)>,
 }
 
 /// Where one value comes from.
@@ -147,11 +161,20 @@ pub fn explain(
             _ => (notes.value(class, node.clone(), k), Vec::new()),
         };
         let rejected = rejected(notes.egraph, &selection, &done.roots, &costs, class);
+        let members: Vec<(Id, Mx)> = match &node {
+            Mx::Kernel(body, _) if !body.members.is_empty() => body.members.to_vec(),
+            _ => vec![(class, node.clone())],
+        };
+        let algorithms = members
+            .iter()
+            .filter_map(|(c, n)| algorithm_note(notes.egraph, &selection, &costs, *c, n))
+            .collect();
         kernels.push(KernelNote {
             op: i,
             value,
             rejected,
             body,
+            algorithms,
         });
     }
     let created_by = notes.created_by;
@@ -336,6 +359,102 @@ fn rejected(
         cost,
         program_cost: program.is_finite().then_some(program),
     })
+}
+
+/// The algorithm `node` computes a convolution or a matrix product with (a bias added to one
+/// counts as it), or `None` for other nodes.
+fn algorithm(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> Option<&'static str> {
+    use OpKind::*;
+    let (kind, attrs, operands) = node.split_op()?;
+    let attr_int = |name: &str| {
+        let at = mxc_dialects::mx::attr_names(kind).iter().position(|n| *n == name)?;
+        match &egraph[attrs[at]].nodes[0] {
+            Mx::Attr(AttrValue::Int(v)) => Some(*v),
+            _ => None,
+        }
+    };
+    Some(match kind {
+        Conv | ConvNhwc | ConvTranspose => "direct loops",
+        ConvNhwcPacked if attr_int("group").unwrap_or(1) > 1 => "depthwise, vectors across channels",
+        ConvNhwcPacked => "implicit GEMM on packed weights",
+        WinogradOutput => "Winograd F(4x4, 3x3)",
+        MatMulPacked => "tiled product on packed weights",
+        Gemm if attr_int("trans_b").unwrap_or(0) != 0 => "direct loops",
+        MatMul | Gemm => "tiled product, B where it lies",
+        // a bias added to a product or convolution
+        Add => {
+            let computed = operands.iter().find_map(|c| selection.node(egraph, *c))?;
+            return algorithm(egraph, selection, computed);
+        }
+        _ => return None,
+    })
+}
+
+/// The algorithm note of `class`, computed as `chosen`, when it holds a convolution or matrix
+/// product in its direct form (every such value has one) and `chosen` computes one: the best
+/// other algorithm by its own cost as a kernel.
+fn algorithm_note(
+    egraph: &MxEGraph,
+    selection: &Selection,
+    costs: &NodeCosts,
+    class: Id,
+    chosen: &Mx,
+) -> Option<AlgorithmNote> {
+    use OpKind::*;
+    let class = egraph.find(class);
+    let nodes = &egraph[class].nodes;
+    let direct = |n: &Mx| matches!(n, Mx::Op(Conv | ConvNhwc | MatMul | Gemm, _));
+    if !nodes.iter().any(direct) {
+        return None;
+    }
+    let chosen_algorithm = algorithm(egraph, selection, chosen)?;
+    let cost_of = |i: usize, _: &Mx| chain_cost(egraph, selection, costs, class, i);
+    let own = nodes.iter().position(|n| n == chosen).map(|i| cost_of(i, chosen));
+    let mut best: Option<(f64, &'static str, usize)> = None;
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(other) = algorithm(egraph, selection, node).filter(|a| *a != chosen_algorithm) else {
+            continue;
+        };
+        let cost = cost_of(i, node);
+        if cost.is_finite() && best.is_none_or(|(c, _, _)| cost < c) {
+            best = Some((cost, other, i));
+        }
+    }
+    Some(AlgorithmNote {
+        chosen: chosen_algorithm,
+        cost: own,
+        rejected: best.map(|(c, name, i)| (name, form(egraph, selection, &nodes[i]), c)),
+    })
+}
+
+/// The cost of node `i` of `class` with the kernels of the same algorithm it reads: a bias
+/// added reads the product, Winograd's output transform the batched product, which reads the
+/// input transform. An operand class outside the selection counts its cheapest node.
+fn chain_cost(egraph: &MxEGraph, selection: &Selection, costs: &NodeCosts, class: Id, i: usize) -> f64 {
+    use OpKind::*;
+    let node = &egraph[class].nodes[i];
+    let mut cost = costs.get(egraph, class, i);
+    let Some((kind, _, operands)) = node.split_op() else {
+        return cost;
+    };
+    if !matches!(kind, Add | WinogradOutput | MatMulPacked) {
+        return cost;
+    }
+    for &c in operands {
+        let c = egraph.find(c);
+        let pick = selection.index(egraph, c).or_else(|| {
+            (0..egraph[c].nodes.len()).min_by(|&a, &b| costs.get(egraph, c, a).total_cmp(&costs.get(egraph, c, b)))
+        });
+        let Some(j) = pick else { continue };
+        let part_of_chain = matches!(
+            &egraph[c].nodes[j],
+            Mx::Op(WinogradOutput | MatMulPacked | WinogradInput | ConvNhwcPacked, _)
+        );
+        if part_of_chain {
+            cost += chain_cost(egraph, selection, costs, c, j);
+        }
+    }
+    cost
 }
 
 /// `op(kind: type, ...)`: a node with what its operands are (attribute leaves left out).

@@ -148,6 +148,21 @@ impl Ord for KernelBody {
     }
 }
 
+/// A fast hash of a constant's bytes, eight at a time (weights run to hundreds of megabytes;
+/// equal hashes are confirmed by comparing the bytes).
+fn content_hash(bytes: &[u8]) -> u64 {
+    let mut h = bytes.len() as u64;
+    let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    let words = bytes.chunks_exact(8);
+    let rest = words.remainder();
+    for w in words {
+        h = mix(h, u64::from_le_bytes(w.try_into().expect("eight bytes")));
+    }
+    let mut last = [0u8; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    mix(h, u64::from_le_bytes(last))
+}
+
 /// A constant tensor, compared and hashed by content (the content hash is computed once).
 #[derive(Clone, Debug)]
 pub struct ConstValue {
@@ -159,7 +174,7 @@ impl ConstValue {
     pub fn new(tensor: Tensor) -> ConstValue {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         tensor.ty.hash(&mut h);
-        tensor.bytes().hash(&mut h);
+        h.write_u64(content_hash(tensor.bytes()));
         ConstValue {
             hash: h.finish(),
             tensor: Arc::new(tensor),

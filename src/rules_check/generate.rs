@@ -94,7 +94,12 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
     let Some(first) = siblings.first().map(|t| t.shape.as_slice()) else {
         // 2-D channels-last ops take an image [N, H, W, C] big enough for a 3x3 window
         if matches!(kind, OpKind::ConvNhwc | OpKind::MaxPoolNhwc | OpKind::AveragePoolNhwc) {
-            return vec![g.pick(&[1, 2]), g.pick(&[3, 4, 5]), g.pick(&[3, 4, 6]), g.pick(&[1, 2, 3])];
+            return vec![
+                g.pick(&[1, 2]),
+                g.pick(&[3, 4, 5]),
+                g.pick(&[3, 4, 6]),
+                g.pick(&[1, 2, 3]),
+            ];
         }
         return variant(g, base);
     };

@@ -14,7 +14,29 @@ pub fn broadcast_offsets(shape: &[usize], out: &[usize]) -> Vec<usize> {
             _ => 0,
         })
         .collect();
-    map_positions(out, |coords| coords.iter().zip(&strides).map(|(c, s)| c * s).sum())
+    strided_offsets(out, &strides)
+}
+
+/// For every position of `shape` (row-major), `sum of coordinate * stride`: the offsets a
+/// strided walk reads (a transpose, a broadcast), kept up to date as the position advances.
+pub fn strided_offsets(shape: &[usize], strides: &[usize]) -> Vec<usize> {
+    let n: usize = shape.iter().product();
+    let mut coords = vec![0; shape.len()];
+    let mut offset = 0usize;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(offset);
+        for d in (0..shape.len()).rev() {
+            coords[d] += 1;
+            offset += strides[d];
+            if coords[d] < shape[d] {
+                break;
+            }
+            offset -= strides[d] * shape[d];
+            coords[d] = 0;
+        }
+    }
+    out
 }
 
 /// Calls `f` with the coordinates of every position of `shape`, in row-major order.
@@ -39,9 +61,9 @@ pub fn map_positions<T>(shape: &[usize], mut f: impl FnMut(&[usize]) -> T) -> Ve
 pub fn pick(src: &Tensor, offsets: &[usize], ty: &TensorType) -> Tensor {
     let size = src.dtype().size();
     let bytes = src.bytes();
-    let data = offsets
-        .iter()
-        .flat_map(|&o| bytes[o * size..(o + 1) * size].iter().copied())
-        .collect();
+    let mut data = Vec::with_capacity(offsets.len() * size);
+    for &o in offsets {
+        data.extend_from_slice(&bytes[o * size..(o + 1) * size]);
+    }
     Tensor::from_bytes(ty.clone(), data).expect("one element per position of the result")
 }

@@ -1,13 +1,13 @@
 //! Evaluation of the data-movement ops: transpose, concat, slice, gather and expand
 //! (reshape, identity and cast need no index arithmetic and live in `mod.rs`).
 
-use super::index::{broadcast_offsets, map_positions, pick};
+use super::index::{broadcast_offsets, map_positions, pick, strided_offsets};
 use crate::{strides_of, Tensor, TensorType};
 
 pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     let strides = strides_of(x.shape());
-    let offsets = map_positions(&out.shape, |c| c.iter().zip(perm).map(|(i, &p)| i * strides[p]).sum());
-    pick(x, &offsets, out)
+    let moved: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
+    pick(x, &strided_offsets(&out.shape, &moved), out)
 }
 
 /// `pack`: `out[.., p, k, j] = x[.., k, p * panel + j]`, zero past the last column.

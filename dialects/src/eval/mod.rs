@@ -100,12 +100,18 @@ fn winograd_weights(w: &Tensor, out: &TensorType) -> Tensor {
     let mut u = vec![0.0; POINTS * c * m];
     for (mi, ci) in (0..m).flat_map(|mi| (0..c).map(move |ci| (mi, ci))) {
         let g = |i: usize, j: usize| w[((mi * 3 + i) * 3 + j) * c + ci];
-        for (a, b) in (0..PATCH).flat_map(|a| (0..PATCH).map(move |b| (a, b))) {
-            let mut sum = 0.0;
-            for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
-                sum += G[a][i] * g(i, j) * G[b][j];
+        // G g, then (G g) G^T
+        let mut gg = [[0.0; 3]; PATCH];
+        for (a, row) in gg.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = (0..3).map(|i| G[a][i] * g(i, j)).sum();
             }
-            u[((a * PATCH + b) * c + ci) * m + mi] = sum;
+        }
+        for (a, row) in gg.iter().enumerate() {
+            for b in 0..PATCH {
+                let sum: f64 = (0..3).map(|j| row[j] * G[b][j]).sum();
+                u[((a * PATCH + b) * c + ci) * m + mi] = sum;
+            }
         }
     }
     Tensor::from_f64s(out.dtype, out.shape.clone(), &u)

@@ -39,11 +39,15 @@ impl Epilogue {
         // the body inputs the ops after the anchor read (the anchor's own are never read here)
         let read: Vec<bool> = (0..self.ins.len())
             .map(|i| {
-                self.body.ops.iter().filter(|op| op.results[0] != self.anchor).any(|op| {
-                    op.operands
-                        .iter()
-                        .any(|v| matches!(self.body.def(*v), Def::Input(j) if j == i))
-                })
+                self.body
+                    .ops
+                    .iter()
+                    .filter(|op| op.results[0] != self.anchor)
+                    .any(|op| {
+                        op.operands
+                            .iter()
+                            .any(|v| matches!(self.body.def(*v), Def::Input(j) if j == i))
+                    })
             })
             .collect();
         let ins = self

@@ -12,7 +12,8 @@ use mxc_dialects::{Attrs, OpKind};
 /// The lanes to run a normalisation over rows of `row` elements with: the vector unit's, when
 /// the rows are the buffers' last dimension and every buffer holds f32.
 fn row_lanes(e: &Emitter, along_last: bool, bufs: &[&Buf]) -> Option<usize> {
-    e.f32_lanes().filter(|_| along_last && bufs.iter().all(|b| b.holds_f32_vectors()))
+    e.f32_lanes()
+        .filter(|_| along_last && bufs.iter().all(|b| b.holds_f32_vectors()))
 }
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -135,7 +136,13 @@ fn softmax(e: &mut Emitter, axis: usize, x: &Buf, out: &Buf) {
 }
 
 /// `layer_norm` over the last axis, each row in vectors.
-fn layer_norm_rows(e: &mut Emitter, lanes: usize, epsilon: f64, (x, scale, bias): (&Buf, &Buf, Option<&Buf>), outs: &[Buf]) {
+fn layer_norm_rows(
+    e: &mut Emitter,
+    lanes: usize,
+    epsilon: f64,
+    (x, scale, bias): (&Buf, &Buf, Option<&Buf>),
+    outs: &[Buf],
+) {
     let (y, mean_out, inv_std_out) = (&outs[0], &outs[1], &outs[2]);
     let n = x.shape[x.rank() - 1];
     let outer = &x.shape[..x.rank() - 1];
@@ -183,9 +190,13 @@ fn softmax_rows(e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
     e.nest(outer, |e, o| {
         let at = |j: &V| [o, std::slice::from_ref(j)].concat();
         let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &at(j), lanes);
-        let max = rows::fold(e, (n, lanes), (f64::NEG_INFINITY, f64::NEG_INFINITY), &read, &|e, acc, v| {
-            e.max(acc, v)
-        });
+        let max = rows::fold(
+            e,
+            (n, lanes),
+            (f64::NEG_INFINITY, f64::NEG_INFINITY),
+            &read,
+            &|e, acc, v| e.max(acc, v),
+        );
         let max = e.reduce_lanes("maximumf", &max);
         let shifted_exp = |e: &mut Emitter, j: &V, lanes: usize| {
             let v = read(e, j, lanes);

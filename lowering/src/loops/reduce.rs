@@ -4,8 +4,8 @@
 
 use super::buffer::Buf;
 use super::elementwise::in_vectors;
-use super::rows;
 use super::emit::{Emitter, Ty, V};
+use super::rows;
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -78,7 +78,8 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
 fn reduce_rows(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, keep: bool, lanes: usize) {
     let n = x.shape[x.rank() - 1];
     e.nest(&x.shape[..x.rank() - 1], |e, row| {
-        let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
+        let read =
+            |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
         let r = match kind {
             OpKind::ReduceMax => {
                 let inf = f64::NEG_INFINITY;

@@ -161,17 +161,14 @@ pub struct Product<'a> {
 /// while the micro-tiles of a block pass over it.
 const B_CHUNK_BYTES: usize = 24 * 1024;
 
-/// Which chunk of the depth a micro-tile accumulates, and so where its sums start and go.
+/// Which part of the depth a micro-tile accumulates, and so where its sums start and go.
 #[derive(Clone, Copy)]
-enum Part {
+enum Part<'v> {
     /// All of the depth: from zeros to the result.
     Whole,
-    /// The first chunk: from zeros to the block's scratch.
-    First,
-    /// A middle chunk: from the scratch to the scratch.
-    Middle,
-    /// The last chunk: from the scratch to the result.
-    Last,
+    /// Chunk `index` of `count`: from zeros (the first) or the block's scratch, to the scratch
+    /// or (the last) the result; decided when it runs, so the micro-tile is written once.
+    Chunk { index: &'v V, count: usize },
 }
 
 /// How the depth is cut: outer steps per chunk and the number of chunks.
@@ -252,27 +249,26 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
 }
 
 impl Chunks {
-    /// Writes `pass(part, outer steps)` for every chunk in order: one pass over the whole
-    /// depth, or the first chunk, a loop over the middle ones and the last.
+    /// Writes `pass(part, outer steps)`: one pass over the whole depth, or a loop over the
+    /// chunks.
     fn passes(&self, e: &mut Emitter, pass: &dyn Fn(&mut Emitter, Part, (&V, &V))) {
         let (zero, all) = (e.idx(0), e.idx(self.steps as i64));
         if self.count == 1 {
             return pass(e, Part::Whole, (&zero, &all));
         }
         let per = self.per_chunk as i64;
-        let first_end = e.idx(per);
-        pass(e, Part::First, (&zero, &first_end));
-        if self.count > 2 {
-            let (one, last) = (e.idx(1), e.idx(self.count as i64 - 1));
-            e.for_between(&one, &last, self.count as u64 - 2, &[], |e, c, _| {
-                let from = e.lin(&[(c, per)], 0);
-                let to = e.lin(&[(c, per)], per);
-                pass(e, Part::Middle, (&from, &to));
-                Vec::new()
-            });
-        }
-        let last_start = e.idx((self.count as i64 - 1) * per);
-        pass(e, Part::Last, (&last_start, &all));
+        let count = e.idx(self.count as i64);
+        e.for_between(&zero, &count, self.count as u64, &[], |e, c, _| {
+            let from = e.lin(&[(c, per)], 0);
+            let next = e.lin(&[(c, per)], per);
+            let to = e.min_idx(&next, &all);
+            let part = Part::Chunk {
+                index: c,
+                count: self.count,
+            };
+            pass(e, part, (&from, &to));
+            Vec::new()
+        });
     }
 }
 
@@ -325,17 +321,23 @@ impl Tiles<'_> {
         let local = e.lin(&[(micro, tile.rows as i64), (self.first, -(tile.rows as i64))], 0);
         let slot =
             |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
+        let zero = e.zero(Ty::F32);
+        let zeros = vec![e.splat(&zero, lanes); tile.rows * vectors];
         let inits: Vec<V> = match (part, self.scratch) {
-            (Part::Middle | Part::Last, Some(scratch)) => (0..tile.rows * vectors)
-                .map(|a| {
-                    let at = slot(e, a / vectors, a % vectors);
-                    e.read_lanes(scratch, &at, lanes)
-                })
-                .collect(),
-            _ => {
-                let zero = e.zero(Ty::F32);
-                vec![e.splat(&zero, lanes); tile.rows * vectors]
+            (Part::Chunk { index, .. }, Some(scratch)) => {
+                let start = e.idx(0);
+                let first = e.cmp_idx("eq", index, &start);
+                let from_scratch = |e: &mut Emitter| {
+                    (0..tile.rows * vectors)
+                        .map(|a| {
+                            let at = slot(e, a / vectors, a % vectors);
+                            e.read_lanes(scratch, &at, lanes)
+                        })
+                        .collect()
+                };
+                e.if_else_like(&first, &zeros, |_| zeros.clone(), from_scratch)
             }
+            _ => zeros,
         };
         let step = |e: &mut Emitter, acc: &[V], k: &V, a: &[V]| {
             let b: Vec<V> = (0..vectors)
@@ -354,13 +356,45 @@ impl Tiles<'_> {
             next
         };
         let sums = p.a.accumulate(e, batch, &rows, &inits, steps, &step);
-        if let (Part::First | Part::Middle, Some(scratch)) = (part, self.scratch) {
-            for (a, sum) in sums.iter().enumerate() {
-                let at = slot(e, a / vectors, a % vectors);
-                e.store(scratch, &at, sum);
+        let finish = |e: &mut Emitter| self.finish(e, (vectors, valid), &rows, &first_row, &columns, &sums);
+        match (part, self.scratch) {
+            (Part::Chunk { index, count }, Some(scratch)) => {
+                let end = e.idx(count as i64 - 1);
+                let last = e.cmp_idx("eq", index, &end);
+                let to_scratch = |e: &mut Emitter| {
+                    for (a, sum) in sums.iter().enumerate() {
+                        let at = slot(e, a / vectors, a % vectors);
+                        e.store(scratch, &at, sum);
+                    }
+                    Vec::new()
+                };
+                e.if_else_like(
+                    &last,
+                    &[],
+                    |e| {
+                        finish(e);
+                        Vec::new()
+                    },
+                    to_scratch,
+                );
             }
-            return;
+            _ => finish(e),
         }
+    }
+
+    /// The micro-tile's sums finished and stored to the result: the missing rows of the last
+    /// micro-tile left out, the lanes past the last column masked.
+    fn finish(
+        &self,
+        e: &mut Emitter,
+        (vectors, valid): (usize, usize),
+        rows: &[V],
+        first_row: &V,
+        columns: &[V],
+        sums: &[V],
+    ) {
+        let (p, lanes, batch) = (self.p, self.tile.lanes, self.batch);
+        let full_rows = p.m % self.tile.rows;
         let rows_left = e.idx(p.m as i64);
         for (i, row) in rows.iter().enumerate() {
             let store = |e: &mut Emitter| {
@@ -374,7 +408,7 @@ impl Tiles<'_> {
                 }
             };
             if full_rows != 0 && i >= full_rows {
-                let r = e.lin(&[(&first_row, 1)], i as i64);
+                let r = e.lin(&[(first_row, 1)], i as i64);
                 let inside = e.cmp_idx("slt", &r, &rows_left);
                 e.if_then(&inside, store);
             } else {

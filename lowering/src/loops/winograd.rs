@@ -130,7 +130,10 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
         };
         // whole patches inside the image need no test
         let conds = {
-            let (bottom, right) = (e.lin(&[(&top, 1)], PATCH as i64 - 1), e.lin(&[(&left, 1)], PATCH as i64 - 1));
+            let (bottom, right) = (
+                e.lin(&[(&top, 1)], PATCH as i64 - 1),
+                e.lin(&[(&left, 1)], PATCH as i64 - 1),
+            );
             let mut conds = inside(e, &[(&top, height), (&left, width)]);
             conds.extend(inside(e, &[(&bottom, height), (&right, width)]));
             conds
