@@ -272,12 +272,13 @@ fn optimisation_levels_trade_compile_work_for_kernels_and_agree_with_ref() {
         (kernels_compiled(&summary), summary)
     };
     let ((o0, s0), (o1, s1), (o2, s2)) = (kernels("-O0"), kernels("-O1"), kernels("-O2"));
-    // -O0: every imported op a kernel, no rewriting; -O1: rewritten, unfused; -O2: fused
+    // -O0: every imported op a kernel, no rewriting; -O1: rewritten (batch norms folded, but
+    // Winograd's convs are three kernels each), unfused; -O2: fused, fewer kernels than -O1
     assert!(
         s0.contains("74 kernels for cpu (74 ops imported)") && !s0.contains("rewriting"),
         "{s0}"
     );
-    assert!(o1 < o0 && o2 < o1, "{s0}\n{s1}\n{s2}");
+    assert!(s1.contains("rewriting") && o0 > 0 && o2 < o1, "{s0}\n{s1}\n{s2}");
     let read = mxc(&["read", &model, "--target", "cpu", "-O1"]);
     assert!(!String::from_utf8(read.stdout).unwrap().contains("mx.fused"));
     for level in ["-O0", "-O1"] {

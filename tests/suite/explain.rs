@@ -35,25 +35,26 @@ fn convnet_convs_come_from_folded_batch_norms_and_fuse_with_their_epilogues() {
     // every conv, in a fused kernel or alone, channels first or last: 21, and none is a batch
     // norm any more
     let flat = squeezed(&text);
-    let is_conv = |l: &&str| {
-        ["conv ", "conv_nhwc ", "conv_nhwc_packed "]
-            .iter()
-            .any(|c| l.contains(&format!("= {c}")) || l.contains(&format!("= mx.{c}")))
-    };
-    assert_eq!(flat.lines().filter(is_conv).count(), 21, "{text}");
     assert!(
         !flat.contains("= mx.batch_norm") && !flat.contains("= batch_norm"),
         "{text}"
     );
-    // every conv runs channels last on packed weights, a batch norm folded into them
-    let convs: Vec<String> = kernels(&text)
-        .into_iter()
-        .map(squeezed)
-        .filter(|k| k.contains("conv_nhwc_packed"))
-        .collect();
-    assert_eq!(convs.len(), 21, "{text}");
-    for k in &convs {
-        assert!(k.contains("batch-norm") && k.contains("conv-nhwc-packed"), "{k}");
+    // every conv runs channels last, on packed weights or as Winograd's (3x3 ones the cost
+    // model finds cheaper that way), each named with the algorithm it rejected
+    let algorithms: Vec<&str> = flat.lines().filter(|l| l.starts_with("algorithm ")).collect();
+    let convs = |name: &str| algorithms.iter().filter(|l| l.starts_with(name)).count();
+    let (winograd, gemm) = (convs("algorithm Winograd"), convs("algorithm implicit GEMM"));
+    assert_eq!((winograd + gemm, winograd > 0, gemm > 0), (21, true, true), "{text}");
+    assert!(
+        flat.contains("rejected implicit GEMM on packed weights: conv_nhwc_packed(")
+            && flat.contains("rejected direct loops: conv_nhwc("),
+        "{text}"
+    );
+    // a batch norm folded into each
+    for k in kernels(&text).into_iter().map(squeezed) {
+        if k.contains("algorithm Winograd") || k.contains("algorithm implicit GEMM") {
+            assert!(k.contains("batch-norm"), "{k}");
+        }
     }
     // a residual block's second conv takes the add and the relu after it into its kernel, and
     // the relu as a kernel of its own is what extraction rejected
