@@ -69,7 +69,7 @@ impl Pool {
     /// The index `(n, c, spatial...)` in this layout.
     fn index(&self, n: &V, c: &V, pos: &[V]) -> Vec<V> {
         match self.channels_last {
-            true => [&[n.clone()], pos, &[c.clone()]].concat(),
+            true => [std::slice::from_ref(n), pos, std::slice::from_ref(c)].concat(),
             false => [&[n.clone(), c.clone()], pos].concat(),
         }
     }

@@ -171,6 +171,9 @@ enum Part<'v> {
     Chunk { index: &'v V, count: usize },
 }
 
+/// Writes the micro-tiles of a block for one part of the depth (outer steps `from..to`).
+type Pass<'p> = &'p dyn Fn(&mut Emitter, Part, (&V, &V));
+
 /// How the depth is cut: outer steps per chunk and the number of chunks.
 struct Chunks {
     steps: usize,
@@ -251,7 +254,7 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
 impl Chunks {
     /// Writes `pass(part, outer steps)`: one pass over the whole depth, or a loop over the
     /// chunks.
-    fn passes(&self, e: &mut Emitter, pass: &dyn Fn(&mut Emitter, Part, (&V, &V))) {
+    fn passes(&self, e: &mut Emitter, pass: Pass) {
         let (zero, all) = (e.idx(0), e.idx(self.steps as i64));
         if self.count == 1 {
             return pass(e, Part::Whole, (&zero, &all));
