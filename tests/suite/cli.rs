@@ -3,21 +3,11 @@
 //! inputs that are not given get the same seeded values every time, and dynamic dimensions
 //! are fixed by `--shape` or by the inputs given.
 
-use crate::common::{float_value, model_bytes, mxc, repo, stderr};
+use crate::common::{float_value, model_bytes, mxc, mxc_run_to, repo, stderr};
 use mxc_lowering::onnx::proto;
 
 fn run_to(model: &str, target: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
-    let out = mxc(&[
-        "run",
-        model,
-        "--target",
-        target,
-        "--input",
-        input,
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "mxc run {model}: {}", stderr(&out));
+    mxc_run_to(model, target, input, dir);
     std::fs::read(dir.join("scores.npy")).unwrap()
 }
 

@@ -38,6 +38,21 @@ pub fn mxc(args: &[&str]) -> Output {
         .expect("the mxc binary runs")
 }
 
+/// `mxc run MODEL --target TARGET --input INPUT -o OUT_DIR`, which must succeed.
+pub fn mxc_run_to(model: &str, target: &str, input: &str, out_dir: &Path) {
+    let out = mxc(&[
+        "run",
+        model,
+        "--target",
+        target,
+        "--input",
+        input,
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "mxc run {model} on {target}: {}", stderr(&out));
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -8,7 +8,7 @@
 //! `mx.gelu {approximate = "tanh"}` and compute what `ref` and the definitions compute.
 
 use crate::common::{
-    cache_dir, float_value, kernel_count, mismatch, model_bytes, mxc, op_names, read_for_target, stderr,
+    cache_dir, float_value, kernel_count, mismatch, model_bytes, mxc, mxc_run_to, op_names, read_for_target, stderr,
 };
 use mxc_dialects::Tensor;
 use mxc_lowering::onnx::proto;
@@ -142,18 +142,7 @@ fn written_out_model() -> Vec<u8> {
 /// Runs `model` on `target` with `x` and returns the outputs `probs` and `act`.
 fn run(model: &str, x: &str, target: &str, dir: &std::path::Path) -> [Tensor; 2] {
     let out_dir = dir.join(target);
-    let input = format!("x={x}");
-    let out = mxc(&[
-        "run",
-        model,
-        "--target",
-        target,
-        "--input",
-        &input,
-        "-o",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    mxc_run_to(model, target, &format!("x={x}"), &out_dir);
     ["probs", "act"].map(|name| mxc_kernels::npy::read(&out_dir.join(mxc_kernels::npy::file_name_for(name))).unwrap())
 }
 

@@ -114,10 +114,7 @@ impl Emitter {
         let denominator = self.add(&e, &one);
         let q = self.div(&two, &denominator);
         let large = self.sub(&one, &q);
-        let negated = self.neg(&large);
-        let zero = self.zero(Ty::F32);
-        let negative = self.cmp(Cmp::Lt, x, &zero);
-        let large = self.select(&negative, &negated, &large);
+        let large = self.with_sign_of(x, &large);
         let limit = self.float(Ty::F32, 0.625);
         let is_small = self.cmp(Cmp::Lt, &ax, &limit);
         self.select(&is_small, &small, &large)
@@ -145,10 +142,7 @@ impl Emitter {
         let e = self.exp_f32(&minus_x2);
         let tail = self.mul(&poly, &e);
         let magnitude = self.sub(&one, &tail);
-        let negated = self.neg(&magnitude);
-        let zero = self.zero(Ty::F32);
-        let negative = self.cmp(Cmp::Lt, x, &zero);
-        let large = self.select(&negative, &negated, &magnitude);
+        let large = self.with_sign_of(x, &magnitude);
         // small |x|: the series 2/sqrt(pi) x (1 - x^2/3 + x^4/10 - x^6/42 + x^8/216 - x^10/1320),
         // accurate relative to erf itself (the form above is only absolutely)
         let series = self.horner(
@@ -161,6 +155,14 @@ impl Emitter {
         let limit = self.float(Ty::F32, 0.5);
         let is_small = self.cmp(Cmp::Lt, &ax, &limit);
         self.select(&is_small, &small, &large)
+    }
+
+    /// `magnitude` negated where `x` is negative (the odd functions' symmetry).
+    fn with_sign_of(&mut self, x: &V, magnitude: &V) -> V {
+        let negated = self.neg(magnitude);
+        let zero = self.zero(Ty::F32);
+        let negative = self.cmp(Cmp::Lt, x, &zero);
+        self.select(&negative, &negated, magnitude)
     }
 
     /// `math.<func>` itself (no approximation).

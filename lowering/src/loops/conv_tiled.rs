@@ -38,15 +38,39 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         }
         None => acc,
     };
+    let conv = PackedConv {
+        isa,
+        window,
+        kernel,
+        x,
+        wp,
+        out,
+        finish: &finish,
+    };
     if group == 1 {
-        implicit_gemm(e, isa, window, kernel, x, wp, out, &finish);
+        conv.implicit_gemm(e);
         return true;
     }
     if group == channels && out.shape[3] == channels {
-        depthwise(e, isa, window, kernel, x, wp, out, &finish);
+        conv.depthwise(e);
         return true;
     }
     false
+}
+
+/// Vectors of channels accumulated at once by the depthwise kernel.
+const DEPTHWISE_VECTORS: usize = 4;
+
+/// A channels-last convolution with packed weights, on a vector unit.
+struct PackedConv<'a> {
+    isa: VectorIsa,
+    window: &'a Window,
+    kernel: &'a [usize],
+    x: &'a Buf,
+    wp: &'a Buf,
+    out: &'a Buf,
+    /// The value stored for accumulated sums (the bias added).
+    finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
 }
 
 /// The rows of A of an implicit GEMM: output pixels, each reading the input under the window,
@@ -224,158 +248,229 @@ impl RowsOfA for ImageRows<'_> {
     }
 }
 
-/// One group: the product of the window-gathered input with the packed weights.
-#[allow(clippy::too_many_arguments)]
-fn implicit_gemm(
-    e: &mut Emitter,
-    isa: VectorIsa,
-    window: &Window,
-    kernel: &[usize],
-    x: &Buf,
-    wp: &Buf,
-    out: &Buf,
-    finish: &dyn Fn(&mut Emitter, &[V], V) -> V,
-) {
-    let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
-    let channels = x.shape[3];
-    let flat = e.fresh("image");
-    e.line(&format!(
-        "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {ROW_SOURCE}",
-        x.name,
-        x.len(),
-        x.memref()
-    ));
-    let padded = (0..2).any(|d| {
-        let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), [oh, ow][d], kernel[d]);
-        below || above
-    });
-    let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
-    let outside = padded.then(|| {
-        let size = match kernel_rows {
-            true => MicroTile::for_isa(isa, batch * oh * ow).rows * kernel[1] * channels,
-            false => channels,
+impl PackedConv<'_> {
+    /// One group: the product of the window-gathered input with the packed weights.
+    fn implicit_gemm(&self, e: &mut Emitter) {
+        let (isa, window, kernel, x, wp, out, finish) = (
+            self.isa,
+            self.window,
+            self.kernel,
+            self.x,
+            self.wp,
+            self.out,
+            self.finish,
+        );
+        let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
+        let channels = x.shape[3];
+        // a pointwise, stride-1 convolution without padding reads the image as the matrix
+        // [pixels, channels]; the others gather runs of it through a flat view
+        let pointwise = kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0);
+        let flat = e.fresh("image");
+        if !pointwise {
+            e.line(&format!(
+                "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {ROW_SOURCE}",
+                x.name,
+                x.len(),
+                x.memref()
+            ));
+        }
+        let padded = (0..2).any(|d| {
+            let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), [oh, ow][d], kernel[d]);
+            below || above
+        });
+        let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
+        let outside = padded.then(|| {
+            let size = match kernel_rows {
+                true => MicroTile::for_isa(isa, batch * oh * ow).rows * kernel[1] * channels,
+                false => channels,
+            };
+            let name = e.fresh("outside");
+            e.line(&format!("{name}_ = memref.alloca() : memref<{size}xf32>"));
+            e.line(&format!(
+                "{name} = memref.cast {name}_ : memref<{size}xf32> to {ROW_SOURCE}"
+            ));
+            name
+        });
+        let rows = ImageRows {
+            x,
+            window,
+            kernel,
+            out_hw: [oh, ow],
+            kernel_rows,
+            flat,
+            outside,
         };
-        let name = e.fresh("outside");
-        e.line(&format!("{name}_ = memref.alloca() : memref<{size}xf32>"));
-        e.line(&format!(
-            "{name} = memref.cast {name}_ : memref<{size}xf32> to {ROW_SOURCE}"
-        ));
-        name
-    });
-    let rows = ImageRows {
-        x,
-        window,
-        kernel,
-        out_hw: [oh, ow],
-        kernel_rows,
-        flat,
-        outside,
-    };
-    // the result as the matrix [pixels, channels] where its epilogue allows, so a row's index
-    // is the pixel's number, else indexed by (n, oh, ow) found from it
-    let matrix = e.as_matrix(out);
-    let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
-        let [n, h, w] = rows.pixel(e, row);
-        vec![n, h, w, col.clone()]
-    };
-    let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
-    // a pointwise, stride-1 convolution without padding reads the image as the matrix
-    // [pixels, channels] too
-    let pointwise = kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0);
-    let image = pointwise.then(|| e.view(x, &[x.len() / channels, channels]));
-    let image_at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
-    let image_rows = image.as_ref().map(|buf| Matrix {
-        buf,
-        depth: channels,
-        at: &image_at,
-    });
-    let a: &dyn RowsOfA = match &image_rows {
-        Some(m) => m,
-        None => &rows,
-    };
-    let product = Product {
-        batch: &[],
-        m: batch * oh * ow,
-        n: m,
-        a,
-        b: Panels::Packed(wp),
-        out: matrix.as_ref().unwrap_or(out),
-        out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
-        finish,
-    };
-    tile::emit(e, &product, isa);
-}
+        // the result as the matrix [pixels, channels] where its epilogue allows, so a row's index
+        // is the pixel's number, else indexed by (n, oh, ow) found from it
+        let matrix = e.as_matrix(out);
+        let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
+            let [n, h, w] = rows.pixel(e, row);
+            vec![n, h, w, col.clone()]
+        };
+        let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
+        let image = pointwise.then(|| e.view(x, &[x.len() / channels, channels]));
+        let image_at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
+        let image_rows = image.as_ref().map(|buf| Matrix {
+            buf,
+            depth: channels,
+            at: &image_at,
+        });
+        let a: &dyn RowsOfA = match &image_rows {
+            Some(m) => m,
+            None => &rows,
+        };
+        let product = Product {
+            batch: &[],
+            m: batch * oh * ow,
+            n: m,
+            a,
+            b: Panels::Packed(wp),
+            out: matrix.as_ref().unwrap_or(out),
+            out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
+            finish,
+        };
+        tile::emit(e, &product, isa);
+    }
 
-/// Vectors of channels accumulated at once by the depthwise kernel.
-const DEPTHWISE_VECTORS: usize = 4;
-
-/// A group per channel: `out[n, oh, ow, c] = sum over the window of x[n, ih, iw, c] * w[c, kh,
-/// kw]`, vectors across `c`.
-#[allow(clippy::too_many_arguments)]
-fn depthwise(
-    e: &mut Emitter,
-    isa: VectorIsa,
-    window: &Window,
-    kernel: &[usize],
-    x: &Buf,
-    wp: &Buf,
-    out: &Buf,
-    finish: &dyn Fn(&mut Emitter, &[V], V) -> V,
-) {
-    let lanes = isa.lanes;
-    let channels = x.shape[3];
-    let width = DEPTHWISE_VECTORS * lanes;
-    e.nest(&out.shape[..3], |e, idx| {
-        let (n, o) = (&idx[0], &idx[1..3]);
-        let ranges: Vec<(V, V)> = (0..2)
-            .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
-            .collect();
-        let block = |e: &mut Emitter, first: &V, vectors: usize, valid: usize| {
-            let columns: Vec<V> = (0..vectors).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect();
-            let zero = e.zero(Ty::F32);
-            let zeros = vec![e.splat(&zero, lanes); vectors];
-            let mask =
-                |e: &mut Emitter, j: usize| (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
-            let trips = kernel[0] as u64;
-            let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
-                e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
-                    let k = [kh.clone(), kw.clone()];
-                    let pos = window.positions(e, o, &k);
-                    let row = e.lin(&[(kh, kernel[1] as i64), (kw, 1)], 0);
-                    (0..vectors)
-                        .map(|j| {
-                            let col = &columns[j];
-                            let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
-                            let w = e.read_lanes(wp, &[p, row.clone(), off], lanes);
-                            let m = mask(e, j);
-                            let xv = e.masked(m, |e| {
-                                e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
-                            });
-                            e.fma(&xv, &w, &acc[j])
-                        })
-                        .collect()
-                })
-            });
-            for (j, col) in columns.iter().enumerate() {
-                let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
-                let m = mask(e, j);
-                e.masked(m, |e| {
-                    let v = finish(e, &at, sums[j].clone());
-                    e.write(out, &at, &v);
+    /// A group per channel: `out[n, oh, ow, c] = sum over the window of x[n, ih, iw, c] * w[c, kh,
+    /// kw]`, vectors across `c`.
+    fn depthwise(&self, e: &mut Emitter) {
+        let (window, kernel, x, wp, out, finish) = (self.window, self.kernel, self.x, self.wp, self.out, self.finish);
+        let lanes = self.isa.lanes;
+        let channels = x.shape[3];
+        let width = DEPTHWISE_VECTORS * lanes;
+        e.nest(&out.shape[..3], |e, idx| {
+            let (n, o) = (&idx[0], &idx[1..3]);
+            let ranges: Vec<(V, V)> = (0..2)
+                .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
+                .collect();
+            let block = |e: &mut Emitter, first: &V, vectors: usize, valid: usize| {
+                let columns: Vec<V> = (0..vectors).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect();
+                let zero = e.zero(Ty::F32);
+                let zeros = vec![e.splat(&zero, lanes); vectors];
+                let mask = |e: &mut Emitter, j: usize| {
+                    (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes))
+                };
+                let trips = kernel[0] as u64;
+                let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
+                    e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
+                        let k = [kh.clone(), kw.clone()];
+                        let pos = window.positions(e, o, &k);
+                        let row = e.lin(&[(kh, kernel[1] as i64), (kw, 1)], 0);
+                        (0..vectors)
+                            .map(|j| {
+                                let col = &columns[j];
+                                let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
+                                let w = e.read_lanes(wp, &[p, row.clone(), off], lanes);
+                                let m = mask(e, j);
+                                let xv = e.masked(m, |e| {
+                                    e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
+                                });
+                                e.fma(&xv, &w, &acc[j])
+                            })
+                            .collect()
+                    })
+                });
+                for (j, col) in columns.iter().enumerate() {
+                    let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
+                    let m = mask(e, j);
+                    e.masked(m, |e| {
+                        let v = finish(e, &at, sums[j].clone());
+                        e.write(out, &at, &v);
+                    });
+                }
+            };
+            let blocks = channels / width;
+            if blocks > 0 {
+                e.for_each(blocks, |e, b| {
+                    let first = e.lin(&[(&b, width as i64)], 0);
+                    block(e, &first, DEPTHWISE_VECTORS, lanes);
                 });
             }
-        };
-        let blocks = channels / width;
-        if blocks > 0 {
-            e.for_each(blocks, |e, b| {
-                let first = e.lin(&[(&b, width as i64)], 0);
-                block(e, &first, DEPTHWISE_VECTORS, lanes);
-            });
-        }
-        let rest = channels % width;
-        if rest > 0 {
-            let first = e.idx((blocks * width) as i64);
-            block(e, &first, rest.div_ceil(lanes), (rest - 1) % lanes + 1);
-        }
-    });
+            let rest = channels % width;
+            if rest > 0 {
+                let first = e.idx((blocks * width) as i64);
+                block(e, &first, rest.div_ceil(lanes), (rest - 1) % lanes + 1);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, ints, lower_one_vector, t};
+    use mxc_dialects::{Attr, Attrs, DType, OpKind};
+
+    fn packed(group: i64, kernel: i64, channels: i64, pads: i64) -> Attrs {
+        attrs(&[
+            ("dilations", ints(&[1, 1])),
+            ("group", Attr::Int(group)),
+            ("kernel", ints(&[kernel, kernel])),
+            ("out_channels", Attr::Int(channels)),
+            ("pads", ints(&[pads; 4])),
+            ("strides", ints(&[1, 1])),
+        ])
+    }
+
+    #[test]
+    fn a_padded_implicit_gemm_reads_zeros_outside_the_image_by_a_pointer_select() {
+        let m = lower_one_vector(
+            OpKind::ConvNhwcPacked,
+            &[
+                t(DType::F32, &[1, 6, 6, 32]),
+                t(DType::F32, &[1, 288, 16]),
+                t(DType::F32, &[16]),
+            ],
+            packed(1, 3, 16, 1),
+        );
+        check_in_order(
+            &m,
+            &[
+                "memref.reinterpret_cast %in0",
+                "memref.alloca() : memref<32xf32>",
+                "the parallel loop",
+                "memref.store",
+                "arith.select",
+                ": memref<?xf32>",
+                "math.fma",
+                "vector.load %in2",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_pointwise_conv_is_a_product_of_matrices() {
+        let m = lower_one_vector(
+            OpKind::ConvNhwcPacked,
+            &[t(DType::F32, &[1, 5, 5, 8]), t(DType::F32, &[1, 8, 16])],
+            packed(1, 1, 16, 0),
+        );
+        assert!(
+            m.contains("to memref<25x8xf32>") && m.contains("to memref<25x16xf32>"),
+            "{m}"
+        );
+        assert!(!m.contains("memref<?xf32>"), "{m}");
+    }
+
+    #[test]
+    fn depthwise_loops_over_the_windows_part_inside_the_image() {
+        let m = lower_one_vector(
+            OpKind::ConvNhwcPacked,
+            &[t(DType::F32, &[1, 7, 7, 40]), t(DType::F32, &[3, 9, 16])],
+            packed(40, 3, 40, 1),
+        );
+        check_in_order(
+            &m,
+            &[
+                "arith.ceildivsi",
+                "arith.maxsi",
+                "arith.minsi",
+                "iter_args",
+                "math.fma",
+                "vector.store",
+            ],
+        );
+        // 40 channels: a block of 4 vectors, then one
+        assert!(!m.contains("scf.if"), "no test inside the window: {m}");
+    }
 }

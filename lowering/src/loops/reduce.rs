@@ -4,7 +4,7 @@
 
 use super::buffer::Buf;
 use super::elementwise::in_vectors;
-use super::emit::{Emitter, Ty, V};
+use super::emit::{Emitter, V};
 use super::rows;
 use mxc_dialects::{Attrs, OpKind};
 
@@ -16,146 +16,122 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
 }
 
 /// `out` = the reduction `kind` (`reduce_sum`, `reduce_mean` or `reduce_max`) of `x` over `axes`.
+/// On a vector unit, f32 reductions run in vectors: across the last dimension when it is kept
+/// (each lane its own reduction), along it when it is the only one reduced.
 pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize], keep: bool) {
     let kept: Vec<usize> = (0..x.rank()).filter(|d| !axes.contains(d)).collect();
     let kept_shape: Vec<usize> = kept.iter().map(|&d| x.shape[d]).collect();
-    let reduced_shape: Vec<usize> = axes.iter().map(|&d| x.shape[d]).collect();
-    let count: usize = reduced_shape.iter().product();
-    let ty = x.ty();
+    let reduction = Reduction {
+        kind,
+        x,
+        out,
+        kept: &kept,
+        axes,
+        reduced_shape: axes.iter().map(|&d| x.shape[d]).collect(),
+        keep,
+    };
     let last = x.rank().checked_sub(1);
     let vectors = x.holds_f32_vectors() && out.holds_f32_vectors();
     let last_kept = last.is_some() && kept.last() == last.as_ref();
-    let lanes = e
+    let across = e
         .f32_lanes()
         .filter(|&l| last_kept && vectors && x.shape[x.rank() - 1] >= l);
-    if let Some(lanes) = lanes {
-        return reduce_across(
-            e,
-            kind,
-            (x, out),
-            (&kept, &kept_shape),
-            (axes, &reduced_shape),
-            keep,
-            lanes,
-        );
+    if let Some(lanes) = across {
+        let (rows, width) = kept_shape.split_at(kept_shape.len() - 1);
+        let width = width[0];
+        return e.nest(rows, |e, row| {
+            e.for_each(width.div_ceil(lanes), |e, chunk| {
+                let mut outer = row.to_vec();
+                outer.push(e.lin(&[(&chunk, lanes as i64)], 0));
+                in_vectors(e, &chunk, width, lanes, |e, lanes| reduction.at(e, &outer, lanes));
+            });
+        });
     }
     let last_only = last.is_some() && axes == [x.rank() - 1];
     if let Some(lanes) = e.f32_lanes().filter(|_| last_only && vectors) {
-        return reduce_rows(e, kind, x, out, keep, lanes);
+        return reduction.rows(e, lanes);
     }
-    e.nest(&kept_shape, |e, outer| {
-        let init = if kind == OpKind::ReduceMax {
-            e.lowest(ty)
-        } else {
-            e.zero(ty)
-        };
-        let acc = e.nest_acc(&reduced_shape, &[init], |e, inner, acc| {
-            let idx = merge(x.rank(), &kept, outer, axes, inner);
-            let v = e.read(x, &idx);
-            vec![if kind == OpKind::ReduceMax {
-                e.max(&acc[0], &v)
-            } else {
-                e.add(&acc[0], &v)
-            }]
-        });
-        let mut r = acc[0].clone();
-        if kind == OpKind::ReduceMean {
-            let n = e.num(ty, count as f64);
-            r = e.div(&r, &n);
+    e.nest(&kept_shape, |e, outer| reduction.at(e, outer, 1));
+}
+
+/// One reduction op on its buffers.
+struct Reduction<'a> {
+    kind: OpKind,
+    x: &'a Buf,
+    out: &'a Buf,
+    kept: &'a [usize],
+    axes: &'a [usize],
+    reduced_shape: Vec<usize>,
+    keep: bool,
+}
+
+impl Reduction<'_> {
+    /// `acc` combined with `v`: their sum, or their maximum.
+    fn step(&self, e: &mut Emitter, acc: &V, v: &V) -> V {
+        match self.kind {
+            OpKind::ReduceMax => e.max(acc, v),
+            _ => e.add(acc, v),
         }
-        let out_idx = if keep {
+    }
+
+    /// The result from the reduced value of `count` elements: their mean, or itself.
+    fn finish(&self, e: &mut Emitter, r: V, count: usize) -> V {
+        match self.kind {
+            OpKind::ReduceMean => {
+                let n = e.num(r.ty, count as f64);
+                e.div(&r, &n)
+            }
+            _ => r,
+        }
+    }
+
+    /// The result at kept index `outer` (`lanes` results along the last dimension).
+    fn at(&self, e: &mut Emitter, outer: &[V], lanes: usize) {
+        let (x, axes, kept) = (self.x, self.axes, self.kept);
+        let init = match self.kind {
+            OpKind::ReduceMax => e.lowest(x.ty()),
+            _ => e.zero(x.ty()),
+        };
+        let init = e.splat(&init, lanes);
+        let acc = e.nest_acc(&self.reduced_shape, &[init], |e, inner, acc| {
+            let idx = merge(x.rank(), kept, outer, axes, inner);
+            let v = e.read_lanes(x, &idx, lanes);
+            vec![self.step(e, &acc[0], &v)]
+        });
+        let r = self.finish(e, acc[0].clone(), self.reduced_shape.iter().product());
+        let out_idx = if self.keep {
             let zeros: Vec<V> = axes.iter().map(|_| e.idx(0)).collect();
-            merge(x.rank(), &kept, outer, axes, &zeros)
+            merge(x.rank(), kept, outer, axes, &zeros)
         } else {
             outer.to_vec()
         };
-        e.write(out, &out_idx, &r);
-    });
+        e.write(self.out, &out_idx, &r);
+    }
+
+    /// The last dimension alone reduced: each row folded in vectors, then across the lanes.
+    fn rows(&self, e: &mut Emitter, lanes: usize) {
+        let x = self.x;
+        let n = x.shape[x.rank() - 1];
+        let (neutral, across) = match self.kind {
+            OpKind::ReduceMax => (f64::NEG_INFINITY, "maximumf"),
+            _ => (0.0, "add"),
+        };
+        e.nest(&x.shape[..x.rank() - 1], |e, row| {
+            let read =
+                |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
+            let folded = rows::fold(e, (n, lanes), (neutral, neutral), &read, &|e, a, v| self.step(e, a, v));
+            let r = e.reduce_lanes(across, &folded);
+            let r = self.finish(e, r, n);
+            let mut at = row.to_vec();
+            if self.keep {
+                at.push(e.idx(0));
+            }
+            e.write(self.out, &at, &r);
+        });
+    }
 }
 
 /// The full index of a rank-`rank` tensor from the indices of the dimensions in `a` and in `b`.
-/// `reduce` of the last dimension alone: each row folded in vectors, then across the lanes.
-fn reduce_rows(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, keep: bool, lanes: usize) {
-    let n = x.shape[x.rank() - 1];
-    e.nest(&x.shape[..x.rank() - 1], |e, row| {
-        let read =
-            |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
-        let r = match kind {
-            OpKind::ReduceMax => {
-                let inf = f64::NEG_INFINITY;
-                let m = rows::fold(e, (n, lanes), (inf, inf), &read, &|e, a, v| e.max(a, v));
-                e.reduce_lanes("maximumf", &m)
-            }
-            _ => {
-                let s = rows::fold(e, (n, lanes), (0.0, 0.0), &read, &|e, a, v| e.add(a, v));
-                e.reduce_lanes("add", &s)
-            }
-        };
-        let r = match kind {
-            OpKind::ReduceMean => {
-                let count = e.num(Ty::F32, n as f64);
-                e.div(&r, &count)
-            }
-            _ => r,
-        };
-        let mut at = row.to_vec();
-        if keep {
-            at.push(e.idx(0));
-        }
-        e.write(out, &at, &r);
-    });
-}
-
-/// `reduce` where the last dimension is kept: vectors run along it, each lane its own sum.
-fn reduce_across(
-    e: &mut Emitter,
-    kind: OpKind,
-    (x, out): (&Buf, &Buf),
-    (kept, kept_shape): (&[usize], &[usize]),
-    (axes, reduced_shape): (&[usize], &[usize]),
-    keep: bool,
-    lanes: usize,
-) {
-    let (rows, width) = kept_shape.split_at(kept_shape.len() - 1);
-    let width = width[0];
-    let count: usize = reduced_shape.iter().product();
-    e.nest(rows, |e, row| {
-        e.for_each(width.div_ceil(lanes), |e, chunk| {
-            let mut outer = row.to_vec();
-            outer.push(e.lin(&[(&chunk, lanes as i64)], 0));
-            in_vectors(e, &chunk, width, lanes, |e, lanes| {
-                let init = if kind == OpKind::ReduceMax {
-                    e.lowest(Ty::F32)
-                } else {
-                    e.zero(Ty::F32)
-                };
-                let init = e.splat(&init, lanes);
-                let acc = e.nest_acc(reduced_shape, &[init], |e, inner, acc| {
-                    let idx = merge(x.rank(), kept, &outer, axes, inner);
-                    let v = e.read_lanes(x, &idx, lanes);
-                    vec![if kind == OpKind::ReduceMax {
-                        e.max(&acc[0], &v)
-                    } else {
-                        e.add(&acc[0], &v)
-                    }]
-                });
-                let mut r = acc[0].clone();
-                if kind == OpKind::ReduceMean {
-                    let n = e.num(Ty::F32, count as f64);
-                    r = e.div(&r, &n);
-                }
-                let out_idx = if keep {
-                    let zeros: Vec<V> = axes.iter().map(|_| e.idx(0)).collect();
-                    merge(x.rank(), kept, &outer, axes, &zeros)
-                } else {
-                    outer.clone()
-                };
-                e.write(out, &out_idx, &r);
-            });
-        });
-    });
-}
-
 fn merge(rank: usize, a: &[usize], a_idx: &[V], b: &[usize], b_idx: &[V]) -> Vec<V> {
     let mut idx = vec![None; rank];
     for (&d, v) in a.iter().zip(a_idx).chain(b.iter().zip(b_idx)) {

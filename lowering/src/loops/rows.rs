@@ -51,3 +51,32 @@ pub fn each(e: &mut Emitter, (n, lanes): (usize, usize), body: &dyn Fn(&mut Emit
         in_vectors(e, &chunk, n, lanes, |e, lanes| body(e, &at, lanes));
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, lower_one_vector, t};
+    use mxc_dialects::{Attr, DType, OpKind};
+
+    #[test]
+    fn a_softmax_row_of_13_is_a_vector_and_a_masked_rest() {
+        let m = lower_one_vector(
+            OpKind::Softmax,
+            &[t(DType::F32, &[4, 13])],
+            attrs(&[("axis", Attr::Int(1))]),
+        );
+        check_in_order(
+            &m,
+            &[
+                "vector.constant_mask [5]",
+                "arith.maximumf",
+                "vector.maskedload",
+                "arith.select",
+                "vector.reduction <maximumf>",
+                "vector.reduction <add>",
+                "arith.divf",
+                "vector.maskedstore",
+            ],
+        );
+        assert!(!m.contains("math.exp"), "exp is the vector polynomial: {m}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Helpers for the text tests of the lowering: one-op graphs, FileCheck-style ordered
 //! matching and loop-depth measurement of the MLIR a kernel becomes.
 
-use super::{lower_graph, LoopModule};
+use super::{lower_graph, LoopModule, VectorIsa};
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, TensorType};
 
 pub fn t(dtype: DType, shape: &[usize]) -> TensorType {
@@ -35,6 +35,20 @@ pub fn one_op(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> Graph {
 /// The MLIR of a one-op graph.
 pub fn lower_one(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> LoopModule {
     lower_graph(&one_op(kind, inputs, attrs), None).unwrap_or_else(|e| panic!("{kind}: {e}"))
+}
+
+/// AVX2's vector unit: 8 f32 lanes, 16 registers, fused multiply-add.
+pub const AVX2: VectorIsa = VectorIsa {
+    lanes: 8,
+    registers: 16,
+    fma: true,
+};
+
+/// The MLIR of a one-op graph for a vector unit (the cpu target's form), checked to translate.
+pub fn lower_one_vector(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> String {
+    let m = lower_graph(&one_op(kind, inputs, attrs), Some(AVX2)).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    super::to_llvm_ir(&m.mlir).unwrap_or_else(|e| panic!("{kind}: {e}\n{}", m.mlir));
+    m.mlir
 }
 
 /// Checks that `patterns` occur in `text` in this order (like FileCheck's `CHECK:` lines).

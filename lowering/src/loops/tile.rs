@@ -420,3 +420,60 @@ impl Tiles<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, lower_one_vector, t};
+    use mxc_dialects::{Attr, DType, OpKind};
+
+    #[test]
+    fn a_packed_product_accumulates_micro_tiles_and_masks_the_last_panel() {
+        // 20 columns: one panel of 16 and 4 columns in a second, masked; 10 rows: the last
+        // micro-tile of 6 has 4, the missing rows unstored
+        let m = lower_one_vector(
+            OpKind::MatMulPacked,
+            &[t(DType::F32, &[10, 33]), t(DType::F32, &[2, 33, 16])],
+            attrs(&[("n", Attr::Int(20))]),
+        );
+        check_in_order(
+            &m,
+            &[
+                "the parallel loop over 1x2 of 1x2",
+                "iter_args",
+                "memref.load %in0",
+                "vector.load %in1",
+                "vector.broadcast",
+                "math.fma",
+                "vector.store",
+                "} else {",
+                "vector.maskedstore",
+            ],
+        );
+        // 12 accumulators of 8 lanes: 6 rows x 2 vectors
+        let accumulators = m.lines().find(|l| l.contains("iter_args")).unwrap();
+        assert_eq!(accumulators.matches("vector<8xf32>").count(), 12, "{accumulators}");
+        assert!(
+            m.contains("arith.minsi"),
+            "the ragged last rows repeat the last one: {m}"
+        );
+    }
+
+    #[test]
+    fn a_deep_product_is_cut_into_chunks_summed_in_scratch() {
+        let m = lower_one_vector(
+            OpKind::MatMulPacked,
+            &[t(DType::F32, &[12, 2048]), t(DType::F32, &[1, 2048, 16])],
+            attrs(&[("n", Attr::Int(16))]),
+        );
+        check_in_order(
+            &m,
+            &[
+                "memref.alloca() : memref<12x16xf32>",
+                "scf.for",
+                "arith.cmpi eq",
+                "scf.if",
+                "vector.load %sums",
+            ],
+        );
+    }
+}

@@ -245,3 +245,42 @@ fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
         });
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{attrs, check_in_order, ints, lower_one, lower_one_vector, t};
+    use mxc_dialects::{Attrs, DType, OpKind};
+
+    #[test]
+    fn whole_patches_are_read_without_tests_border_ones_with() {
+        let a = attrs(&[("pads", ints(&[1, 1, 1, 1]))]);
+        let m = lower_one_vector(OpKind::WinogradInput, &[t(DType::F32, &[1, 10, 10, 16])], a);
+        check_in_order(
+            &m,
+            &[
+                "the parallel loop over 9",
+                "scf.if",
+                "vector.load %in0",
+                "vector.store",
+                "} else {",
+                "scf.if",
+            ],
+        );
+    }
+
+    #[test]
+    fn output_tiles_past_the_image_store_only_inside_it() {
+        // 6 x 5 output: the second tile of each side runs past it
+        let a = attrs(&[("shape", ints(&[1, 6, 5, 3]))]);
+        let m = lower_one(OpKind::WinogradOutput, &[t(DType::F32, &[36, 4, 3])], a).mlir;
+        assert!(m.contains("arith.cmpi slt") && m.contains("scf.if"), "{m}");
+        assert_eq!(m.matches("memref.store").count(), 16, "{m}");
+    }
+
+    #[test]
+    fn filters_transform_by_g_on_both_sides() {
+        let m = lower_one(OpKind::WinogradWeights, &[t(DType::F32, &[2, 3, 3, 4])], Attrs::new()).mlir;
+        // 36 products of each filter
+        assert_eq!(m.matches("memref.store").count(), 36, "{m}");
+    }
+}
