@@ -27,7 +27,9 @@ fn a_graph_comes_back_unchanged_without_rules() {
     let g = layer_norm_graph();
     let out = optimize(&g, &[], &OptimizeOptions::default()).unwrap();
     assert_eq!(print(&out.graph), print(&g));
-    assert_eq!(out.stats.cost_after, out.stats.cost_before);
+    // the same kernels, their costs summed in another order
+    let (after, before) = (out.stats.cost_after, out.stats.cost_before);
+    assert!((after - before).abs() <= 1e-9 * before, "{after} != {before}");
 }
 
 #[test]

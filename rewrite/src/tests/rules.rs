@@ -122,8 +122,9 @@ fn optimised_random_graphs_compute_the_same_and_never_cost_more() {
     for seed in 0..40 {
         let g = random_graph(seed, 12);
         let out = optimize(&g, &[neg_neg(), neg_intro()], &opts).unwrap();
+        // costs are sums of floats, added in another order after extraction
         assert!(
-            out.stats.cost_after <= out.stats.cost_before,
+            out.stats.cost_after <= out.stats.cost_before * (1.0 + 1e-12),
             "seed {seed}: {} > {}",
             out.stats.cost_after,
             out.stats.cost_before
