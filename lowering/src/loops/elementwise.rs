@@ -201,15 +201,10 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
 }
 
 /// `1 / (1 + exp(-x))` for positive x, `exp(x) / (1 + exp(x))` otherwise (no overflow); on
-/// a vector unit `1 / (1 + exp(-x))` alone, whose `exp` (`approx.rs`) overflows to infinity
-/// where the result is 0 within the smallest normal float, so no branch is needed.
+/// a vector unit, in f32, this crate's rational form (`approx.rs`).
 fn sigmoid(e: &mut Emitter, x: &V) -> V {
     if e.isa.is_some() && x.ty == Ty::F32 {
-        let one = e.one(x.ty);
-        let neg_x = e.neg(x);
-        let ex = e.math("exp", &neg_x);
-        let denominator = e.add(&one, &ex);
-        return e.div(&one, &denominator);
+        return e.sigmoid_f32(x);
     }
     let (zero, one) = (e.zero(x.ty), e.one(x.ty));
     let positive = e.cmp(Cmp::Gt, x, &zero);
