@@ -354,13 +354,23 @@ fn a_kernel_whose_parallel_loop_is_all_it_does_may_be_split() {
     let softmax = parallel(OpKind::Softmax, &[f32s(&[4, 10])], attrs(&[("axis", Attr::Int(1))]));
     assert_eq!((softmax.range, softmax.splittable), (4, true), "one row per iteration");
 
-    // concat copies each input in a loop of its own: one call does all of them
-    let concat = parallel(
+    // concat along a later axis: one loop over the dimensions before it, each input's run
+    // copied in turn; along the first axis, a loop per input: one call does all of them
+    let concat = |axis: i64| {
+        parallel(
+            OpKind::Concat,
+            &[f32s(&[2, 3]), f32s(&[2, 5])],
+            attrs(&[("axis", Attr::Int(axis))]),
+        )
+    };
+    let along_rows = concat(1);
+    assert_eq!((along_rows.range, along_rows.splittable), (2, true), "{along_rows:?}");
+    let along_first = parallel(
         OpKind::Concat,
-        &[f32s(&[2, 3]), f32s(&[2, 5])],
-        attrs(&[("axis", Attr::Int(1))]),
+        &[f32s(&[2, 3]), f32s(&[5, 3])],
+        attrs(&[("axis", Attr::Int(0))]),
     );
-    assert!(!concat.splittable && concat.range == 6, "{concat:?}");
+    assert!(!along_first.splittable && along_first.range == 6, "{along_first:?}");
     // a reduction to one element has no loop without carried values
     let keep = attrs(&[("axes", ints(&[0, 1])), ("keepdims", Attr::Int(0))]);
     let total = parallel(OpKind::ReduceSum, &[f32s(&[4, 4])], keep);
