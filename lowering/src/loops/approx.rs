@@ -1,9 +1,10 @@
-//! Vector forms of `exp`, `tanh`, `erf` and the logistic function in f32 for the cpu target: polynomials in plain
-//! arithmetic, so they run on whole vectors where libm would be called once per lane. The
-//! same code serves scalars, so a kernel's vector body and its scalar remainder agree.
+//! Vector forms of `exp`, `tanh`, `erf` and the logistic function in f32 for the cpu target:
+//! polynomials and rational functions in plain arithmetic, so they run on whole vectors where
+//! libm would be called once per lane. The same code serves scalars, so a kernel's vector body
+//! and its scalar remainder agree.
 //!
-//! Their error against libm (the `ref` target) is measured by the tests below over dense grids
-//! of inputs and documented in `docs/performance.md`:
+//! Their error against libm (the `ref` target) is measured by `tests/suite/cpu_kernels.rs` over
+//! dense grids of inputs and documented in `docs/performance.md`:
 //! - `exp`: range reduction `x = n ln 2 + r` (ln 2 in two parts, so `r` is exact), a degree-6
 //!   polynomial for `e^r` on `|r| <= ln 2 / 2`, and `2^n` built in the exponent bits; within
 //!   2 ulp. Inputs are clamped to `[-87, 88.8]`: those above ln of the largest float (88.72)
@@ -21,6 +22,39 @@ use super::scalar::Cmp;
 
 const I32: Ty = Ty::Int { bits: 32, signed: true };
 
+/// Sigmoid's fit: `sigmoid(x) - 1/2 = x P(x^2) / Q(x^2)` on `[-18, 18]`.
+const SIGMOID_P: [f64; 6] = [
+    0.249_999_975_083_355_6,
+    8.072_660_208_580_645e-3,
+    4.558_886_633_995_852e-5,
+    3.610_050_644_731_364e-8,
+    -1.241_437_054_142_341_3e-11,
+    4.419_689_059_778_593e-15,
+];
+const SIGMOID_Q: [f64; 4] = [
+    1.0,
+    0.115_623_818_420_854_72,
+    1.484_391_126_557_746_5e-3,
+    3.557_675_472_636_116e-6,
+];
+/// erf's fit: `erf(x) = x P(x^2) / Q(x^2)` on `[-4, 4]`.
+const ERF_P: [f64; 7] = [
+    1.128_379_082_357_823,
+    0.208_262_507_814_603_65,
+    5.167_880_908_181_512e-2,
+    4.040_830_951_593_111e-3,
+    1.486_215_253_184_932_3e-4,
+    -1.949_636_021_460_505_6e-6,
+    1.912_094_568_213_307_5e-8,
+];
+const ERF_Q: [f64; 5] = [
+    1.0,
+    0.517_898_815_023_780_1,
+    0.118_444_159_152_212_06,
+    1.505_785_739_902_888_2e-2,
+    1.033_742_901_042_819_6e-3,
+];
+
 impl Emitter {
     /// This crate's form of the math function `func` on f32 `x`, where it has one.
     pub(super) fn approximate(&mut self, func: &str, x: &V) -> Option<V> {
@@ -36,37 +70,10 @@ impl Emitter {
     /// rational fit of this crate's, least squares reweighted toward the largest errors),
     /// clamped to `[0, 1]`: 16 vector operations where `1 / (1 + e^-x)` takes about 24.
     pub(super) fn sigmoid_f32(&mut self, x: &V) -> V {
-        let (lo, hi) = (self.float(Ty::F32, -18.0), self.float(Ty::F32, 18.0));
-        let clamped = self.max(x, &lo);
-        let clamped = self.min(&clamped, &hi);
-        let z = self.mul(&clamped, &clamped);
-        let p = self.horner(
-            &z,
-            &[
-                0.249_999_975_083_355_6,
-                8.072_660_208_580_645e-3,
-                4.558_886_633_995_852e-5,
-                3.610_050_644_731_364e-8,
-                -1.241_437_054_142_341_3e-11,
-                4.419_689_059_778_593e-15,
-            ],
-        );
-        let q = self.horner(
-            &z,
-            &[
-                1.0,
-                0.115_623_818_420_854_72,
-                1.484_391_126_557_746_5e-3,
-                3.557_675_472_636_116e-6,
-            ],
-        );
-        let xp = self.mul(&clamped, &p);
-        let ratio = self.div(&xp, &q);
+        let odd = self.odd_rational(x, 18.0, &SIGMOID_P, &SIGMOID_Q);
         let half = self.float(Ty::F32, 0.5);
-        let y = self.add(&ratio, &half);
-        let (zero, one) = (self.zero(Ty::F32), self.one(Ty::F32));
-        let y = self.max(&y, &zero);
-        self.min(&y, &one)
+        let y = self.add(&odd, &half);
+        self.clamp(&y, 0.0, 1.0)
     }
 
     /// `c[0] + x * (c[1] + x * (c[2] + ...))`, by Horner's rule with fused multiply-adds.
@@ -81,9 +88,7 @@ impl Emitter {
     }
 
     fn exp_f32(&mut self, x: &V) -> V {
-        let (lo, hi) = (self.float(Ty::F32, -87.0), self.float(Ty::F32, 88.8));
-        let clamped = self.max(x, &lo);
-        let clamped = self.min(&clamped, &hi);
+        let clamped = self.clamp(x, -87.0, 88.8);
         // n = round(x / ln 2), r = x - n ln 2 with ln 2 = C1 + C2, C1 exact in few bits
         let log2e = self.float(Ty::F32, std::f64::consts::LOG2_E);
         let half = self.float(Ty::F32, 0.5);
@@ -155,37 +160,26 @@ impl Emitter {
     /// `erf(x)` as `x P(x^2) / Q(x^2)` on `[-4, 4]` (a rational fit of this crate's), the
     /// result clamped to `[-1, 1]`, which it reaches by 3.95.
     fn erf_f32(&mut self, x: &V) -> V {
-        let (lo, hi) = (self.float(Ty::F32, -4.0), self.float(Ty::F32, 4.0));
-        let clamped = self.max(x, &lo);
-        let clamped = self.min(&clamped, &hi);
+        let y = self.odd_rational(x, 4.0, &ERF_P, &ERF_Q);
+        self.clamp(&y, -1.0, 1.0)
+    }
+
+    /// `x P(x^2) / Q(x^2)` with `x` clamped to `[-limit, limit]`: the form of the fitted odd
+    /// functions.
+    fn odd_rational(&mut self, x: &V, limit: f64, p: &[f64], q: &[f64]) -> V {
+        let clamped = self.clamp(x, -limit, limit);
         let z = self.mul(&clamped, &clamped);
-        let p = self.horner(
-            &z,
-            &[
-                1.128_379_082_357_823,
-                0.208_262_507_814_603_65,
-                5.167_880_908_181_512e-2,
-                4.040_830_951_593_111e-3,
-                1.486_215_253_184_932_3e-4,
-                -1.949_636_021_460_505_6e-6,
-                1.912_094_568_213_307_5e-8,
-            ],
-        );
-        let q = self.horner(
-            &z,
-            &[
-                1.0,
-                0.517_898_815_023_780_1,
-                0.118_444_159_152_212_06,
-                1.505_785_739_902_888_2e-2,
-                1.033_742_901_042_819_6e-3,
-            ],
-        );
+        let p = self.horner(&z, p);
+        let q = self.horner(&z, q);
         let xp = self.mul(&clamped, &p);
-        let y = self.div(&xp, &q);
-        let (minus_one, one) = (self.float(Ty::F32, -1.0), self.one(Ty::F32));
-        let y = self.max(&y, &minus_one);
-        self.min(&y, &one)
+        self.div(&xp, &q)
+    }
+
+    /// `x` clamped to `[lo, hi]` (NaN stays NaN).
+    fn clamp(&mut self, x: &V, lo: f64, hi: f64) -> V {
+        let (lo, hi) = (self.float(Ty::F32, lo), self.float(Ty::F32, hi));
+        let above = self.max(x, &lo);
+        self.min(&above, &hi)
     }
 
     /// `magnitude` negated where `x` is negative (the odd functions' symmetry).
