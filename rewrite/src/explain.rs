@@ -408,14 +408,14 @@ fn algorithm_note(
         return None;
     }
     let chosen_algorithm = algorithm(egraph, selection, chosen)?;
-    let cost_of = |i: usize, _: &Mx| chain_cost(egraph, selection, costs, class, i);
-    let own = nodes.iter().position(|n| n == chosen).map(|i| cost_of(i, chosen));
+    let cost_of = |i: usize| chain_cost(egraph, selection, costs, class, i);
+    let own = nodes.iter().position(|n| n == chosen).map(cost_of);
     let mut best: Option<(f64, &'static str, usize)> = None;
     for (i, node) in nodes.iter().enumerate() {
         let Some(other) = algorithm(egraph, selection, node).filter(|a| *a != chosen_algorithm) else {
             continue;
         };
-        let cost = cost_of(i, node);
+        let cost = cost_of(i);
         if cost.is_finite() && best.is_none_or(|(c, _, _)| cost < c) {
             best = Some((cost, other, i));
         }

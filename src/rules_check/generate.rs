@@ -200,7 +200,7 @@ fn attribute(g: &mut Gen, name: &str, kind: OpKind, shape: &[usize]) -> Attr {
             // the spatial dimensions: after the channels, or before them channels last
             let nhwc = matches!(kind, OpKind::MaxPoolNhwc | OpKind::AveragePoolNhwc);
             let spatial_dims = match nhwc {
-                true => &shape[1.min(rank)..rank.saturating_sub(1).max(1.min(rank))],
+                true => shape.get(1..rank.saturating_sub(1)).unwrap_or(&[]),
                 false => &shape[2.min(rank)..],
             };
             ints(spatial_dims.iter().map(|&d| g.pick(&[1, 2, 3]).min(d as i64)).collect())

@@ -204,10 +204,12 @@ impl RowsOfA for ImageRows<'_> {
     }
 
     fn steps(&self) -> (usize, usize) {
-        match self.kernel_rows {
-            true => (self.kernel[0], self.run()),
-            false => (self.kernel.iter().product(), self.run()),
-        }
+        let steps = if self.kernel_rows {
+            self.kernel[0]
+        } else {
+            self.kernel.iter().product()
+        };
+        (steps, self.run())
     }
 
     fn accumulate(

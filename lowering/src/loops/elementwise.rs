@@ -5,6 +5,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
+use super::rows;
 use super::scalar::Cmp;
 use mxc_dialects::{Attrs, OpKind};
 
@@ -46,13 +47,11 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
         let flat_out = e.flat(out);
         if let Some(lanes) = lanes.filter(|&l| out.len() >= l) {
             let n = out.len();
-            e.for_each(n.div_ceil(lanes), |e, chunk| {
-                let at = [e.lin(&[(&chunk, lanes as i64)], 0)];
-                in_vectors(e, &chunk, n, lanes, |e, lanes| {
-                    let x: Vec<V> = views.iter().map(|b| e.read_lanes(b, &at, lanes)).collect();
-                    let y = f(e, &x);
-                    e.write(&flat_out, &at, &y);
-                });
+            rows::each(e, (n, lanes), &|e, at, lanes| {
+                let at = [at.clone()];
+                let x: Vec<V> = views.iter().map(|b| e.read_lanes(b, &at, lanes)).collect();
+                let y = f(e, &x);
+                e.write(&flat_out, &at, &y);
             });
             return;
         }
@@ -64,17 +63,14 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
         });
         return;
     }
-    let (rows, width) = out.shape.split_at(out.rank().saturating_sub(1));
+    let (outer, width) = out.shape.split_at(out.rank().saturating_sub(1));
     match (lanes, width) {
-        (Some(lanes), &[n]) if n >= lanes => e.nest(rows, |e, row| {
-            e.for_each(n.div_ceil(lanes), |e, chunk| {
-                let mut idx = row.to_vec();
-                idx.push(e.lin(&[(&chunk, lanes as i64)], 0));
-                in_vectors(e, &chunk, n, lanes, |e, lanes| {
-                    let x: Vec<V> = args.iter().map(|b| e.read_bcast_lanes(b, &idx, lanes)).collect();
-                    let y = f(e, &x);
-                    e.write(out, &idx, &y);
-                });
+        (Some(lanes), &[n]) if n >= lanes => e.nest(outer, |e, row| {
+            rows::each(e, (n, lanes), &|e, column, lanes| {
+                let idx = [row, std::slice::from_ref(column)].concat();
+                let x: Vec<V> = args.iter().map(|b| e.read_bcast_lanes(b, &idx, lanes)).collect();
+                let y = f(e, &x);
+                e.write(out, &idx, &y);
             });
         }),
         _ => e.nest(&out.shape, |e, idx| {
@@ -90,30 +86,6 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
 fn vector_lanes(e: &Emitter, args: &[Buf], out: &Buf) -> Option<usize> {
     let all_f32 = args.iter().chain([out]).all(Buf::holds_f32_vectors);
     e.f32_lanes().filter(|_| all_f32)
-}
-
-/// Writes `body` for chunk `chunk` of a row of `n` elements in vectors of `lanes`: whole, or
-/// (the last chunk, when `n` is not a multiple of `lanes`) under a mask of the lanes left.
-pub fn in_vectors(e: &mut Emitter, chunk: &V, n: usize, lanes: usize, body: impl Fn(&mut Emitter, usize)) {
-    let rest = n % lanes;
-    if rest == 0 {
-        return body(e, lanes);
-    }
-    let last = e.idx((n / lanes) as i64);
-    let whole = e.cmp_idx("slt", chunk, &last);
-    e.if_else_like(
-        &whole,
-        &[],
-        |e| {
-            body(e, lanes);
-            Vec::new()
-        },
-        |e| {
-            let mask = e.first_lanes(rest, lanes);
-            e.masked(Some(mask), |e| body(e, lanes));
-            Vec::new()
-        },
-    );
 }
 
 /// The op of kind `kind` on one element of each operand (clip's bounds included), in their

@@ -77,12 +77,22 @@ pub struct V {
 impl V {
     /// A scalar value named `name`.
     pub fn scalar(name: impl Into<String>, ty: Ty) -> V {
+        V::vector(name, ty, 1)
+    }
+
+    /// A value named `name` of `lanes` elements of type `ty` (a scalar for 1).
+    pub fn vector(name: impl Into<String>, ty: Ty, lanes: usize) -> V {
         V {
             name: name.into(),
             ty,
             known: None,
-            lanes: 1,
+            lanes,
         }
+    }
+
+    /// A value named `name` of the type and lanes of `self`.
+    pub fn renamed(&self, name: impl Into<String>) -> V {
+        V::vector(name, self.ty, self.lanes)
     }
 
     /// The value's MLIR type: `f32`, or `vector<8xf32>`.
@@ -143,8 +153,8 @@ pub struct Emitter {
     next: usize,
     constants: String,
     constant_names: HashMap<(String, String), String>,
-    /// The literal and type of each hoisted scalar constant, by name (to splat it).
-    constant_literals: HashMap<String, (String, String)>,
+    /// The literal of each hoisted scalar constant, by name (to splat it).
+    constant_literals: HashMap<String, String>,
     /// Hoisted ops other than scalar constants (splats, masks), by their text.
     hoisted_ops: HashMap<String, String>,
     /// The vector unit the kernel is written for; `None`: scalar code (the `ref` target).
@@ -210,10 +220,7 @@ impl Emitter {
     pub fn op_lanes(&mut self, hint: &str, ty: Ty, lanes: usize, rhs: &str) -> V {
         let name = self.fresh(hint);
         self.line(&format!("{name} = {rhs}"));
-        V {
-            lanes,
-            ..V::scalar(name, ty)
-        }
+        V::vector(name, ty, lanes)
     }
 
     /// A constant of type `ty` written as `literal`, defined once at the function entry and
@@ -234,17 +241,17 @@ impl Emitter {
             format!(" : {}", key.1)
         };
         let _ = writeln!(self.constants, "  {name} = arith.constant {}{suffix}", key.0);
-        self.constant_names.insert(key.clone(), name.clone());
-        self.constant_literals.insert(name.clone(), key);
+        self.constant_literals.insert(name.clone(), key.0.clone());
+        self.constant_names.insert(key, name.clone());
         V {
             known,
             ..V::scalar(name, ty)
         }
     }
 
-    /// The literal and MLIR type of a hoisted scalar constant named `name`.
+    /// The literal of a hoisted scalar constant named `name`.
     pub(super) fn literal_of(&self, name: &str) -> Option<String> {
-        self.constant_literals.get(name).map(|(literal, _)| literal.clone())
+        self.constant_literals.get(name).cloned()
     }
 
     /// A splat constant: every one of `lanes` lanes `literal` (of type `ty`), hoisted.
@@ -264,10 +271,7 @@ impl Emitter {
                 name
             }
         };
-        V {
-            lanes,
-            ..V::scalar(name, ty)
-        }
+        V::vector(name, ty, lanes)
     }
 
     /// An `index` constant.
@@ -335,10 +339,7 @@ impl Emitter {
                 .iter()
                 .map(|init| {
                     let name = self.fresh("acc");
-                    carried.push(V {
-                        lanes: init.lanes,
-                        ..V::scalar(name.clone(), init.ty)
-                    });
+                    carried.push(init.renamed(name.clone()));
                     format!("{name} = {init}")
                 })
                 .collect();
@@ -562,15 +563,7 @@ impl Emitter {
         } else {
             format!("{r}:{} = ", inits.len())
         };
-        let fresh_args = |e: &mut Emitter| -> Vec<V> {
-            inits
-                .iter()
-                .map(|v| V {
-                    lanes: v.lanes,
-                    ..V::scalar(e.fresh("arg"), v.ty)
-                })
-                .collect()
-        };
+        let fresh_args = |e: &mut Emitter| -> Vec<V> { inits.iter().map(|v| v.renamed(e.fresh("arg"))).collect() };
         let before = fresh_args(self);
         let pairs: Vec<String> = before.iter().zip(inits).map(|(a, i)| format!("{a} = {i}")).collect();
         let types = type_list(inits);
@@ -689,18 +682,12 @@ impl Emitter {
 
 fn result_names(r: &str, inits: &[V]) -> Vec<V> {
     if inits.len() == 1 {
-        return vec![V {
-            lanes: inits[0].lanes,
-            ..V::scalar(r, inits[0].ty)
-        }];
+        return vec![inits[0].renamed(r)];
     }
     inits
         .iter()
         .enumerate()
-        .map(|(i, v)| V {
-            lanes: v.lanes,
-            ..V::scalar(format!("{r}#{i}"), v.ty)
-        })
+        .map(|(i, v)| v.renamed(format!("{r}#{i}")))
         .collect()
 }
 

@@ -183,8 +183,8 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     let depth = a.shape[rank - 1];
     let batch = &out.shape[..rank - 2];
     if let Some(isa) = tiling(e, a, bp, out) {
-        let at = |_: &mut Emitter, batch: &[V], row: &V, k: &V| [batch, &[row.clone(), k.clone()]].concat();
-        let out_at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
+        // `a` and `out` alike: the batch, then the row and the column
+        let at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
         let rows = Matrix { buf: a, depth, at: &at };
         let product = Product {
             batch,
@@ -193,7 +193,7 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
             a: &rows,
             b: Panels::Packed(bp),
             out,
-            out_at: &out_at,
+            out_at: &at,
             finish: &|_, _, v| v,
         };
         return tile::emit(e, &product, isa);

@@ -12,9 +12,9 @@
 //! and no test inside; the count is the rectangle's area.
 
 use super::buffer::Buf;
-use super::elementwise::in_vectors;
 use super::emit::{Emitter, Ty, V};
 use super::reduce;
+use super::rows;
 use super::window::Window;
 use mxc_dialects::{Attrs, OpKind};
 
@@ -161,28 +161,25 @@ impl Pool {
                 let area = e.convert(&area, Ty::Int { bits: 64, signed: true });
                 e.convert(&area, Ty::F32)
             });
-            e.for_each(channels.div_ceil(lanes), |e, chunk| {
-                let c = e.lin(&[(&chunk, lanes as i64)], 0);
-                in_vectors(e, &chunk, channels, lanes, |e, lanes| {
-                    let init = if self.max { e.lowest(Ty::F32) } else { e.zero(Ty::F32) };
-                    let init = e.splat(&init, lanes);
-                    let acc = e.for_between(&inside[0].0, &inside[0].1, kernel[0] as u64, &[init], |e, kh, acc| {
-                        e.for_between(&inside[1].0, &inside[1].1, kernel[1] as u64, acc, |e, kw, acc| {
-                            let pos = win.positions(e, o, &[kh.clone(), kw.clone()]);
-                            let v = e.read_lanes(x, &self.index(n, &c, &pos), lanes);
-                            vec![if self.max {
-                                e.max(&acc[0], &v)
-                            } else {
-                                e.add(&acc[0], &v)
-                            }]
-                        })
-                    });
-                    let r = match &count {
-                        Some(count) => e.div(&acc[0], count),
-                        None => acc[0].clone(),
-                    };
-                    e.write(out, &self.index(n, &c, o), &r);
+            rows::each(e, (channels, lanes), &|e, c, lanes| {
+                let init = if self.max { e.lowest(Ty::F32) } else { e.zero(Ty::F32) };
+                let init = e.splat(&init, lanes);
+                let acc = e.for_between(&inside[0].0, &inside[0].1, kernel[0] as u64, &[init], |e, kh, acc| {
+                    e.for_between(&inside[1].0, &inside[1].1, kernel[1] as u64, acc, |e, kw, acc| {
+                        let pos = win.positions(e, o, &[kh.clone(), kw.clone()]);
+                        let v = e.read_lanes(x, &self.index(n, c, &pos), lanes);
+                        vec![if self.max {
+                            e.max(&acc[0], &v)
+                        } else {
+                            e.add(&acc[0], &v)
+                        }]
+                    })
                 });
+                let r = match &count {
+                    Some(count) => e.div(&acc[0], count),
+                    None => acc[0].clone(),
+                };
+                e.write(out, &self.index(n, c, o), &r);
             });
         });
     }

@@ -3,7 +3,6 @@
 //! inside, accumulating in the compute type.
 
 use super::buffer::Buf;
-use super::elementwise::in_vectors;
 use super::emit::{Emitter, V};
 use super::rows;
 use mxc_dialects::{Attrs, OpKind};
@@ -37,13 +36,11 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
         .f32_lanes()
         .filter(|&l| last_kept && vectors && x.shape[x.rank() - 1] >= l);
     if let Some(lanes) = across {
-        let (rows, width) = kept_shape.split_at(kept_shape.len() - 1);
-        let width = width[0];
-        return e.nest(rows, |e, row| {
-            e.for_each(width.div_ceil(lanes), |e, chunk| {
-                let mut outer = row.to_vec();
-                outer.push(e.lin(&[(&chunk, lanes as i64)], 0));
-                in_vectors(e, &chunk, width, lanes, |e, lanes| reduction.at(e, &outer, lanes));
+        let (outer_dims, width) = kept_shape.split_at(kept_shape.len() - 1);
+        return e.nest(outer_dims, |e, row| {
+            rows::each(e, (width[0], lanes), &|e, column, lanes| {
+                let outer = [row, std::slice::from_ref(column)].concat();
+                reduction.at(e, &outer, lanes)
             });
         });
     }

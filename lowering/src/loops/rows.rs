@@ -3,7 +3,6 @@
 //! softmax's maximum and sum, layer norm's mean and variance, the reduce ops along the last
 //! axis) or writing it.
 
-use super::elementwise::in_vectors;
 use super::emit::{Emitter, Ty, V};
 
 /// Reads the `lanes` elements of a row from offset `at` on.
@@ -50,6 +49,30 @@ pub fn each(e: &mut Emitter, (n, lanes): (usize, usize), body: &dyn Fn(&mut Emit
         let at = e.lin(&[(&chunk, lanes as i64)], 0);
         in_vectors(e, &chunk, n, lanes, |e, lanes| body(e, &at, lanes));
     });
+}
+
+/// Writes `body` for chunk `chunk` of a row of `n` elements in vectors of `lanes`: whole, or
+/// (the last chunk, when `n` is not a multiple of `lanes`) under a mask of the lanes left.
+fn in_vectors(e: &mut Emitter, chunk: &V, n: usize, lanes: usize, body: impl Fn(&mut Emitter, usize)) {
+    let rest = n % lanes;
+    if rest == 0 {
+        return body(e, lanes);
+    }
+    let last = e.idx((n / lanes) as i64);
+    let whole = e.cmp_idx("slt", chunk, &last);
+    e.if_else_like(
+        &whole,
+        &[],
+        |e| {
+            body(e, lanes);
+            Vec::new()
+        },
+        |e| {
+            let mask = e.first_lanes(rest, lanes);
+            e.masked(Some(mask), |e| body(e, lanes));
+            Vec::new()
+        },
+    );
 }
 
 #[cfg(test)]

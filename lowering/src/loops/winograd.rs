@@ -8,8 +8,8 @@
 //! reads it without tests; a border tile reads zeros outside.
 
 use super::buffer::Buf;
-use super::elementwise::in_vectors;
 use super::emit::{Emitter, V};
+use super::rows;
 use mxc_dialects::mx::winograd::{AT, BT, G, PATCH, POINTS, TILE};
 use mxc_dialects::{Attrs, OpKind};
 
@@ -73,10 +73,7 @@ fn both_sides<const K: usize>(e: &mut Emitter, m: &[[f64; K]], x: &[Vec<V>]) -> 
 /// vectors apply (the last masked), else one channel at a time.
 fn channels(e: &mut Emitter, n: usize, vectors: bool, body: impl Fn(&mut Emitter, &V, usize)) {
     match e.f32_lanes().filter(|&l| vectors && n >= l) {
-        Some(lanes) => e.for_each(n.div_ceil(lanes), |e, chunk| {
-            let c = e.lin(&[(&chunk, lanes as i64)], 0);
-            in_vectors(e, &chunk, n, lanes, |e, lanes| body(e, &c, lanes));
-        }),
+        Some(lanes) => rows::each(e, (n, lanes), &body),
         None => e.for_each(n, |e, c| body(e, &c, 1)),
     }
 }
