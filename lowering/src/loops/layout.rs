@@ -65,9 +65,9 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
         return;
     }
     // each operand, and the result, as [outer, run]
-    let rows = |e: &mut Emitter, b: &Buf| e.view(b, &[outer, b.len() / outer]);
-    let srcs: Vec<Buf> = ins.iter().map(|b| rows(e, b)).collect();
-    let dst = rows(e, out);
+    let as_rows = |e: &mut Emitter, b: &Buf| e.view(b, &[outer, b.len() / outer]);
+    let srcs: Vec<Buf> = ins.iter().map(|b| as_rows(e, b)).collect();
+    let dst = as_rows(e, out);
     let lanes = e
         .f32_lanes()
         .filter(|_| ins.iter().chain([out]).all(Buf::holds_f32_vectors));
