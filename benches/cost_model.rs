@@ -2,7 +2,7 @@
 //! `cargo bench --bench cost_model`). It times kernels whose cost one parameter dominates —
 //! a chain of one-element ops (the per-kernel launch), a large `add` (bytes), and a kernel of
 //! each form whose arithmetic has its own cost (`FlopCost`: products reading B where it lies or
-//! packed, direct and packed convolutions, depthwise, Winograd's transforms, `exp` for the
+//! packed, direct and packed convolutions, depthwise, Winograd's transforms, attention, `exp` for the
 //! rest) — fits `LinearCost`'s parameters to them, then checks the model's
 //! fusion decisions on the repo's models: the measured time of the fused program against the
 //! unfused one, next to the ratio the model predicted. Figures are medians of repeated runs.
@@ -143,6 +143,26 @@ fn matmul(constant: bool) -> Graph {
     g
 }
 
+/// Attention over 4 heads of 128 queries and keys of depth 64 with a mask, as BERT's layers
+/// run it (`[batch, sequence, heads, depth]`).
+fn attention() -> Graph {
+    let mut g = Graph::new("attention");
+    let qkv: Vec<_> = ["q", "k", "v"]
+        .iter()
+        .map(|name| g.add_input(name, f32s(&[1, 128, 4, 64])))
+        .collect();
+    let mask = g.add_input("mask", f32s(&[1, 1, 128, 128]));
+    let attrs = Attrs::new()
+        .with("layout", Attr::Str("bshd".into()))
+        .with("scale", Attr::Float(0.125))
+        .with("zero_nan_rows", Attr::Int(0));
+    let y = g
+        .build1(OpKind::Attention, [qkv, vec![mask]].concat(), attrs)
+        .expect("typed");
+    g.add_output("y", y);
+    g
+}
+
 /// `op` evaluated on constants (`pack`, `winograd_weights`).
 fn evaluated(kind: OpKind, x: &Tensor, attrs: &Attrs) -> Tensor {
     let out = eval(kind, &[x], attrs).expect("evaluable").expect("typed");
@@ -277,6 +297,7 @@ fn main() {
         ),
         ("winograd", "winograd_input of 64 channels at 56x56", winograd(true)),
         ("winograd", "winograd_output of 64 channels at 56x56", winograd(false)),
+        ("attention", "attention 4 heads x 128 x 128, depth 64", attention()),
         ("other", "exp of 2^20 f32", unary(OpKind::Exp, f32s(&[1 << 20]))),
     ];
     let mut fitted_flop = HashMap::<&str, Vec<f64>>::new();
@@ -300,6 +321,7 @@ fn main() {
         packed: mean("packed"),
         depthwise: mean("depthwise"),
         winograd: mean("winograd"),
+        attention: mean("attention"),
         other: mean("other"),
     };
     let fitted = LinearCost {

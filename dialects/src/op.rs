@@ -67,6 +67,7 @@ op_kinds! {
     WinogradInput => "winograd_input", 1..=1;
     WinogradWeights => "winograd_weights", 1..=1;
     WinogradOutput => "winograd_output", 1..=1;
+    Attention => "attention", 3..=4;
     MaxPool => "max_pool", 1..=1;
     AveragePool => "average_pool", 1..=1;
     MaxPoolNhwc => "max_pool_nhwc", 1..=1;

@@ -72,6 +72,8 @@ pub struct FlopCost {
     pub depthwise: f64,
     /// Winograd's transforms (`winograd_input`, `winograd_output`, `winograd_weights`).
     pub winograd: f64,
+    /// `attention`: both products and the softmax between them in one kernel.
+    pub attention: f64,
     pub other: f64,
 }
 
@@ -84,6 +86,7 @@ impl FlopCost {
             packed: cost,
             depthwise: cost,
             winograd: cost,
+            attention: cost,
             other: cost,
         }
     }
@@ -97,6 +100,7 @@ impl FlopCost {
             OpKind::ConvNhwcPacked if op.attrs.int("group").unwrap_or(1) > 1 => self.depthwise,
             OpKind::ConvNhwcPacked => self.packed,
             OpKind::WinogradInput | OpKind::WinogradOutput | OpKind::WinogradWeights => self.winograd,
+            OpKind::Attention => self.attention,
             _ => self.other,
         }
     }
@@ -166,6 +170,7 @@ impl LinearCost {
                 packed: 0.012,
                 depthwise: 0.035,
                 winograd: 0.034,
+                attention: 0.0127,
                 other: 0.043,
             },
             channels_last: ChannelsLast {
@@ -277,6 +282,13 @@ pub fn flops(op: &OpSite) -> f64 {
         Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
         | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip => out,
         Softmax => 5.0 * out,
+        // per score: the dot product of q and k, the softmax's steps (as `softmax`), and its
+        // share of the product with v
+        Attention => {
+            let seq = op.attrs.str("layout").map_or(2, |l| if l == "bshd" { 1 } else { 2 });
+            let (depth, keys, value_depth) = (dim(0, 3), dim(1, seq), dim(2, 3));
+            out / value_depth * keys * (2.0 * depth + 5.0 + 2.0 * value_depth)
+        }
         LayerNorm => 8.0 * input,
         BatchNorm => 2.0 * out,
         ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,

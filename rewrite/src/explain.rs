@@ -381,6 +381,7 @@ fn algorithm(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> Option<&'st
         MatMulPacked => "tiled product on packed weights",
         Gemm if attr_int("trans_b").unwrap_or(0) != 0 => "direct loops",
         MatMul | Gemm => "tiled product, B where it lies",
+        Attention => "fused attention, tiled over keys",
         // a bias added to a product or convolution
         Add => {
             let computed = operands.iter().find_map(|c| selection.node(egraph, *c))?;
@@ -391,8 +392,9 @@ fn algorithm(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> Option<&'st
 }
 
 /// The algorithm note of `class`, computed as `chosen`, when it holds a convolution or matrix
-/// product in its direct form (every such value has one) and `chosen` computes one: the best
-/// other algorithm by its own cost as a kernel.
+/// product in its direct form (every such value has one) and `chosen` computes one, or when
+/// `chosen` is a fused attention: the best other algorithm by its own cost as a kernel (an
+/// attention's other form is the chain of kernels it replaces, which has none).
 fn algorithm_note(
     egraph: &MxEGraph,
     selection: &Selection,
@@ -404,7 +406,7 @@ fn algorithm_note(
     let class = egraph.find(class);
     let nodes = &egraph[class].nodes;
     let direct = |n: &Mx| matches!(n, Mx::Op(Conv | ConvNhwc | MatMul | Gemm, _));
-    if !nodes.iter().any(direct) {
+    if !nodes.iter().any(direct) && !matches!(chosen, Mx::Op(Attention, _)) {
         return None;
     }
     let chosen_algorithm = algorithm(egraph, selection, chosen)?;

@@ -107,7 +107,11 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
     let last = first.last().copied().unwrap_or(1);
     let n = g.pick(&[2, 3]);
     match (kind, index) {
+        // a batched product half the time when A has batch dimensions
+        (OpKind::MatMul, 1) if first.len() >= 3 && g.chance(0.5) => [&first[..first.len() - 2], &[last, n]].concat(),
         (OpKind::MatMul, 1) => vec![last, n],
+        // k, v and the mask of the same shape as q: as many keys as queries, the depth too
+        (OpKind::Attention, _) => first.to_vec(),
         (OpKind::Gemm, 1) => {
             let k = if first.is_empty() { 1 } else { g.pick(first) };
             if g.chance(0.5) {
@@ -216,7 +220,9 @@ fn attribute(g: &mut Gen, name: &str, kind: OpKind, shape: &[usize]) -> Attr {
         "epsilon" => Attr::Float(g.pick(&[1e-5, 1e-3])),
         "to" => Attr::DType(g.pick(&[DType::F32, DType::I64, DType::I32, DType::U8, DType::F64, DType::Bool])),
         "approximate" => Attr::Str(g.pick(&["none", "tanh"]).into()),
-        // ceil_mode, count_include_pad, keepdims, trans_a, trans_b
+        "layout" => Attr::Str(g.pick(&["bhsd", "bshd"]).into()),
+        "scale" => Attr::Float(g.pick(&[1.0, 0.5])),
+        // ceil_mode, count_include_pad, keepdims, trans_a, trans_b, zero_nan_rows
         _ => Attr::Int(g.below(2) as i64),
     }
 }

@@ -120,7 +120,7 @@ pub fn sample(lhs: &OpPat, hints: &Hints, g: &mut Gen) -> Option<Instance> {
         values: BTreeMap::new(),
         instance_attrs: Vec::new(),
         leaves: Vec::new(),
-        base: g.base_shape(),
+        base: base_for(lhs, g),
         dtype: g.dtype(),
         hints,
         g,
@@ -132,6 +132,40 @@ pub fn sample(lhs: &OpPat, hints: &Hints, g: &mut Gen) -> Option<Instance> {
         leaves: b.leaves,
         attrs: b.instance_attrs,
     })
+}
+
+/// A base shape of at least the rank `lhs` needs: a drawn one, or `[1, 2, 4, 4]` where the
+/// pattern reaches axis 3 (`softmax ... axis=3`) or holds an `attention` (rank 4), which no
+/// lower-rank instance could type-check.
+fn base_for(lhs: &OpPat, g: &mut Gen) -> Vec<usize> {
+    let base = g.base_shape();
+    match needed_rank(lhs) {
+        r if r > base.len() => vec![1, 2, 4, 4][4 - r.min(4)..].to_vec(),
+        _ => base,
+    }
+}
+
+/// The rank the ops and literal axes of a pattern need of its tensors.
+fn needed_rank(op: &OpPat) -> usize {
+    let own = match op.kind {
+        OpKind::Attention => 4,
+        _ => op
+            .attrs
+            .iter()
+            .filter_map(|(name, _, e)| match (name.as_str(), e) {
+                ("axis", Expr::Lit(Lit::Int(a), _)) => Some(*a as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0),
+    };
+    op.operands
+        .iter()
+        .filter_map(|p| match p {
+            Pat::Op(inner) => Some(needed_rank(inner)),
+            _ => None,
+        })
+        .fold(own, usize::max)
 }
 
 struct Builder<'a> {

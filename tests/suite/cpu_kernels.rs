@@ -16,12 +16,12 @@ use std::collections::HashMap;
 const RTOL: f64 = 1e-4;
 const ATOL: f64 = 1e-5;
 
-fn f32s(shape: &[usize]) -> TensorType {
+pub(crate) fn f32s(shape: &[usize]) -> TensorType {
     TensorType::new(DType::F32, shape.to_vec())
 }
 
 /// Values of `shape` spread over [-1, 1) (deterministic).
-fn values(shape: &[usize], seed: usize) -> Tensor {
+pub(crate) fn values(shape: &[usize], seed: usize) -> Tensor {
     scaled(shape, seed, 1.0)
 }
 
@@ -36,7 +36,7 @@ fn scaled(shape: &[usize], seed: usize, scale: f64) -> Tensor {
 
 /// Compiles `g` for `target` and runs it on `inputs`; returns the outputs and, on cpu, the
 /// op kinds of the compiled program (fused bodies included).
-fn run(g: &Graph, target: Target, inputs: &HashMap<String, Tensor>) -> (Vec<Tensor>, Vec<OpKind>) {
+pub(crate) fn run(g: &Graph, target: Target, inputs: &HashMap<String, Tensor>) -> (Vec<Tensor>, Vec<OpKind>) {
     let compiled = compile(g, target, &CompileOptions::default()).unwrap_or_else(|e| panic!("{target}: {e}"));
     let mut kinds = Vec::new();
     for op in &compiled.graph.ops {
@@ -50,7 +50,7 @@ fn run(g: &Graph, target: Target, inputs: &HashMap<String, Tensor>) -> (Vec<Tens
 
 /// Runs `g` (inputs filled with `values`) on ref and cpu, asserts the outputs agree within
 /// `rtol`/`atol` and returns the kinds of the cpu program.
-fn cpu_against_ref(g: &Graph, rtol: f64, atol: f64) -> Vec<OpKind> {
+pub(crate) fn cpu_against_ref(g: &Graph, rtol: f64, atol: f64) -> Vec<OpKind> {
     let inputs: HashMap<String, Tensor> = g
         .inputs
         .iter()

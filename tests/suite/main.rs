@@ -1,6 +1,7 @@
 //! Integration tests of the `mxc` command and the crates behind it: the ONNX backend node
 //! suite, the repo's real models against onnxruntime, the textual IR, and bad input.
 
+mod attention;
 mod bad_input;
 mod cache;
 mod cli;

@@ -215,3 +215,34 @@ fn every_packing_rule_fires_and_weights_packed_untransposed_are_caught() {
         "{report}"
     );
 }
+
+#[test]
+fn every_attention_rule_fires_and_a_wrong_scale_or_a_dropped_mask_is_caught() {
+    let out = check(&[&path("rewrite/rules/attention.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    assert!(report.contains("12 rules: 12 ok, 0 never fired, 0 unsound"), "{report}");
+
+    // the divisor of the scores taken as a factor, and the mask left out: both change the
+    // numbers
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong-attention.rules");
+    std::fs::write(
+        &file,
+        "rule divisor-as-factor:\n\
+         (matmul (softmax (div (matmul ?q ?kt) ?c) axis=3) ?v)\n\
+         => (attention ?q (transpose ?kt perm=[0, 1, 3, 2]) ?v layout=\"bhsd\" scale=value(?c) zero_nan_rows=0)\n\
+         if dtype(?q) == f32 && const(?c) && numel(?c) == 1\n\
+         rule mask-dropped:\n\
+         (matmul (softmax (add (matmul ?q ?kt) ?mask) axis=3) ?v)\n\
+         => (attention ?q (transpose ?kt perm=[0, 1, 3, 2]) ?v layout=\"bhsd\" scale=1.0 zero_nan_rows=0)\n\
+         if dtype(?q) == f32\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    for rule in ["divisor-as-factor", "mask-dropped"] {
+        assert!(line_of(&report, rule).ends_with("UNSOUND"), "{report}");
+    }
+}

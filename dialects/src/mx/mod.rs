@@ -2,6 +2,7 @@
 //! give, or why they are invalid. Attributes are in the normalised form the importer produces
 //! (axes non-negative, pads explicit, shapes fully resolved); each family's file says which.
 
+pub mod attention;
 mod elementwise;
 pub mod fused;
 mod layout;
@@ -66,6 +67,7 @@ pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec
         WinogradInput => winograd::input(&operands[0], &attrs.dims("pads")?).map(|t| vec![t]),
         WinogradWeights => winograd::weights(&operands[0]).map(|t| vec![t]),
         WinogradOutput => winograd::output(&operands[0], &attrs.dims("shape")?).map(|t| vec![t]),
+        Attention => attention::infer(operands, attrs).map(|t| vec![t]),
         Reshape => layout::reshape(&operands[0], attrs).map(|t| vec![t]),
         Transpose => layout::transpose(&operands[0], attrs).map(|t| vec![t]),
         Concat => layout::concat(operands, attrs).map(|t| vec![t]),
@@ -93,6 +95,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         Pack => &["panel"],
         WinogradInput => &["pads"],
         WinogradOutput => &["shape"],
+        Attention => &["layout", "scale", "zero_nan_rows"],
         ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
         Gemm => &["alpha", "beta", "trans_a", "trans_b"],
         MaxPool | MaxPoolNhwc => &["ceil_mode", "dilations", "kernel", "pads", "strides"],

@@ -10,6 +10,7 @@
 //! bf16 conversions), with one file per op family (`window.rs` serves conv and pool).
 
 mod approx;
+mod attention;
 mod buffer;
 mod conv;
 mod conv_tiled;
@@ -177,6 +178,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => layout::lower(e, kind, attrs, ins, outs),
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
         WinogradInput | WinogradWeights | WinogradOutput => winograd::lower(e, kind, attrs, ins, outs),
+        Attention => attention::lower(e, attrs, ins, outs),
         Fused => Err("a fused op is lowered from its body".into()),
     }
 }

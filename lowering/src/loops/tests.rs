@@ -86,6 +86,22 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         WinogradWeights => plain(vec![t(d, &[4, 3, 3, 5])]),
         WinogradOutput => vec![(vec![t(d, &[36, 4, 5])], attrs(&[("shape", ints(&[1, 5, 6, 5]))]))],
         MatMulPacked => vec![(vec![t(d, &[2, 3, 5]), t(d, &[2, 5, 16])], attrs(&[("n", i(20))]))],
+        Attention => [("bhsd", 0, vec![t(d, &[1, 2, 3, 3])]), ("bshd", 1, vec![])]
+            .into_iter()
+            .map(|(layout, zero_nan_rows, mask)| {
+                let shape = |rows: usize, depth: usize| match layout {
+                    "bhsd" => vec![2, 2, rows, depth],
+                    _ => vec![2, rows, 2, depth],
+                };
+                let qkv = vec![t(d, &shape(3, 4)), t(d, &shape(3, 4)), t(d, &shape(3, 5))];
+                let a = attrs(&[
+                    ("layout", Attr::Str(layout.into())),
+                    ("scale", f(0.5)),
+                    ("zero_nan_rows", i(zero_nan_rows)),
+                ]);
+                ([qkv, mask].concat(), a)
+            })
+            .collect(),
         Pack => vec![(vec![t(d, &[5, 20])], attrs(&[("panel", i(16))]))],
         MatMul => vec![
             (vec![t(d, &[2, 3, 4]), t(d, &[4])], Attrs::new()),

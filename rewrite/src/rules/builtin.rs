@@ -31,6 +31,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         include_str!("../../rules/packing.rules"),
     ),
     (
+        "attention",
+        "rewrite/rules/attention.rules",
+        include_str!("../../rules/attention.rules"),
+    ),
+    (
         "winograd",
         "rewrite/rules/winograd.rules",
         include_str!("../../rules/winograd.rules"),

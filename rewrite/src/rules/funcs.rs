@@ -155,6 +155,23 @@ pub const FUNCS: &[Func] = &[
         eval: value,
     },
     Func {
+        name: "times",
+        params: &[Float, Float],
+        result: Float,
+        doc: "the product of two numbers (scales folded into one attribute)",
+        eval: |a| Some(Value::Float(a[0].as_f64()? * a[1].as_f64()?)),
+    },
+    Func {
+        name: "ratio",
+        params: &[Float, Float],
+        result: Float,
+        doc: "the first number over the second (a divisor made a scale); unknown for a divisor of 0",
+        eval: |a| {
+            let (x, y) = (a[0].as_f64()?, a[1].as_f64()?);
+            (y != 0.0).then(|| Value::Float(x / y))
+        },
+    },
+    Func {
         name: "last_axis",
         params: &[Tensor],
         result: Int,

@@ -125,12 +125,12 @@ impl Value {
 pub fn attr_sort(name: &str) -> Option<Sort> {
     Some(match name {
         "axis" | "group" | "ceil_mode" | "count_include_pad" | "trans_a" | "trans_b" | "keepdims" | "n"
-        | "out_channels" | "panel" => Sort::Int,
-        "alpha" | "beta" | "epsilon" => Sort::Float,
+        | "out_channels" | "panel" | "zero_nan_rows" => Sort::Int,
+        "alpha" | "beta" | "epsilon" | "scale" => Sort::Float,
         "axes" | "dilations" | "pads" | "strides" | "kernel" | "output_padding" | "shape" | "perm" | "starts"
         | "ends" | "steps" => Sort::Ints,
         "to" => Sort::DType,
-        "approximate" => Sort::Str,
+        "approximate" | "layout" => Sort::Str,
         _ => return None,
     })
 }
