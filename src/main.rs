@@ -314,7 +314,7 @@ fn run(cli: Cli) -> Result<()> {
                 compiled.program,
                 compiled.library,
             );
-            write_atomically(&out, &mxr::encode(&file))
+            write_atomically(&out, |w| mxr::write(&file, w))
         }
         Command::Explain {
             model,
@@ -357,10 +357,19 @@ fn load_executable(
     Ok(Executable::load(compiled.program, &compiled.library)?)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it, so that a failed write
-/// never leaves a half-written file behind.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes what `write` writes to a temporary file beside `path`, then renames it, so that a
+/// failed write never leaves a half-written file behind (the temporary file is removed).
+fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<()> {
     let tmp = path.with_extension("mxr.partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut out)?;
+        out.flush()
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(anyhow::Error::from(e).context(format!("writing {}", tmp.display())));
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }

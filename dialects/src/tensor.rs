@@ -101,10 +101,18 @@ impl Tensor {
     pub fn from_f64s(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Tensor {
         let ty = TensorType::new(dtype, shape);
         assert_eq!(ty.num_elements(), values.len(), "value count must match the shape");
-        let mut data = Vec::with_capacity(ty.num_bytes());
-        for &v in values {
-            encode_f64(dtype, v, &mut data);
-        }
+        // the common types without a test per element (weights folded at compile time are f32)
+        let data: Vec<u8> = match dtype {
+            DType::F32 => values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+            DType::F64 => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+            _ => {
+                let mut data = Vec::with_capacity(ty.num_bytes());
+                for &v in values {
+                    encode_f64(dtype, v, &mut data);
+                }
+                data
+            }
+        };
         Tensor {
             ty,
             data: Data::owned(data),
@@ -161,7 +169,14 @@ impl Tensor {
     }
 
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        (0..self.len()).map(|i| self.get_f64(i)).collect()
+        match self.dtype() {
+            DType::F32 => self
+                .bytes()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64)
+                .collect(),
+            _ => (0..self.len()).map(|i| self.get_f64(i)).collect(),
+        }
     }
 
     pub fn to_i64_vec(&self) -> Vec<i64> {
@@ -197,6 +212,18 @@ impl Tensor {
             };
             Tensor::from_i64s(dtype, self.shape().to_vec(), &v)
         }
+    }
+}
+
+/// Writes `v` as one element of the float type `dtype` at the start of `out` (rounded to
+/// nearest), as `encode_f64` appends it.
+pub fn store_float(dtype: DType, v: f64, out: &mut [u8]) {
+    match dtype {
+        DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
+        DType::F64 => out[..8].copy_from_slice(&v.to_le_bytes()),
+        DType::F16 => out[..2].copy_from_slice(&f32_to_f16(v as f32).to_le_bytes()),
+        DType::BF16 => out[..2].copy_from_slice(&f32_to_bf16(v as f32).to_le_bytes()),
+        other => panic!("{other} is not a float type"),
     }
 }
 

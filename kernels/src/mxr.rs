@@ -54,6 +54,14 @@ impl Mxr {
 
 /// The file's bytes; the same `Mxr` always gives the same bytes.
 pub fn encode(m: &Mxr) -> Vec<u8> {
+    let mut out = Vec::new();
+    write(m, &mut out).expect("writing to memory does not fail");
+    out
+}
+
+/// Writes the file's bytes (`encode`'s) to `out` as they are laid out, the checksum computed on
+/// the way: the weights go from their buffers to `out` without a copy of the whole file.
+pub fn write(m: &Mxr, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     // offsets are fixed-width, so the metadata's length does not depend on their values
     let meta_len = metadata(m, &vec![0; m.program.buffers.len()], 0).len();
     let data_start = align(HEAD + meta_len);
@@ -67,23 +75,52 @@ pub fn encode(m: &Mxr) -> Vec<u8> {
     }
     let meta = metadata(m, &weights, data_start as u64);
     let total = at + 8;
-    let mut out = Vec::with_capacity(total);
-    out.extend(MAGIC);
-    out.extend(VERSION.to_le_bytes());
-    out.extend((total as u64).to_le_bytes());
-    out.extend(&meta);
-    out.resize(data_start, 0);
-    out.extend(&m.library);
+    let mut w = Checksummed {
+        out,
+        hash: FNV_OFFSET,
+        written: 0,
+    };
+    w.put(MAGIC)?;
+    w.put(&VERSION.to_le_bytes())?;
+    w.put(&(total as u64).to_le_bytes())?;
+    w.put(&meta)?;
+    w.pad_to(data_start)?;
+    w.put(&m.library)?;
     for b in &m.program.buffers {
         if let BufferKind::Constant(t) = &b.kind {
-            out.resize(align(out.len()), 0);
-            out.extend(t.bytes());
+            w.pad_to(align(w.written))?;
+            w.put(t.bytes())?;
         }
     }
-    out.resize(at, 0);
-    let sum = fnv1a(&out);
-    out.extend(sum.to_le_bytes());
-    out
+    w.pad_to(at)?;
+    let sum = w.hash;
+    w.out.write_all(&sum.to_le_bytes())
+}
+
+/// A writer that keeps the FNV-1a hash of what went through it, and its length.
+struct Checksummed<'w> {
+    out: &'w mut dyn std::io::Write,
+    hash: u64,
+    written: usize,
+}
+
+impl Checksummed<'_> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.hash = fnv1a_from(self.hash, bytes);
+        self.written += bytes.len();
+        Ok(())
+    }
+
+    /// Zeros up to offset `at`.
+    fn pad_to(&mut self, at: usize) -> std::io::Result<()> {
+        let zeros = [0u8; ALIGN];
+        while self.written < at {
+            let n = (at - self.written).min(zeros.len());
+            self.put(&zeros[..n])?;
+        }
+        Ok(())
+    }
 }
 
 /// Reads the `.mxr` file at `path` (see `decode`). The file is memory-mapped and the weights
@@ -366,10 +403,18 @@ fn slice(file: &[u8], at: usize, len: usize) -> Option<&[u8]> {
     file.get(at..at.checked_add(len)?)
 }
 
+/// FNV-1a's offset basis: the hash of nothing.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+    fnv1a_from(FNV_OFFSET, bytes)
+}
+
+/// FNV-1a continued over `bytes` from the hash `h` of what came before.
+fn fnv1a_from(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 struct Writer(Vec<u8>);

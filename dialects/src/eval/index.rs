@@ -59,11 +59,26 @@ pub fn map_positions<T>(shape: &[usize], mut f: impl FnMut(&[usize]) -> T) -> Ve
 
 /// A tensor of type `ty` whose element `i` is element `offsets[i]` of `src` (same dtype).
 pub fn pick(src: &Tensor, offsets: &[usize], ty: &TensorType) -> Tensor {
-    let size = src.dtype().size();
     let bytes = src.bytes();
-    let mut data = Vec::with_capacity(offsets.len() * size);
-    for &o in offsets {
-        data.extend_from_slice(&bytes[o * size..(o + 1) * size]);
-    }
+    // elements copied as arrays of their size (1, 2, 4 or 8 bytes), not a call per element
+    let data = match src.dtype().size() {
+        1 => gather::<1>(bytes, offsets),
+        2 => gather::<2>(bytes, offsets),
+        4 => gather::<4>(bytes, offsets),
+        size => {
+            assert_eq!(size, 8, "element types are 1, 2, 4 or 8 bytes");
+            gather::<8>(bytes, offsets)
+        }
+    };
     Tensor::from_bytes(ty.clone(), data).expect("one element per position of the result")
+}
+
+/// The `N`-byte elements of `bytes` at `offsets` (in elements), in order.
+fn gather<const N: usize>(bytes: &[u8], offsets: &[usize]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(offsets.len() * N);
+    for &o in offsets {
+        let element: [u8; N] = bytes[o * N..(o + 1) * N].try_into().expect("N bytes");
+        data.extend_from_slice(&element);
+    }
+    data
 }

@@ -4,10 +4,53 @@
 use super::index::{broadcast_offsets, map_positions, pick, strided_offsets};
 use crate::{strides_of, Tensor, TensorType};
 
+/// The tile side of a transpose that moves the source's contiguous axis: 16 x 16 elements,
+/// whose source rows and result rows stay in the cache while the tile is copied.
+const TILE: usize = 16;
+
 pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     let strides = strides_of(x.shape());
     let moved: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
-    pick(x, &strided_offsets(&out.shape, &moved), out)
+    let rank = out.shape.len();
+    // the result axis that reads the source contiguously, when it is not the last one
+    let contiguous = (0..rank.saturating_sub(1)).find(|&d| moved[d] == 1 && out.shape[d] > 1);
+    match (contiguous, x.dtype().size()) {
+        (Some(axis), 4) => tiled::<4>(x, &moved, axis, out),
+        (Some(axis), 8) => tiled::<8>(x, &moved, axis, out),
+        _ => pick(x, &strided_offsets(&out.shape, &moved), out),
+    }
+}
+
+/// A transpose of `N`-byte elements whose result axis `axis` reads the source contiguously:
+/// for each position of the other axes but the last, the plane of `axis` x the last axis in
+/// tiles, so that neither the reads (along `axis`) nor the writes (along the last) stride
+/// through memory element by element.
+fn tiled<const N: usize>(x: &Tensor, moved: &[usize], axis: usize, out: &TensorType) -> Tensor {
+    let shape = &out.shape;
+    let last = shape.len() - 1;
+    let out_strides = strides_of(shape);
+    let (rows, cols) = (shape[axis], shape[last]);
+    let src = x.bytes();
+    let mut data = vec![0u8; out.num_bytes()];
+    // the other axes, walked as one (their source and result offsets together)
+    let outer: Vec<usize> = (0..last).filter(|&d| d != axis).collect();
+    let outer_shape: Vec<usize> = outer.iter().map(|&d| shape[d]).collect();
+    let sources = strided_offsets(&outer_shape, &outer.iter().map(|&d| moved[d]).collect::<Vec<_>>());
+    let targets = strided_offsets(&outer_shape, &outer.iter().map(|&d| out_strides[d]).collect::<Vec<_>>());
+    for (from, to) in sources.into_iter().zip(targets) {
+        for r0 in (0..rows).step_by(TILE) {
+            for c0 in (0..cols).step_by(TILE) {
+                for r in r0..(r0 + TILE).min(rows) {
+                    for c in c0..(c0 + TILE).min(cols) {
+                        let (i, o) = (from + r + c * moved[last], to + r * out_strides[axis] + c);
+                        let element: [u8; N] = src[i * N..(i + 1) * N].try_into().expect("N bytes");
+                        data[o * N..(o + 1) * N].copy_from_slice(&element);
+                    }
+                }
+            }
+        }
+    }
+    Tensor::from_bytes(out.clone(), data).expect("the result's size")
 }
 
 /// `pack`: `out[.., p, k, j] = x[.., k, p * panel + j]`, zero past the last column.
@@ -141,6 +184,29 @@ mod tests {
             run(OpKind::Transpose, &[&x], list("perm", &[2, 0, 1])),
             ints(&[2, 1, 2], &[1, 3, 2, 4])
         );
+    }
+
+    #[test]
+    fn transposes_larger_than_a_tile_move_every_element() {
+        // [3, 20, 37]: the tiles of 16 x 16 leave partial ones on both axes
+        let shape = [3, 20, 37];
+        let values: Vec<f32> = (0..3 * 20 * 37).map(|i| i as f32).collect();
+        let x = Tensor::from_f32s(shape.to_vec(), &values);
+        for perm in [[2, 0, 1], [0, 2, 1], [1, 2, 0], [2, 1, 0]] {
+            let y = run(OpKind::Transpose, &[&x], list("perm", &perm.map(|p| p as i64)));
+            let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+            assert_eq!(y.shape(), out.as_slice());
+            for i in 0..y.len() {
+                // the result's coordinates, and the source's they come from
+                let c = [i / (out[1] * out[2]), i / out[2] % out[1], i % out[2]];
+                let mut src = [0; 3];
+                for (d, &p) in perm.iter().enumerate() {
+                    src[p] = c[d];
+                }
+                let at = (src[0] * 20 + src[1]) * 37 + src[2];
+                assert_eq!(y.get_f64(i), at as f64, "perm {perm:?}, element {i}");
+            }
+        }
     }
 
     #[test]

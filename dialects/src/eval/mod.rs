@@ -20,6 +20,7 @@ mod index;
 mod layout;
 mod reduce;
 
+use crate::tensor::store_float;
 use crate::{mx, Attrs, OpKind, Tensor, TensorType};
 
 /// Evaluates `kind` on `operands`: `None` when the op is not evaluable here, an error when the
@@ -97,8 +98,10 @@ fn winograd_weights(w: &Tensor, out: &TensorType) -> Tensor {
     use mx::winograd::{G, PATCH, POINTS};
     let (m, c) = (w.shape()[0], w.shape()[3]);
     let w = w.to_f64_vec();
-    let mut u = vec![0.0; POINTS * c * m];
-    for (mi, ci) in (0..m).flat_map(|mi| (0..c).map(move |ci| (mi, ci))) {
+    let size = out.dtype.size();
+    let mut u = vec![0u8; POINTS * c * m * size];
+    // channels outer, filters inner: each of the 36 planes of U is written in order
+    for (ci, mi) in (0..c).flat_map(|ci| (0..m).map(move |mi| (ci, mi))) {
         let g = |i: usize, j: usize| w[((mi * 3 + i) * 3 + j) * c + ci];
         // G g, then (G g) G^T
         let mut gg = [[0.0; 3]; PATCH];
@@ -108,11 +111,12 @@ fn winograd_weights(w: &Tensor, out: &TensorType) -> Tensor {
             }
         }
         for (a, row) in gg.iter().enumerate() {
-            for b in 0..PATCH {
-                let sum: f64 = (0..3).map(|j| row[j] * G[b][j]).sum();
-                u[((a * PATCH + b) * c + ci) * m + mi] = sum;
+            for (b, g_row) in G.iter().enumerate() {
+                let sum: f64 = (0..3).map(|j| row[j] * g_row[j]).sum();
+                let at = ((a * PATCH + b) * c + ci) * m + mi;
+                store_float(out.dtype, sum, &mut u[at * size..]);
             }
         }
     }
-    Tensor::from_f64s(out.dtype, out.shape.clone(), &u)
+    Tensor::from_bytes(out.clone(), u).expect("the result's size")
 }
