@@ -111,8 +111,11 @@ fn compile_all(misses: &[Miss], target: Target, opt: OptLevel) -> Result<Vec<(us
                 }
             });
         }
-        for (i, miss) in misses.iter().enumerate() {
-            match translator.translate(&miss.mlir) {
+        // the longest kernels first, so that no long one is left for the end on one thread
+        let mut order: Vec<usize> = (0..misses.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(misses[i].mlir.len()));
+        for i in order {
+            match translator.translate(&misses[i].mlir) {
                 Ok(ir) => {
                     if send.send((i, ir)).is_err() {
                         break;

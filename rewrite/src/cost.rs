@@ -170,7 +170,7 @@ impl LinearCost {
                 packed: 0.012,
                 depthwise: 0.035,
                 winograd: 0.034,
-                attention: 0.0127,
+                attention: 0.014,
                 other: 0.043,
             },
             channels_last: ChannelsLast {

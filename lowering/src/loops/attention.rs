@@ -19,10 +19,11 @@
 //! - the output, transposed in a scratch `[value depth, rows]`: micro-tiles of depths x 2
 //!   vectors of rows, rescaled by `alpha`, then each key's element of v broadcast against the
 //!   probabilities of the rows;
-//! - at the end each row is divided by its sum and stored. A maximum of -inf (every key masked)
-//!   is taken as 0 for the exponentials, so such a row sums to 0 and gives 0 / 0 = NaN, as the
-//!   plain softmax does; with `zero_nan_rows`, a row whose sum is not positive (NaN or 0: its
-//!   softmax is NaN) is stored as the sum of `0 * v` over the keys instead.
+//! - at the end each row is multiplied by the reciprocal of its sum and stored. A maximum of
+//!   -inf (every key masked) is taken as 0 for the exponentials, so such a row sums to 0 and
+//!   gives 0 * (1 / 0) = NaN, as the plain softmax does; with `zero_nan_rows`, a row whose sum
+//!   is not positive (NaN or 0: its softmax is NaN) is stored as the sum of `0 * v` over the
+//!   keys instead.
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
@@ -434,8 +435,8 @@ fn outer_product_step(e: &mut Emitter, acc: &[V], vectors: &[V], element: impl F
     next
 }
 
-/// Each of the block's query rows that exists, divided by its sum and stored (a row whose
-/// softmax is NaN, with `zero_nan_rows`: the sum of `0 * v` over the keys).
+/// Each of the block's query rows that exists, times the reciprocal of its sum, stored (a row
+/// whose softmax is NaN, with `zero_nan_rows`: the sum of `0 * v` over the keys).
 fn store_rows(e: &mut Emitter, a: &Attention, s: &Scratch, (b, h): (&V, &V), first: &V, rows: usize) {
     let queries = e.idx(a.d.queries as i64);
     e.for_each(rows, |e, r| {
@@ -444,9 +445,11 @@ fn store_rows(e: &mut Emitter, a: &Attention, s: &Scratch, (b, h): (&V, &V), fir
         e.if_then(&exists, |e| {
             let sum = e.read(&s.sums, std::slice::from_ref(&r));
             let divide = |e: &mut Emitter| {
+                let one = e.one(Ty::F32);
+                let reciprocal = e.div(&one, &sum);
                 e.for_each(a.d.value_depth, |e, c| {
                     let x = e.read(&s.out_t, &[c.clone(), r.clone()]);
-                    let y = e.div(&x, &sum);
+                    let y = e.mul(&x, &reciprocal);
                     e.write(a.out, &a.at(b, h, &row, &c), &y);
                 });
                 Vec::new()
