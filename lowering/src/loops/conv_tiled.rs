@@ -58,8 +58,11 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
     false
 }
 
-/// Vectors of channels accumulated at once by the depthwise kernel.
+/// Vectors of channels accumulated at once by the depthwise kernel at the image's border.
 const DEPTHWISE_VECTORS: usize = 4;
+
+/// Output pixels along a row the depthwise kernel computes at once inside the image.
+const DEPTHWISE_PIXELS: usize = 4;
 
 /// A channels-last convolution with packed weights, on a vector unit.
 struct PackedConv<'a> {
@@ -335,66 +338,181 @@ impl PackedConv<'_> {
     }
 
     /// A group per channel: `out[n, oh, ow, c] = sum over the window of x[n, ih, iw, c] * w[c, kh,
-    /// kw]`, vectors across `c`.
+    /// kw]`, vectors across `c`. Output pixels go `DEPTHWISE_PIXELS` at a time along a row: where
+    /// all their windows lie inside the image, each tap's weights are loaded once for all of
+    /// them and the taps are written out (no test, no loop); elsewhere (the borders) each pixel
+    /// loops over its window's part inside the image.
     fn depthwise(&self, e: &mut Emitter) {
-        let (window, kernel, x, wp, out, finish) = (self.window, self.kernel, self.x, self.wp, self.out, self.finish);
+        let out = self.out;
+        let pixels = DEPTHWISE_PIXELS.min(out.shape[2]);
+        let steps = out.shape[2].div_ceil(pixels);
+        e.nest(&[out.shape[0], out.shape[1], steps], |e, idx| {
+            let (n, oh) = (&idx[0], &idx[1]);
+            let first = e.lin(&[(&idx[2], pixels as i64)], 0);
+            let interior = self.interior(e, oh, &first, pixels);
+            e.if_else_like(
+                &interior,
+                &[],
+                |e| {
+                    self.depthwise_pixels(e, n, oh, &first, pixels);
+                    Vec::new()
+                },
+                |e| {
+                    let width = e.idx(out.shape[2] as i64);
+                    for p in 0..pixels {
+                        let ow = e.lin(&[(&first, 1)], p as i64);
+                        let exists = e.cmp_idx("slt", &ow, &width);
+                        e.if_then(&exists, |e| self.depthwise_pixel(e, n, &[oh.clone(), ow]));
+                    }
+                    Vec::new()
+                },
+            );
+        });
+    }
+
+    /// Whether the windows of `pixels` output pixels from `(oh, first)` on all lie inside the
+    /// image (and the pixels inside the output).
+    fn interior(&self, e: &mut Emitter, oh: &V, first: &V, pixels: usize) -> V {
+        let (window, kernel, x) = (self.window, self.kernel, self.x);
+        let last = e.lin(&[(first, 1)], pixels as i64 - 1);
+        let zero = e.idx(0);
+        let mut conds = Vec::new();
+        for (d, (o_first, o_last)) in [(oh, oh), (first, &last)].into_iter().enumerate() {
+            let lo = window.positions(e, &[o_first.clone(), o_first.clone()], &[zero.clone(), zero.clone()])[d].clone();
+            let span = (kernel[d] as i64 - 1) * window.dilations[d] as i64;
+            let hi = window.positions(e, &[o_last.clone(), o_last.clone()], &[zero.clone(), zero.clone()])[d].clone();
+            let hi = e.lin(&[(&hi, 1)], span);
+            let size = e.idx(x.shape[d + 1] as i64);
+            conds.push(e.cmp_idx("sge", &lo, &zero));
+            conds.push(e.cmp_idx("slt", &hi, &size));
+        }
+        let width = e.idx(self.out.shape[2] as i64);
+        conds.push(e.cmp_idx("slt", &last, &width));
+        e.all(&conds)
+    }
+
+    /// `pixels` output pixels along a row, their windows inside the image: per block of
+    /// channels, an accumulator per pixel and vector, each tap's weights loaded once.
+    fn depthwise_pixels(&self, e: &mut Emitter, n: &V, oh: &V, first: &V, pixels: usize) {
+        let (window, kernel, x, out, finish) = (self.window, self.kernel, self.x, self.out, self.finish);
         let lanes = self.isa.lanes;
-        let channels = x.shape[3];
-        let width = DEPTHWISE_VECTORS * lanes;
-        e.nest(&out.shape[..3], |e, idx| {
-            let (n, o) = (&idx[0], &idx[1..3]);
-            let ranges: Vec<(V, V)> = (0..2)
-                .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
-                .collect();
-            let block = |e: &mut Emitter, first: &V, vectors: usize, valid: usize| {
-                let columns: Vec<V> = (0..vectors).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect();
-                let zero = e.zero(Ty::F32);
-                let zeros = vec![e.splat(&zero, lanes); vectors];
-                let mask = |e: &mut Emitter, j: usize| {
-                    (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes))
-                };
-                let trips = kernel[0] as u64;
-                let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
-                    e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
-                        let k = [kh.clone(), kw.clone()];
-                        let pos = window.positions(e, o, &k);
-                        let row = e.lin(&[(kh, kernel[1] as i64), (kw, 1)], 0);
-                        (0..vectors)
-                            .map(|j| {
-                                let col = &columns[j];
-                                let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
-                                let w = e.read_lanes(wp, &[p, row.clone(), off], lanes);
-                                let m = mask(e, j);
-                                let xv = e.masked(m, |e| {
-                                    e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
-                                });
-                                e.fma(&xv, &w, &acc[j])
-                            })
-                            .collect()
-                    })
-                });
+        // accumulators, one tap's weights and an input vector in the registers
+        let vectors = (self.isa.registers - 1) / (pixels + 1);
+        let ows: Vec<V> = (0..pixels).map(|p| e.lin(&[(first, 1)], p as i64)).collect();
+        for_channel_blocks(e, x.shape[3], (vectors, lanes), &|e, columns, valid| {
+            let mask = |e: &mut Emitter, j: usize| {
+                (j + 1 == columns.len() && valid < lanes).then(|| e.first_lanes(valid, lanes))
+            };
+            let zero = e.zero(Ty::F32);
+            let mut acc = vec![e.splat(&zero, lanes); pixels * columns.len()];
+            for kh in 0..kernel[0] {
+                for kw in 0..kernel[1] {
+                    let k = [e.idx(kh as i64), e.idx(kw as i64)];
+                    let row = e.idx((kh * kernel[1] + kw) as i64);
+                    let weights: Vec<V> = columns.iter().map(|col| self.tap_weights(e, &row, col)).collect();
+                    for (p, ow) in ows.iter().enumerate() {
+                        let pos = window.positions(e, &[oh.clone(), ow.clone()], &k);
+                        for (j, col) in columns.iter().enumerate() {
+                            let m = mask(e, j);
+                            let xv = e.masked(m, |e| {
+                                e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
+                            });
+                            let a = &mut acc[p * columns.len() + j];
+                            *a = e.fma(&xv, &weights[j], a);
+                        }
+                    }
+                }
+            }
+            for (p, ow) in ows.iter().enumerate() {
                 for (j, col) in columns.iter().enumerate() {
-                    let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
+                    let at = [n.clone(), oh.clone(), ow.clone(), col.clone()];
                     let m = mask(e, j);
                     e.masked(m, |e| {
-                        let v = finish(e, &at, sums[j].clone());
+                        let v = finish(e, &at, acc[p * columns.len() + j].clone());
                         e.write(out, &at, &v);
                     });
                 }
-            };
-            let blocks = channels / width;
-            if blocks > 0 {
-                e.for_each(blocks, |e, b| {
-                    let first = e.lin(&[(&b, width as i64)], 0);
-                    block(e, &first, DEPTHWISE_VECTORS, lanes);
-                });
-            }
-            let rest = channels % width;
-            if rest > 0 {
-                let first = e.idx((blocks * width) as i64);
-                block(e, &first, rest.div_ceil(lanes), (rest - 1) % lanes + 1);
             }
         });
+    }
+
+    /// The packed weights of tap `row` (`kh * kw_size + kw`) for the channels from `col` on.
+    fn tap_weights(&self, e: &mut Emitter, row: &V, col: &V) -> V {
+        let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
+        e.read_lanes(self.wp, &[p, row.clone(), off], self.isa.lanes)
+    }
+
+    /// One output pixel `o` (row, column) at the image's border: loops over its window's part
+    /// inside the image.
+    fn depthwise_pixel(&self, e: &mut Emitter, n: &V, o: &[V]) {
+        let (window, kernel, x, out, finish) = (self.window, self.kernel, self.x, self.out, self.finish);
+        let lanes = self.isa.lanes;
+        let ranges: Vec<(V, V)> = (0..2)
+            .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
+            .collect();
+        for_channel_blocks(e, x.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, columns, valid| {
+            let vectors = columns.len();
+            let zero = e.zero(Ty::F32);
+            let zeros = vec![e.splat(&zero, lanes); vectors];
+            let mask =
+                |e: &mut Emitter, j: usize| (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
+            let trips = kernel[0] as u64;
+            let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
+                e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
+                    let k = [kh.clone(), kw.clone()];
+                    let pos = window.positions(e, o, &k);
+                    let row = e.lin(&[(kh, kernel[1] as i64), (kw, 1)], 0);
+                    (0..vectors)
+                        .map(|j| {
+                            let col = &columns[j];
+                            let w = self.tap_weights(e, &row, col);
+                            let m = mask(e, j);
+                            let xv = e.masked(m, |e| {
+                                e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
+                            });
+                            e.fma(&xv, &w, &acc[j])
+                        })
+                        .collect()
+                })
+            });
+            for (j, col) in columns.iter().enumerate() {
+                let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
+                let m = mask(e, j);
+                e.masked(m, |e| {
+                    let v = finish(e, &at, sums[j].clone());
+                    e.write(out, &at, &v);
+                });
+            }
+        });
+    }
+}
+
+/// Calls `block(first columns of its vectors, lanes valid in the last)` for the blocks of
+/// `vectors` vectors that cover `channels`: a loop over the whole blocks, then the rest (its
+/// last vector partial when `channels` is not a multiple of `lanes`).
+fn for_channel_blocks(
+    e: &mut Emitter,
+    channels: usize,
+    (vectors, lanes): (usize, usize),
+    block: &dyn Fn(&mut Emitter, &[V], usize),
+) {
+    let width = vectors * lanes;
+    let columns = |e: &mut Emitter, first: &V, count: usize| -> Vec<V> {
+        (0..count).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect()
+    };
+    let blocks = channels / width;
+    if blocks > 0 {
+        e.for_each(blocks, |e, b| {
+            let first = e.lin(&[(&b, width as i64)], 0);
+            let cols = columns(e, &first, vectors);
+            block(e, &cols, lanes);
+        });
+    }
+    let rest = channels % width;
+    if rest > 0 {
+        let first = e.idx((blocks * width) as i64);
+        let cols = columns(e, &first, rest.div_ceil(lanes));
+        block(e, &cols, (rest - 1) % lanes + 1);
     }
 }
 
@@ -455,7 +573,7 @@ mod tests {
     }
 
     #[test]
-    fn depthwise_loops_over_the_windows_part_inside_the_image() {
+    fn depthwise_writes_out_the_taps_inside_and_loops_over_the_window_at_the_border() {
         let m = lower_one_vector(
             OpKind::ConvNhwcPacked,
             &[t(DType::F32, &[1, 7, 7, 40]), t(DType::F32, &[3, 9, 16])],
@@ -464,6 +582,14 @@ mod tests {
         check_in_order(
             &m,
             &[
+                // 7 columns: two steps of 4 pixels, the second with one pixel past the row
+                "the parallel loop over 1x7x2",
+                "arith.cmpi sge",
+                "scf.if",
+                // inside: 9 taps x 4 pixels x 3 vectors, no loop over the window
+                "math.fma",
+                "} else {",
+                // at the border: each pixel's window clipped to the image
                 "arith.ceildivsi",
                 "arith.maxsi",
                 "arith.minsi",
@@ -472,7 +598,10 @@ mod tests {
                 "vector.store",
             ],
         );
-        // 40 channels: a block of 4 vectors, then one
-        assert!(!m.contains("scf.if"), "no test inside the window: {m}");
+        let inside = &m[m.find("scf.if").unwrap()..m.find("} else {").unwrap()];
+        // 40 channels: a block of 3 vectors, then 2 (the last partial)
+        assert_eq!(inside.matches("math.fma").count(), 9 * 4 * (3 + 2), "{inside}");
+        // the one loop inside is over the whole blocks of channels, none over the window
+        assert_eq!(inside.matches("scf.for").count(), 1, "{inside}");
     }
 }
