@@ -39,7 +39,7 @@ fn attention_graph(shapes: [&[usize]; 3], mask: Option<&[usize]>, attrs: Attrs) 
 fn the_tiled_kernel_matches_ref_across_key_tiles_layouts_and_masks() {
     // 300 keys: a whole tile of 256 and a ragged one; 37 queries: the last block of rows partial;
     // value depth 20: the last micro-tile of depths ragged
-    let cases: [(Shapes, Option<&[usize]>, &str); 4] = [
+    let cases: [(Shapes, Option<&[usize]>, &str); 5] = [
         (
             [&[2, 3, 37, 24], &[2, 3, 300, 24], &[2, 3, 300, 20]],
             Some(&[1, 1, 37, 300]),
@@ -56,6 +56,8 @@ fn the_tiled_kernel_matches_ref_across_key_tiles_layouts_and_masks() {
             "bshd",
         ),
         ([&[2, 1, 5, 7], &[2, 1, 3, 7], &[2, 1, 3, 9]], None, "bhsd"),
+        // no keys: every output is an empty sum, 0
+        ([&[1, 2, 3, 4], &[1, 2, 0, 4], &[1, 2, 0, 5]], None, "bhsd"),
     ];
     for (shapes, mask, layout) in cases {
         let g = attention_graph(shapes, mask, attention_attrs(layout, 0.3, 0));

@@ -81,8 +81,10 @@ pub fn lower(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Resul
         zero_nan_rows: attrs.int("zero_nan_rows")? != 0,
     };
     let all_f32 = ins.iter().chain(outs).all(|b| b.dtype == DType::F32);
+    // no keys (every output 0) or no queries: nothing to tile
+    let tiles = a.d.keys > 0 && a.d.queries > 0;
     match e.isa {
-        Some(isa) if all_f32 && a.out.epilogue.is_none() => tiled(e, &a, isa),
+        Some(isa) if all_f32 && tiles && a.out.epilogue.is_none() => tiled(e, &a, isa),
         _ => scalar(e, &a),
     }
     Ok(())
@@ -535,6 +537,22 @@ mod tests {
         });
         assert!(tiles.is_some(), "the key tiles carry 4 vectors:\n{m}");
         assert!(!m.contains("vector.reduction"), "no horizontal reduction:\n{m}");
+    }
+
+    #[test]
+    fn no_keys_or_no_queries_take_the_scalar_form() {
+        for (queries, keys) in [(3, 0), (0, 3)] {
+            let m = lower_one_vector(
+                OpKind::Attention,
+                &[
+                    t(DType::F32, &[1, 1, queries, 4]),
+                    t(DType::F32, &[1, 1, keys, 4]),
+                    t(DType::F32, &[1, 1, keys, 5]),
+                ],
+                attention_attrs("bhsd", 0),
+            );
+            assert!(!m.contains("vector"), "{m}");
+        }
     }
 
     #[test]
