@@ -211,6 +211,7 @@ fn tiled(e: &mut Emitter, a: &Attention, isa: VectorIsa) {
                 batch_head: (b, h),
                 key0: &key0,
                 valid: &valid,
+                key_tile,
             };
             block.scores(e, &query);
             block.softmax_and_values(e, carried)
@@ -232,9 +233,10 @@ struct Block<'a> {
     /// Keys (scores) or value depths (output) per micro-tile.
     micro: usize,
     batch_head: (&'a V, &'a V),
-    /// The tile's first key, and how many keys it has.
+    /// The tile's first key, how many keys it has, and how many a tile has at most.
     key0: &'a V,
     valid: &'a V,
+    key_tile: usize,
 }
 
 /// The index of the `i`-th row of a micro-tile from `from` on, the last ones repeating `last`.
@@ -256,7 +258,7 @@ impl Block<'_> {
         e.for_between(
             &start,
             &micro_tiles,
-            KEY_TILE.div_ceil(micro) as u64,
+            self.key_tile.div_ceil(micro) as u64,
             &[],
             |e, mt, _| {
                 let local0 = e.lin(&[(mt, micro as i64)], 0);
@@ -333,7 +335,7 @@ impl Block<'_> {
             vec![j.clone(), col]
         };
         let start = e.idx(0);
-        let trips = KEY_TILE as u64;
+        let trips = self.key_tile as u64;
         let tile_max = e.for_between(&start, self.valid, trips, &carried[..2], |e, j, acc| {
             (0..2)
                 .map(|half| {
@@ -402,7 +404,7 @@ impl Block<'_> {
                         inits.push(e.mul(&x, &alpha[half]));
                     }
                 }
-                let sums = e.for_between(&start, self.valid, KEY_TILE as u64, &inits, |e, j, acc| {
+                let sums = e.for_between(&start, self.valid, self.key_tile as u64, &inits, |e, j, acc| {
                     let probabilities: Vec<V> = (0..2)
                         .map(|half| e.read_lanes(scores, &[j.clone(), cols[half].clone()], lanes))
                         .collect();
