@@ -101,17 +101,19 @@ impl Tensor {
     pub fn from_f64s(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Tensor {
         let ty = TensorType::new(dtype, shape);
         assert_eq!(ty.num_elements(), values.len(), "value count must match the shape");
-        // the common types without a test per element (weights folded at compile time are f32)
-        let data: Vec<u8> = match dtype {
-            DType::F32 => values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
-            DType::F64 => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
-            _ => {
-                let mut data = Vec::with_capacity(ty.num_bytes());
-                for &v in values {
-                    encode_f64(dtype, v, &mut data);
-                }
-                data
+        let data = if dtype.is_float() {
+            // stored in place (weights folded at compile time are floats, often millions)
+            let mut data = vec![0u8; ty.num_bytes()];
+            for (element, &v) in data.chunks_exact_mut(dtype.size()).zip(values) {
+                store_float(dtype, v, element);
             }
+            data
+        } else {
+            let mut data = Vec::with_capacity(ty.num_bytes());
+            for &v in values {
+                encode_f64(dtype, v, &mut data);
+            }
+            data
         };
         Tensor {
             ty,
@@ -229,10 +231,11 @@ pub fn store_float(dtype: DType, v: f64, out: &mut [u8]) {
 
 fn encode_f64(dtype: DType, v: f64, out: &mut Vec<u8>) {
     match dtype {
-        DType::F32 => out.extend((v as f32).to_le_bytes()),
-        DType::F64 => out.extend(v.to_le_bytes()),
-        DType::F16 => out.extend(f32_to_f16(v as f32).to_le_bytes()),
-        DType::BF16 => out.extend(f32_to_bf16(v as f32).to_le_bytes()),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+            let at = out.len();
+            out.resize(at + dtype.size(), 0);
+            store_float(dtype, v, &mut out[at..]);
+        }
         DType::Bool => out.push((v != 0.0) as u8),
         _ => encode_i64(dtype, v as i64, out),
     }

@@ -285,7 +285,12 @@ pub fn flops(op: &OpSite) -> f64 {
         // per score: the dot product of q and k, the softmax's steps (as `softmax`), and its
         // share of the product with v
         Attention => {
-            let seq = op.attrs.str("layout").map_or(2, |l| if l == "bshd" { 1 } else { 2 });
+            let layout = op
+                .attrs
+                .str("layout")
+                .ok()
+                .and_then(|l| mxc_dialects::mx::attention::axes(l).ok());
+            let seq = layout.map_or(2, |(_, seq)| seq);
             let (depth, keys, value_depth) = (dim(0, 3), dim(1, seq), dim(2, 3));
             out / value_depth * keys * (2.0 * depth + 5.0 + 2.0 * value_depth)
         }

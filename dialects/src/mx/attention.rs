@@ -37,7 +37,8 @@ pub fn axes(layout: &str) -> Result<(usize, usize), String> {
     }
 }
 
-/// The dimensions of an attention: batch, heads, query rows, keys, depth of q and k, depth of v.
+/// The dimensions of an attention: batch, heads, query rows, keys, depth of q and k, depth of
+/// v, and where its layout puts the sequence (1 or 2; the heads are on the other).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
     pub batch: usize,
@@ -46,14 +47,20 @@ pub struct Dims {
     pub keys: usize,
     pub depth: usize,
     pub value_depth: usize,
+    pub seq_axis: usize,
 }
 
 impl Dims {
-    /// The shape of a `[batch, heads, rows, depth]` tensor in `layout`.
-    pub fn shape(&self, layout: &str, rows: usize, depth: usize) -> Vec<usize> {
-        match layout {
-            "bshd" => vec![self.batch, rows, self.heads, depth],
-            _ => vec![self.batch, self.heads, rows, depth],
+    /// The shape of a `[batch, heads, rows, depth]` tensor in the layout.
+    pub fn shape(&self, rows: usize, depth: usize) -> Vec<usize> {
+        self.place(self.batch, self.heads, rows, depth)
+    }
+
+    /// `[b, h, row, depth]` in the layout's order (indices or sizes alike).
+    pub fn place<T>(&self, b: T, h: T, row: T, depth: T) -> Vec<T> {
+        match self.seq_axis {
+            1 => vec![b, row, h, depth],
+            _ => vec![b, h, row, depth],
         }
     }
 }
@@ -80,16 +87,17 @@ pub fn dims(ops: &[TensorType], layout: &str) -> Result<Dims, String> {
         keys: k.shape[seq_axis],
         depth: q.shape[3],
         value_depth: v.shape[3],
+        seq_axis,
     };
-    if k.shape != dims.shape(layout, dims.keys, dims.depth) {
+    if k.shape != dims.shape(dims.keys, dims.depth) {
         return Err(format!(
             "k must be {:?} ({layout}) for q of shape {:?}, got {:?}",
-            dims.shape(layout, dims.keys, dims.depth),
+            dims.shape(dims.keys, dims.depth),
             q.shape,
             k.shape
         ));
     }
-    if v.shape != dims.shape(layout, dims.keys, dims.value_depth) {
+    if v.shape != dims.shape(dims.keys, dims.value_depth) {
         return Err(format!(
             "v must have k's batch, heads and keys ({layout}), got {:?} for k of shape {:?}",
             v.shape, k.shape
@@ -121,7 +129,7 @@ pub fn infer(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
             ));
         }
     }
-    Ok(ops[0].with_shape(d.shape(layout, d.queries, d.value_depth)))
+    Ok(ops[0].with_shape(d.shape(d.queries, d.value_depth)))
 }
 
 #[cfg(test)]

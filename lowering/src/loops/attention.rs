@@ -30,7 +30,7 @@ use super::emit::{Emitter, Ty, V};
 use super::scalar::Cmp;
 use super::tile::MicroTile;
 use super::vector::VectorIsa;
-use mxc_dialects::mx::attention::{axes, dims, Dims};
+use mxc_dialects::mx::attention::{dims, Dims};
 use mxc_dialects::{Attrs, DType, TensorType};
 
 /// Keys per tile of scores: 256 keys x 2 vectors of rows stay in the L1 cache.
@@ -44,8 +44,6 @@ struct Attention<'a> {
     mask: Option<&'a Buf>,
     out: &'a Buf,
     d: Dims,
-    /// The sequence axis of the layout (the heads axis is the other of 1 and 2).
-    seq_axis: usize,
     scale: f64,
     zero_nan_rows: bool,
 }
@@ -53,10 +51,7 @@ struct Attention<'a> {
 impl Attention<'_> {
     /// The index of element `depth` of row `row` (a query or key) of batch `b`, head `h`.
     fn at(&self, b: &V, h: &V, row: &V, depth: &V) -> Vec<V> {
-        match self.seq_axis {
-            1 => vec![b.clone(), row.clone(), h.clone(), depth.clone()],
-            _ => vec![b.clone(), h.clone(), row.clone(), depth.clone()],
-        }
+        self.d.place(b, h, row, depth).into_iter().cloned().collect()
     }
 
     /// The mask's element for query `s` and key `j` (as a number: 0 without a mask).
@@ -76,7 +71,6 @@ pub fn lower(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Resul
         mask: ins.get(3),
         out: &outs[0],
         d: dims(&types, layout)?,
-        seq_axis: axes(layout)?.1,
         scale: attrs.float("scale")?,
         zero_nan_rows: attrs.int("zero_nan_rows")? != 0,
     };

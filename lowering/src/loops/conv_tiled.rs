@@ -373,18 +373,17 @@ impl PackedConv<'_> {
     /// Whether the windows of `pixels` output pixels from `(oh, first)` on all lie inside the
     /// image (and the pixels inside the output).
     fn interior(&self, e: &mut Emitter, oh: &V, first: &V, pixels: usize) -> V {
-        let (window, kernel, x) = (self.window, self.kernel, self.x);
         let last = e.lin(&[(first, 1)], pixels as i64 - 1);
-        let zero = e.idx(0);
+        let first_tap = [e.idx(0), e.idx(0)];
+        let last_tap: Vec<V> = self.kernel.iter().map(|&k| e.idx(k as i64 - 1)).collect();
+        // the first pixel's first tap and the last pixel's last tap
+        let lo = self.window.positions(e, &[oh.clone(), first.clone()], &first_tap);
+        let hi = self.window.positions(e, &[oh.clone(), last.clone()], &last_tap);
         let mut conds = Vec::new();
-        for (d, (o_first, o_last)) in [(oh, oh), (first, &last)].into_iter().enumerate() {
-            let lo = window.positions(e, &[o_first.clone(), o_first.clone()], &[zero.clone(), zero.clone()])[d].clone();
-            let span = (kernel[d] as i64 - 1) * window.dilations[d] as i64;
-            let hi = window.positions(e, &[o_last.clone(), o_last.clone()], &[zero.clone(), zero.clone()])[d].clone();
-            let hi = e.lin(&[(&hi, 1)], span);
-            let size = e.idx(x.shape[d + 1] as i64);
-            conds.push(e.cmp_idx("sge", &lo, &zero));
-            conds.push(e.cmp_idx("slt", &hi, &size));
+        for d in 0..2 {
+            let (zero, size) = (e.idx(0), e.idx(self.x.shape[d + 1] as i64));
+            conds.push(e.cmp_idx("sge", &lo[d], &zero));
+            conds.push(e.cmp_idx("slt", &hi[d], &size));
         }
         let width = e.idx(self.out.shape[2] as i64);
         conds.push(e.cmp_idx("slt", &last, &width));
@@ -394,44 +393,31 @@ impl PackedConv<'_> {
     /// `pixels` output pixels along a row, their windows inside the image: per block of
     /// channels, an accumulator per pixel and vector, each tap's weights loaded once.
     fn depthwise_pixels(&self, e: &mut Emitter, n: &V, oh: &V, first: &V, pixels: usize) {
-        let (window, kernel, x, out, finish) = (self.window, self.kernel, self.x, self.out, self.finish);
-        let lanes = self.isa.lanes;
+        let (kernel, lanes) = (self.kernel, self.isa.lanes);
         // accumulators, one tap's weights and an input vector in the registers
         let vectors = (self.isa.registers - 1) / (pixels + 1);
         let ows: Vec<V> = (0..pixels).map(|p| e.lin(&[(first, 1)], p as i64)).collect();
-        for_channel_blocks(e, x.shape[3], (vectors, lanes), &|e, columns, valid| {
-            let mask = |e: &mut Emitter, j: usize| {
-                (j + 1 == columns.len() && valid < lanes).then(|| e.first_lanes(valid, lanes))
-            };
+        for_channel_blocks(e, self.x.shape[3], (vectors, lanes), &|e, block| {
+            let width = block.columns.len();
             let zero = e.zero(Ty::F32);
-            let mut acc = vec![e.splat(&zero, lanes); pixels * columns.len()];
+            let mut acc = vec![e.splat(&zero, lanes); pixels * width];
             for kh in 0..kernel[0] {
                 for kw in 0..kernel[1] {
                     let k = [e.idx(kh as i64), e.idx(kw as i64)];
                     let row = e.idx((kh * kernel[1] + kw) as i64);
-                    let weights: Vec<V> = columns.iter().map(|col| self.tap_weights(e, &row, col)).collect();
+                    let weights: Vec<V> = block.columns.iter().map(|col| self.tap_weights(e, &row, col)).collect();
                     for (p, ow) in ows.iter().enumerate() {
-                        let pos = window.positions(e, &[oh.clone(), ow.clone()], &k);
-                        for (j, col) in columns.iter().enumerate() {
-                            let m = mask(e, j);
-                            let xv = e.masked(m, |e| {
-                                e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
-                            });
-                            let a = &mut acc[p * columns.len() + j];
-                            *a = e.fma(&xv, &weights[j], a);
+                        let pos = self.window.positions(e, &[oh.clone(), ow.clone()], &k);
+                        for (j, w) in weights.iter().enumerate() {
+                            let xv = self.input(e, n, &pos, block, j);
+                            let a = &mut acc[p * width + j];
+                            *a = e.fma(&xv, w, a);
                         }
                     }
                 }
             }
             for (p, ow) in ows.iter().enumerate() {
-                for (j, col) in columns.iter().enumerate() {
-                    let at = [n.clone(), oh.clone(), ow.clone(), col.clone()];
-                    let m = mask(e, j);
-                    e.masked(m, |e| {
-                        let v = finish(e, &at, acc[p * columns.len() + j].clone());
-                        e.write(out, &at, &v);
-                    });
-                }
+                self.store_pixel(e, n, &[oh.clone(), ow.clone()], block, &acc[p * width..(p + 1) * width]);
             }
         });
     }
@@ -442,77 +428,99 @@ impl PackedConv<'_> {
         e.read_lanes(self.wp, &[p, row.clone(), off], self.isa.lanes)
     }
 
+    /// Vector `j` of a block of channels of the input at position `pos` (row, column).
+    fn input(&self, e: &mut Emitter, n: &V, pos: &[V], block: &ChannelBlock, j: usize) -> V {
+        let idx = [n.clone(), pos[0].clone(), pos[1].clone(), block.columns[j].clone()];
+        let mask = block.mask(e, j);
+        e.masked(mask, |e| e.read_lanes(self.x, &idx, self.isa.lanes))
+    }
+
+    /// The sums of a block of channels of output pixel `o` (row, column), finished and stored.
+    fn store_pixel(&self, e: &mut Emitter, n: &V, o: &[V], block: &ChannelBlock, sums: &[V]) {
+        for (j, (col, sum)) in block.columns.iter().zip(sums).enumerate() {
+            let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
+            let mask = block.mask(e, j);
+            e.masked(mask, |e| {
+                let v = (self.finish)(e, &at, sum.clone());
+                e.write(self.out, &at, &v);
+            });
+        }
+    }
+
     /// One output pixel `o` (row, column) at the image's border: loops over its window's part
     /// inside the image.
     fn depthwise_pixel(&self, e: &mut Emitter, n: &V, o: &[V]) {
-        let (window, kernel, x, out, finish) = (self.window, self.kernel, self.x, self.out, self.finish);
+        let (window, kernel, x, out) = (self.window, self.kernel, self.x, self.out);
         let lanes = self.isa.lanes;
         let ranges: Vec<(V, V)> = (0..2)
             .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
             .collect();
-        for_channel_blocks(e, x.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, columns, valid| {
-            let vectors = columns.len();
+        for_channel_blocks(e, x.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, block| {
             let zero = e.zero(Ty::F32);
-            let zeros = vec![e.splat(&zero, lanes); vectors];
-            let mask =
-                |e: &mut Emitter, j: usize| (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
+            let zeros = vec![e.splat(&zero, lanes); block.columns.len()];
             let trips = kernel[0] as u64;
             let sums = e.for_between(&ranges[0].0, &ranges[0].1, trips, &zeros, |e, kh, acc| {
                 e.for_between(&ranges[1].0, &ranges[1].1, kernel[1] as u64, acc, |e, kw, acc| {
                     let k = [kh.clone(), kw.clone()];
                     let pos = window.positions(e, o, &k);
                     let row = e.lin(&[(kh, kernel[1] as i64), (kw, 1)], 0);
-                    (0..vectors)
+                    (0..block.columns.len())
                         .map(|j| {
-                            let col = &columns[j];
-                            let w = self.tap_weights(e, &row, col);
-                            let m = mask(e, j);
-                            let xv = e.masked(m, |e| {
-                                e.read_lanes(x, &[n.clone(), pos[0].clone(), pos[1].clone(), col.clone()], lanes)
-                            });
+                            let w = self.tap_weights(e, &row, &block.columns[j]);
+                            let xv = self.input(e, n, &pos, block, j);
                             e.fma(&xv, &w, &acc[j])
                         })
                         .collect()
                 })
             });
-            for (j, col) in columns.iter().enumerate() {
-                let at = [n.clone(), o[0].clone(), o[1].clone(), col.clone()];
-                let m = mask(e, j);
-                e.masked(m, |e| {
-                    let v = finish(e, &at, sums[j].clone());
-                    e.write(out, &at, &v);
-                });
-            }
+            self.store_pixel(e, n, o, block, &sums);
         });
     }
 }
 
-/// Calls `block(first columns of its vectors, lanes valid in the last)` for the blocks of
-/// `vectors` vectors that cover `channels`: a loop over the whole blocks, then the rest (its
-/// last vector partial when `channels` is not a multiple of `lanes`).
+/// A block of channels: the first column of each of its vectors, and the lanes of the last one
+/// that hold channels.
+struct ChannelBlock {
+    columns: Vec<V>,
+    valid: usize,
+    lanes: usize,
+}
+
+impl ChannelBlock {
+    /// The lane mask of vector `j`: only the last one's, when it is partial.
+    fn mask(&self, e: &mut Emitter, j: usize) -> Option<V> {
+        (j + 1 == self.columns.len() && self.valid < self.lanes).then(|| e.first_lanes(self.valid, self.lanes))
+    }
+}
+
+/// Calls `block` for the blocks of `vectors` vectors that cover `channels`: a loop over the
+/// whole blocks, then the rest (its last vector partial when `channels` is not a multiple of
+/// `lanes`).
 fn for_channel_blocks(
     e: &mut Emitter,
     channels: usize,
     (vectors, lanes): (usize, usize),
-    block: &dyn Fn(&mut Emitter, &[V], usize),
+    block: &dyn Fn(&mut Emitter, &ChannelBlock),
 ) {
     let width = vectors * lanes;
-    let columns = |e: &mut Emitter, first: &V, count: usize| -> Vec<V> {
-        (0..count).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect()
+    let of = |e: &mut Emitter, first: &V, count: usize, valid: usize| ChannelBlock {
+        columns: (0..count).map(|j| e.lin(&[(first, 1)], (j * lanes) as i64)).collect(),
+        valid,
+        lanes,
     };
     let blocks = channels / width;
     if blocks > 0 {
         e.for_each(blocks, |e, b| {
             let first = e.lin(&[(&b, width as i64)], 0);
-            let cols = columns(e, &first, vectors);
-            block(e, &cols, lanes);
+            let whole = of(e, &first, vectors, lanes);
+            block(e, &whole);
         });
     }
     let rest = channels % width;
     if rest > 0 {
         let first = e.idx((blocks * width) as i64);
-        let cols = columns(e, &first, rest.div_ceil(lanes));
-        block(e, &cols, (rest - 1) % lanes + 1);
+        let last = of(e, &first, rest.div_ceil(lanes), (rest - 1) % lanes + 1);
+        block(e, &last);
     }
 }
 
