@@ -52,10 +52,11 @@ pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule
     }
 }
 
-/// The cost model `target`'s kernels are estimated with.
+/// The cost model `target`'s kernels are estimated with (`cpu`: for the vectors of the
+/// machine it compiles for).
 pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
-    match target {
-        Target::Ref => Arc::new(LinearCost::reference()),
-        Target::Cpu => Arc::new(LinearCost::cpu()),
+    match crate::host::vector_isa(target, OptLevel::O2) {
+        None => Arc::new(LinearCost::reference()),
+        Some(isa) => Arc::new(LinearCost::cpu_with_lanes(isa.lanes)),
     }
 }

@@ -153,7 +153,7 @@ fn tiled(e: &mut Emitter, a: &Attention, isa: VectorIsa) {
     let d = a.d;
     let lanes = isa.lanes;
     let rows = 2 * lanes;
-    let micro = MicroTile::for_isa(isa, usize::MAX).rows;
+    let micro = MicroTile::most_rows(isa);
     let key_tile = KEY_TILE.min(d.keys);
     let mut scratch = |name: &str, shape: &[usize]| {
         let buf = Buf::new(&e.fresh(name), DType::F32, shape);

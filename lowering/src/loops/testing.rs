@@ -44,9 +44,21 @@ pub const AVX2: VectorIsa = VectorIsa {
     fma: true,
 };
 
-/// The MLIR of a one-op graph for a vector unit (the cpu target's form), checked to translate.
+/// AVX-512's vector unit: 16 f32 lanes, 32 registers, fused multiply-add.
+pub const AVX512: VectorIsa = VectorIsa {
+    lanes: 16,
+    registers: 32,
+    fma: true,
+};
+
+/// The MLIR of a one-op graph for AVX2 (the cpu target's form), checked to translate.
 pub fn lower_one_vector(kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> String {
-    let m = lower_graph(&one_op(kind, inputs, attrs), Some(AVX2)).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    lower_one_for(AVX2, kind, inputs, attrs)
+}
+
+/// The MLIR of a one-op graph for the vector unit `isa`, checked to translate.
+pub fn lower_one_for(isa: VectorIsa, kind: OpKind, inputs: &[TensorType], attrs: Attrs) -> String {
+    let m = lower_graph(&one_op(kind, inputs, attrs), Some(isa)).unwrap_or_else(|e| panic!("{kind}: {e}"));
     super::to_llvm_ir(&m.mlir).unwrap_or_else(|e| panic!("{kind}: {e}\n{}", m.mlir));
     m.mlir
 }
