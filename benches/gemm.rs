@@ -4,7 +4,8 @@
 //! for square sizes and the shapes the benchmark models use, compiles `A [M, K] x B [K, N]`
 //! with B a constant (so the packing rules put it in the microkernel's panels at compile time),
 //! times the product's kernel on 1 and 2 threads, and times onnxruntime on a one-node MatMul
-//! model of the same shape (`.cache/venv`, made by `scripts/setup.sh`). Figures are medians.
+//! model of the same shape (`.cache/venv`, made by `scripts/setup.sh`), the three in alternating
+//! rounds. Figures are the medians of the rounds' medians.
 //!
 //! `MXC_GEMM_SHAPES=MxKxN,...` replaces the shapes.
 
@@ -41,9 +42,17 @@ fn main() {
     );
     for &(m, k, n) in &shapes {
         let flops = 2.0 * (m * k * n) as f64;
-        let one = gflops(flops, product_time(m, k, n, 1));
-        let two = gflops(flops, product_time(m, k, n, 2));
-        let ort = onnxruntime_time(m, k, n);
+        // rounds alternate the three, so that a slow spell of a shared machine falls on all
+        let mut product = Product::compile(m, k, n);
+        let (mut ones, mut twos, mut orts) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            ones.push(product.median_time(1));
+            twos.push(product.median_time(2));
+            orts.extend(onnxruntime_time(m, k, n));
+        }
+        let one = gflops(flops, median(ones));
+        let two = gflops(flops, median(twos));
+        let ort = (!orts.is_empty()).then(|| median(orts));
         let of_peak = |g: f64, cores: f64| peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * g / (p * cores)));
         let ort_text = ort.map_or("-".to_string(), |t| format!("{:.1}", gflops(flops, t)));
         let ratio = ort.map_or("-".to_string(), |t| format!("{:.2}", gflops(flops, t) / one));
@@ -77,38 +86,57 @@ fn values(n: usize, seed: usize) -> Vec<f64> {
         .collect()
 }
 
-/// The median time of the product's kernel: `A [M, K]` input times a constant `B [K, N]`.
-fn product_time(m: usize, k: usize, n: usize, threads: usize) -> Duration {
-    let mut g = Graph::new("gemm");
-    let a = g.add_input("a", TensorType::new(DType::F32, vec![m, k]));
-    let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)));
-    let y = g
-        .build1(OpKind::MatMul, vec![a, b], Default::default())
-        .expect("a valid product");
-    g.add_output("y", y);
-    let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
-    assert!(
-        compiled.graph.ops.iter().any(|op| op.kind == OpKind::MatMulPacked),
-        "the constant weights were not packed"
-    );
-    let mut exe = Executable::load(compiled.program, &compiled.library).expect("loads");
-    let parallelism = Parallelism {
-        threads,
-        ..Parallelism::serial()
-    };
-    exe.set_parallelism(parallelism).expect("threads start");
-    let inputs = HashMap::from([(
-        "a".to_string(),
-        Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)),
-    )]);
-    let once = Instant::now();
-    exe.run(&inputs).expect("runs");
-    let runs = (0.5 / once.elapsed().as_secs_f64().max(1e-6)).clamp(5.0, 500.0) as usize;
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| exe.run_timed(&inputs).expect("runs").1.iter().sum())
-        .collect();
+/// Rounds of each measurement; the figures are the medians of the rounds' medians.
+const ROUNDS: usize = 5;
+
+fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
+}
+
+/// The product's kernel, `A [M, K]` input times a constant `B [K, N]`, compiled and loaded.
+struct Product {
+    exe: Executable,
+    inputs: HashMap<String, Tensor>,
+}
+
+impl Product {
+    fn compile(m: usize, k: usize, n: usize) -> Product {
+        let mut g = Graph::new("gemm");
+        let a = g.add_input("a", TensorType::new(DType::F32, vec![m, k]));
+        let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)));
+        let y = g
+            .build1(OpKind::MatMul, vec![a, b], Default::default())
+            .expect("a valid product");
+        g.add_output("y", y);
+        let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
+        assert!(
+            compiled.graph.ops.iter().any(|op| op.kind == OpKind::MatMulPacked),
+            "the constant weights were not packed"
+        );
+        let exe = Executable::load(compiled.program, &compiled.library).expect("loads");
+        let inputs = HashMap::from([(
+            "a".to_string(),
+            Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)),
+        )]);
+        Product { exe, inputs }
+    }
+
+    /// The median time of the kernel on `threads` threads over about 0.2 s of runs.
+    fn median_time(&mut self, threads: usize) -> Duration {
+        let parallelism = Parallelism {
+            threads,
+            ..Parallelism::serial()
+        };
+        self.exe.set_parallelism(parallelism).expect("threads start");
+        let once = Instant::now();
+        self.exe.run(&self.inputs).expect("runs");
+        let runs = (0.2 / once.elapsed().as_secs_f64().max(1e-6)).clamp(5.0, 200.0) as usize;
+        let times = (0..runs)
+            .map(|_| self.exe.run_timed(&self.inputs).expect("runs").1.iter().sum())
+            .collect();
+        median(times)
+    }
 }
 
 /// onnxruntime's median time on a one-node MatMul model of the shape, one thread, or `None`
@@ -136,7 +164,7 @@ a = {"a": rng.standard_normal((m, k)).astype(np.float32)}
 session.run(None, a)
 once = time.perf_counter(); session.run(None, a); once = time.perf_counter() - once
 times = []
-for _ in range(int(min(500, max(5, 0.5 / max(once, 1e-6))))):
+for _ in range(int(min(200, max(5, 0.2 / max(once, 1e-6))))):
     start = time.perf_counter(); session.run(None, a); times.append(time.perf_counter() - start)
 print(sorted(times)[len(times) // 2])
 "#;
