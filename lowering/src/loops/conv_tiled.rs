@@ -88,6 +88,12 @@ struct ImageRows<'a> {
     out_hw: [usize; 2],
     /// Whether an outer step is a kernel row (else a window position).
     kernel_rows: bool,
+    /// The micro-tile the product is computed in.
+    tile: MicroTile,
+    /// The equal parts a run is read in, each an outer step of its own, so that the depth can
+    /// be cut into chunks inside a run (a window position's 512 channels are 64 KB of B for a
+    /// tile of 32 columns, more than the L1 cache holds).
+    parts: usize,
     /// `x` as a flat `memref<?xf32>`, made at the function's entry.
     flat: String,
     /// Where a run that leaves the input is read instead, when one can (padding): a row of
@@ -206,13 +212,17 @@ impl RowsOfA for ImageRows<'_> {
         });
     }
 
+    fn tile(&self, _: VectorIsa, _: usize, _: usize) -> MicroTile {
+        self.tile
+    }
+
     fn steps(&self) -> (usize, usize) {
-        let steps = if self.kernel_rows {
+        let runs = if self.kernel_rows {
             self.kernel[0]
         } else {
             self.kernel.iter().product()
         };
-        (steps, self.run())
+        (runs * self.parts, self.run() / self.parts)
     }
 
     fn accumulate(
@@ -225,19 +235,28 @@ impl RowsOfA for ImageRows<'_> {
         step: Step,
     ) -> Vec<V> {
         let pixels: Vec<[V; 3]> = rows.iter().map(|r| self.pixel(e, r)).collect();
-        let (steps, run) = self.steps();
+        let (steps, part) = self.steps();
         e.for_between(from, to, steps as u64, inits, |e, s, acc| {
+            let run = e.div_idx(s, self.parts as i64);
             let k = match self.kernel_rows {
-                true => [s.clone(), e.idx(0)],
-                false => [e.div_idx(s, self.kernel[1] as i64), e.rem_idx(s, self.kernel[1] as i64)],
+                true => [run, e.idx(0)],
+                false => [
+                    e.div_idx(&run, self.kernel[1] as i64),
+                    e.rem_idx(&run, self.kernel[1] as i64),
+                ],
             };
+            // where the part starts in each row's run, and in the depth
+            let part_of_run = e.rem_idx(s, self.parts as i64);
             let sources: Vec<(String, V)> = pixels
                 .iter()
                 .enumerate()
-                .map(|(i, p)| self.source(e, i, p, &k))
+                .map(|(i, p)| {
+                    let (source, at) = self.source(e, i, p, &k);
+                    (source, e.lin(&[(&at, 1), (&part_of_run, part as i64)], 0))
+                })
                 .collect();
-            let first = e.lin(&[(s, run as i64)], 0);
-            e.nest_acc(&[run], acc, |e, j, acc| {
+            let first = e.lin(&[(s, part as i64)], 0);
+            e.nest_acc(&[part], acc, |e, j, acc| {
                 let j = &j[0];
                 let depth = e.lin(&[(&first, 1), (j, 1)], 0);
                 let a: Vec<V> = sources
@@ -284,9 +303,14 @@ impl PackedConv<'_> {
             below || above
         });
         let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
+        let pixels = batch * oh * ow;
+        let tile = match kernel_rows {
+            true => MicroTile::for_short_runs(isa, pixels, m),
+            false => MicroTile::for_isa(isa, pixels),
+        };
         let outside = padded.then(|| {
             let size = match kernel_rows {
-                true => MicroTile::for_isa(isa, batch * oh * ow).rows * kernel[1] * channels,
+                true => tile.rows * kernel[1] * channels,
                 false => channels,
             };
             let name = e.fresh("outside");
@@ -296,12 +320,19 @@ impl PackedConv<'_> {
             ));
             name
         });
+        // a kernel row's run is short; a window position's channels may be cut
+        let parts = match kernel_rows {
+            true => 1,
+            false => tile::run_parts(channels, tile.width()),
+        };
         let rows = ImageRows {
             x,
             window,
             kernel,
             out_hw: [oh, ow],
             kernel_rows,
+            tile,
+            parts,
             flat,
             outside,
         };
@@ -326,7 +357,7 @@ impl PackedConv<'_> {
         };
         let product = Product {
             batch: &[],
-            m: batch * oh * ow,
+            m: pixels,
             n: m,
             a,
             b: Panels::Packed(wp),
@@ -526,18 +557,49 @@ fn for_channel_blocks(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{attrs, check_in_order, ints, lower_one_vector, t};
+    use super::super::testing::{attrs, check_in_order, ints, lower_one_for, lower_one_vector, t, AVX512};
     use mxc_dialects::{Attr, Attrs, DType, OpKind};
 
     fn packed(group: i64, kernel: i64, channels: i64, pads: i64) -> Attrs {
+        strided(group, kernel, channels, pads, 1)
+    }
+
+    fn strided(group: i64, kernel: i64, channels: i64, pads: i64, stride: i64) -> Attrs {
         attrs(&[
             ("dilations", ints(&[1, 1])),
             ("group", Attr::Int(group)),
             ("kernel", ints(&[kernel, kernel])),
             ("out_channels", Attr::Int(channels)),
             ("pads", ints(&[pads; 4])),
-            ("strides", ints(&[1, 1])),
+            ("strides", ints(&[stride, stride])),
         ])
+    }
+
+    #[test]
+    fn a_window_positions_many_channels_are_read_in_parts_summed_in_scratch() {
+        // 1x1 with stride 2 gathers: one window position of 512 channels, 64 KiB of B for a
+        // tile of 32 columns, is read in 4 parts of 128, the sums kept between them
+        let m = lower_one_for(
+            AVX512,
+            OpKind::ConvNhwcPacked,
+            &[t(DType::F32, &[1, 14, 14, 512]), t(DType::F32, &[2, 512, 16])],
+            strided(1, 1, 32, 0, 2),
+        );
+        // 49 pixels: 4 micro-tiles of 13 rows, 2 vectors each
+        assert!(m.contains("memref.alloca() : memref<52x32xf32>"), "{m}");
+        check_in_order(
+            &m,
+            &["the parallel loop", "scf.for", "iter_args", "math.fma", "vector.store"],
+        );
+        // the first convolution's kernel rows of 3 channels are short: 6 rows of 4 vectors
+        let m = lower_one_for(
+            AVX512,
+            OpKind::ConvNhwcPacked,
+            &[t(DType::F32, &[1, 20, 20, 3]), t(DType::F32, &[4, 147, 16])],
+            strided(1, 7, 64, 3, 2),
+        );
+        let accumulators = m.lines().find(|l| l.contains("iter_args")).unwrap();
+        assert_eq!(accumulators.matches("vector<16xf32>").count(), 24, "{accumulators}");
     }
 
     #[test]

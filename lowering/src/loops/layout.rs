@@ -19,16 +19,7 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             });
         }
         OpKind::Expand => copy_nest(e, &ins[0], out, |e, idx| e.bcast_index(&ins[0].shape, idx)),
-        OpKind::Transpose => {
-            let perm = attrs.dims("perm")?;
-            copy_nest(e, &ins[0], out, |_, idx| {
-                let mut src = idx.to_vec();
-                for (j, &p) in perm.iter().enumerate() {
-                    src[p] = idx[j].clone();
-                }
-                src
-            });
-        }
+        OpKind::Transpose => transpose(e, &attrs.dims("perm")?, &ins[0], out),
         OpKind::Slice => {
             let (starts, steps) = (attrs.ints("starts")?, attrs.ints("steps")?);
             copy_nest(e, &ins[0], out, |e, idx| {
@@ -105,6 +96,56 @@ fn pack(e: &mut Emitter, x: &Buf, out: &Buf) {
     });
 }
 
+/// The side of the square blocks a transpose moves at a time: a cache line of f32.
+const TRANSPOSE_BLOCK: usize = 16;
+
+/// `out[idx] = x[idx permuted back]`. When the input's innermost dimension does not stay
+/// innermost, walking the output in order would read the input a whole row apart at each
+/// step, one cache line per element (an image of 64 channels turned channels-first moved at
+/// 0.65 GB/s); instead the two dimensions that trade places, the output's innermost and the
+/// one the input's innermost becomes, go in square blocks of `TRANSPOSE_BLOCK`, whose lines are
+/// read and written whole while they stay in the L1 cache.
+fn transpose(e: &mut Emitter, perm: &[usize], x: &Buf, out: &Buf) {
+    let source = |idx: &[V]| {
+        let mut at = idx.to_vec();
+        for (j, &p) in perm.iter().enumerate() {
+            at[p] = idx[j].clone();
+        }
+        at
+    };
+    let last = out.rank().saturating_sub(1);
+    let across = perm.iter().position(|&p| p == last).filter(|&j| j != last);
+    let Some(across) = across.filter(|&j| out.shape[j].min(out.shape[last]) >= TRANSPOSE_BLOCK) else {
+        return copy_nest(e, x, out, |_, idx| source(idx));
+    };
+    let block = TRANSPOSE_BLOCK;
+    let mut blocks = out.shape.clone();
+    for d in [across, last] {
+        blocks[d] = out.shape[d].div_ceil(block);
+    }
+    e.nest(&blocks, |e, idx| {
+        // the block's range along dimension `d`
+        let range = |e: &mut Emitter, d: usize| {
+            let lo = e.lin(&[(&idx[d], block as i64)], 0);
+            let next = e.lin(&[(&lo, 1)], block as i64);
+            let end = e.idx(out.shape[d] as i64);
+            (lo, e.min_idx(&next, &end))
+        };
+        let (rows, columns) = (range(e, across), range(e, last));
+        e.for_between(&rows.0, &rows.1, block as u64, &[], |e, i, _| {
+            e.for_between(&columns.0, &columns.1, block as u64, &[], |e, j, _| {
+                let mut at = idx.to_vec();
+                at[across] = i.clone();
+                at[last] = j.clone();
+                let v = e.load(x, &source(&at));
+                e.store(out, &at, &v);
+                Vec::new()
+            });
+            Vec::new()
+        });
+    });
+}
+
 /// `out[idx] = src[source(idx)]` over every index of `out`.
 fn copy_nest(e: &mut Emitter, src: &Buf, out: &Buf, source: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>) {
     e.nest(&out.shape, |e, idx| {
@@ -160,6 +201,38 @@ mod tests {
                 "memref.store",
             ],
         );
+    }
+
+    #[test]
+    fn a_transpose_that_moves_the_innermost_dimension_goes_in_square_blocks() {
+        // channels last to channels first: 40 x 33 pixels x 20 channels
+        let m = lower_one(
+            OpKind::Transpose,
+            &[t(DType::F32, &[1, 40, 33, 20])],
+            attrs(&[("perm", ints(&[0, 3, 1, 2]))]),
+        )
+        .mlir;
+        // blocks of 16 along the channels (2) and the columns (3), their ends clipped
+        check_in_order(
+            &m,
+            &[
+                "of 1x2x40x3",
+                "arith.minsi",
+                "scf.for",
+                "scf.for",
+                "memref.load %in0",
+                "memref.store",
+            ],
+        );
+        // the innermost dimension staying innermost: a plain copy in order
+        let m = lower_one(
+            OpKind::Transpose,
+            &[t(DType::F32, &[20, 33, 40])],
+            attrs(&[("perm", ints(&[1, 0, 2]))]),
+        )
+        .mlir;
+        assert!(m.contains("of 33x20x40"), "{m}");
+        assert!(!m.contains("arith.minsi"), "{m}");
     }
 
     #[test]

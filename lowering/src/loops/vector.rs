@@ -92,6 +92,17 @@ impl Emitter {
         r
     }
 
+    /// Asks the cache to fetch the line of `buf` at `idx` into the L2 cache ahead of its use
+    /// (no value; an index past the buffer's end reads nothing and cannot fault).
+    pub fn prefetch(&mut self, buf: &Buf, idx: &[V]) {
+        let at = index_list(idx);
+        self.line(&format!(
+            "memref.prefetch {}[{at}], read, locality<2>, data : {}",
+            buf.name,
+            buf.memref()
+        ));
+    }
+
     /// Loads `lanes` consecutive elements (along the last index) in their storage type.
     pub fn vload(&mut self, buf: &Buf, idx: &[V], lanes: usize) -> V {
         let ty = storage_ty(buf.dtype);
