@@ -19,9 +19,10 @@ use crate::fuse::FUSION;
 use crate::lang::{AttrValue, Mx};
 use crate::runner::{rewrite, OptimizeOptions, Stats};
 use crate::{MxAnalysis, RewriteError};
-use egg::{Id, Language, Rewrite, TreeExplanation};
+use egg::{Id, Language, Rewrite, TreeExplanation, TreeTerm};
 use mxc_dialects::{Graph, OpKind, TensorType};
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// What egg records as the reason of a union the e-class analysis made (a folded constant).
 pub const FOLDING: &str = "constant folding";
@@ -307,14 +308,23 @@ fn chosen_term(
 fn rules_between(egraph: &mut MxEGraph, a: Id, b: Id, names: &HashSet<String>) -> Vec<String> {
     let proof = egraph.explain_id_equivalence(a, b);
     let mut rules = Vec::new();
-    proof_rules(&proof.explanation_trees, names, &mut rules);
+    proof_rules(&proof.explanation_trees, names, &mut rules, &mut HashSet::new());
     rules
 }
 
 /// The rule names along a proof, each once, in order; unions without a rule name are the
-/// analysis folding constants.
-fn proof_rules(proof: &TreeExplanation<Mx>, names: &HashSet<String>, out: &mut Vec<String>) {
+/// analysis folding constants. egg's proof trees share subproofs, so each term is walked once
+/// (`seen`): walked as a tree, EfficientNet-B0's proofs took minutes.
+fn proof_rules(
+    proof: &TreeExplanation<Mx>,
+    names: &HashSet<String>,
+    out: &mut Vec<String>,
+    seen: &mut HashSet<*const TreeTerm<Mx>>,
+) {
     for term in proof {
+        if !seen.insert(Rc::as_ptr(term)) {
+            continue;
+        }
         for rule in term.forward_rule.iter().chain(&term.backward_rule) {
             let name = rule.to_string();
             let name = if names.contains(&name) {
@@ -327,7 +337,7 @@ fn proof_rules(proof: &TreeExplanation<Mx>, names: &HashSet<String>, out: &mut V
             }
         }
         for child in &term.child_proofs {
-            proof_rules(child, names, out);
+            proof_rules(child, names, out, seen);
         }
     }
 }
