@@ -7,7 +7,8 @@
 //!   its channels reads them in order (with few channels, as the first layer's 3, per kernel
 //!   row: `kw` pixels side by side are one run of `kw * C` elements). A position outside the
 //!   input (padding) reads zeros instead, from a scratch buffer chosen with a pointer select,
-//!   so the inner loop has no test.
+//!   so the inner loop has no test; a micro-tile whose rows' windows all lie inside the input
+//!   (most of them) skips even that choice, in a copy of the depth loop without it.
 //! - **Depthwise** (a group per channel): vectors run across the channels; for each output
 //!   pixel the window positions inside the input are a rectangle, so the loops over it have
 //!   bounds computed per pixel and no test inside, and several vectors of channels accumulate
@@ -129,18 +130,11 @@ impl ImageRows<'_> {
 
     /// Where tile row `i` (output pixel `[n, oh, ow]`) reads the run of outer step `k`
     /// (`[kh, kw]`, `kw` 0 for a kernel row): a source and an offset into it.
-    fn source(&self, e: &mut Emitter, i: usize, [n, oh, ow]: &[V; 3], k: &[V; 2]) -> (String, V) {
+    /// `checked`: whether the run may leave the input (else it is read in place, untested).
+    fn source(&self, e: &mut Emitter, i: usize, [n, oh, ow]: &[V; 3], k: &[V; 2], checked: bool) -> (String, V) {
         let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
-        let bounds = [(0, height), (0, width)];
         let o = [oh.clone(), ow.clone()];
         let first = self.window.positions(e, &o, k);
-        let mut inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
-        if self.kernel_rows {
-            // the run ends at the kernel row's last column
-            let last_column = e.idx(self.kernel[1] as i64 - 1);
-            let last = self.window.positions(e, &o, &[k[0].clone(), last_column]);
-            inside.extend(self.window.inside(e, &last, &bounds, &self.out_hw, self.kernel));
-        }
         let at = e.lin(
             &[
                 (n, height * width * channels),
@@ -149,9 +143,21 @@ impl ImageRows<'_> {
             ],
             0,
         );
-        let Some(outside) = self.outside.as_ref().filter(|_| !inside.is_empty()) else {
+        let outside = self.outside.as_ref().filter(|_| checked);
+        let Some(outside) = outside else {
             return (self.flat.clone(), at);
         };
+        let bounds = [(0, height), (0, width)];
+        let mut inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
+        if self.kernel_rows {
+            // the run ends at the kernel row's last column
+            let last_column = e.idx(self.kernel[1] as i64 - 1);
+            let last = self.window.positions(e, &o, &[k[0].clone(), last_column]);
+            inside.extend(self.window.inside(e, &last, &bounds, &self.out_hw, self.kernel));
+        }
+        if inside.is_empty() {
+            return (self.flat.clone(), at);
+        }
         let ok = e.all(&inside);
         let instead = match self.kernel_rows {
             true => {
@@ -235,6 +241,49 @@ impl RowsOfA for ImageRows<'_> {
         step: Step,
     ) -> Vec<V> {
         let pixels: Vec<[V; 3]> = rows.iter().map(|r| self.pixel(e, r)).collect();
+        if self.outside.is_none() {
+            return self.depth_loop(e, &pixels, inits, (from, to), step, false);
+        }
+        // where every row's whole window lies inside the input (most tiles), the runs are read
+        // in place without a test per row and step
+        let interior = self.interior(e, &pixels);
+        e.if_else_like(
+            &interior,
+            inits,
+            |e| self.depth_loop(e, &pixels, inits, (from, to), step, false),
+            |e| self.depth_loop(e, &pixels, inits, (from, to), step, true),
+        )
+    }
+}
+
+impl ImageRows<'_> {
+    /// Whether the windows of all of `pixels` lie inside the input.
+    fn interior(&self, e: &mut Emitter, pixels: &[[V; 3]]) -> V {
+        let bounds = [(0, self.x.shape[1] as i64), (0, self.x.shape[2] as i64)];
+        let mut conds = Vec::new();
+        for [_, oh, ow] in pixels {
+            let o = [oh.clone(), ow.clone()];
+            let first = [e.idx(0), e.idx(0)];
+            let last = [e.idx(self.kernel[0] as i64 - 1), e.idx(self.kernel[1] as i64 - 1)];
+            for k in [first, last] {
+                let at = self.window.positions(e, &o, &k);
+                conds.extend(self.window.inside(e, &at, &bounds, &self.out_hw, self.kernel));
+            }
+        }
+        e.all(&conds)
+    }
+
+    /// The depth loop over outer steps `from..to` for the tile rows at `pixels`, each step's runs
+    /// tested against the input's edges (`checked`) or read in place.
+    fn depth_loop(
+        &self,
+        e: &mut Emitter,
+        pixels: &[[V; 3]],
+        inits: &[V],
+        (from, to): (&V, &V),
+        step: Step,
+        checked: bool,
+    ) -> Vec<V> {
         let (steps, part) = self.steps();
         e.for_between(from, to, steps as u64, inits, |e, s, acc| {
             let run = e.div_idx(s, self.parts as i64);
@@ -251,7 +300,7 @@ impl RowsOfA for ImageRows<'_> {
                 .iter()
                 .enumerate()
                 .map(|(i, p)| {
-                    let (source, at) = self.source(e, i, p, &k);
+                    let (source, at) = self.source(e, i, p, &k, checked);
                     (source, e.lin(&[(&at, 1), (&part_of_run, part as i64)], 0))
                 })
                 .collect();
@@ -626,6 +675,27 @@ mod tests {
                 "vector.load %in2",
             ],
         );
+    }
+
+    #[test]
+    fn a_tile_inside_the_image_reads_its_runs_without_tests() {
+        let m = lower_one_vector(
+            OpKind::ConvNhwcPacked,
+            &[
+                t(DType::F32, &[1, 6, 6, 32]),
+                t(DType::F32, &[1, 288, 16]),
+                t(DType::F32, &[16]),
+            ],
+            packed(1, 3, 16, 1),
+        );
+        // the depth loop twice: for a tile whose windows all lie inside the image, and for one
+        // at the border, which picks each row's source (the image or the zeros) per step
+        let interior = m.find("scf.if").expect("a test of the tile's windows");
+        let border = m[interior..].find("} else {").expect("a border branch") + interior;
+        let (inside, at_border) = (&m[interior..border], &m[border..]);
+        assert!(inside.contains("math.fma") && at_border.contains("math.fma"), "{m}");
+        assert!(!inside.contains("arith.select"), "{inside}");
+        assert!(at_border.contains(": memref<?xf32>"), "{at_border}");
     }
 
     #[test]
