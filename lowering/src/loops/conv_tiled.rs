@@ -652,7 +652,7 @@ mod tests {
     }
 
     #[test]
-    fn a_padded_implicit_gemm_reads_zeros_outside_the_image_by_a_pointer_select() {
+    fn a_padded_implicit_gemm_reads_zeros_outside_the_image_by_a_pointer_select_at_the_border() {
         let m = lower_one_vector(
             OpKind::ConvNhwcPacked,
             &[
@@ -675,27 +675,14 @@ mod tests {
                 "vector.load %in2",
             ],
         );
-    }
-
-    #[test]
-    fn a_tile_inside_the_image_reads_its_runs_without_tests() {
-        let m = lower_one_vector(
-            OpKind::ConvNhwcPacked,
-            &[
-                t(DType::F32, &[1, 6, 6, 32]),
-                t(DType::F32, &[1, 288, 16]),
-                t(DType::F32, &[16]),
-            ],
-            packed(1, 3, 16, 1),
-        );
-        // the depth loop twice: for a tile whose windows all lie inside the image, and for one
-        // at the border, which picks each row's source (the image or the zeros) per step
+        // the depth loop twice: for a tile whose windows all lie inside the image, untested,
+        // and for one at the border, which picks each row's source per step
         let interior = m.find("scf.if").expect("a test of the tile's windows");
         let border = m[interior..].find("} else {").expect("a border branch") + interior;
         let (inside, at_border) = (&m[interior..border], &m[border..]);
         assert!(inside.contains("math.fma") && at_border.contains("math.fma"), "{m}");
         assert!(!inside.contains("arith.select"), "{inside}");
-        assert!(at_border.contains(": memref<?xf32>"), "{at_border}");
+        assert!(at_border.contains("arith.select"), "{at_border}");
     }
 
     #[test]
