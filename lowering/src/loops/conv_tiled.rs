@@ -218,7 +218,7 @@ impl RowsOfA for ImageRows<'_> {
         });
     }
 
-    fn tile(&self, _: VectorIsa, _: usize, _: usize) -> MicroTile {
+    fn tile(&self, _: VectorIsa, _: usize) -> MicroTile {
         self.tile
     }
 

@@ -153,8 +153,8 @@ pub trait RowsOfA {
     /// The number of outer steps, and the depth of each.
     fn steps(&self) -> (usize, usize);
 
-    /// The micro-tile for a product of `m` rows and `n` columns read this way.
-    fn tile(&self, isa: VectorIsa, m: usize, _n: usize) -> MicroTile {
+    /// The micro-tile for a product of `m` rows read this way.
+    fn tile(&self, isa: VectorIsa, m: usize) -> MicroTile {
         MicroTile::for_isa(isa, m)
     }
 
@@ -180,7 +180,7 @@ impl RowsOfA for Matrix<'_> {
         (self.depth, 1)
     }
 
-    fn tile(&self, isa: VectorIsa, m: usize, _n: usize) -> MicroTile {
+    fn tile(&self, isa: VectorIsa, m: usize) -> MicroTile {
         MicroTile::for_matrix(isa, m)
     }
 
@@ -267,7 +267,7 @@ struct Chunks {
 
 /// Writes the tiled product `p` for the vector unit `isa`.
 pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
-    let tile = p.a.tile(isa, p.m, p.n);
+    let tile = p.a.tile(isa, p.m);
     let width = tile.width();
     let panels = p.n.div_ceil(width);
     let micro_rows = p.m.div_ceil(tile.rows);
