@@ -143,8 +143,7 @@ impl ImageRows<'_> {
             ],
             0,
         );
-        let outside = self.outside.as_ref().filter(|_| checked);
-        let Some(outside) = outside else {
+        let Some(outside) = self.outside.as_ref().filter(|_| checked) else {
             return (self.flat.clone(), at);
         };
         let bounds = [(0, height), (0, width)];
@@ -640,6 +639,10 @@ mod tests {
             &m,
             &["the parallel loop", "scf.for", "iter_args", "math.fma", "vector.store"],
         );
+    }
+
+    #[test]
+    fn short_kernel_rows_take_a_tile_of_6_rows_by_4_vectors() {
         // the first convolution's kernel rows of 3 channels are short: 6 rows of 4 vectors
         let m = lower_one_for(
             AVX512,

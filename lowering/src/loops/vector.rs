@@ -93,7 +93,7 @@ impl Emitter {
     }
 
     /// Asks the cache to fetch the line of `buf` at `idx` into the L2 cache ahead of its use
-    /// (no value; an index past the buffer's end reads nothing and cannot fault).
+    /// (no value; a prefetch past the buffer's end loads nothing: x86's prefetches never fault).
     pub fn prefetch(&mut self, buf: &Buf, idx: &[V]) {
         let at = index_list(idx);
         self.line(&format!(
