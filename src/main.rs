@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use mxc_codegen::{CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
 use mxc_kernels::mxr::{self, Mxr};
-use mxc_kernels::{Executable, Parallelism};
+use mxc_kernels::{Executable, Parallelism, SecretKey, TrustPolicy};
 use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
@@ -71,7 +71,12 @@ enum Command {
         shapes: Shapes,
         #[command(flatten)]
         rules: RuleFiles,
+        /// Sign the file with this secret key (made by `mxc keygen`; docs/security.md)
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
     },
+    /// Make a key pair for signing compiled files: PREFIX.key (secret) and PREFIX.pub.  Example: mxc keygen release
+    Keygen { prefix: PathBuf },
     /// Explain the target's rewrite, kernel by kernel (docs/explain.md).  Example: mxc explain model.onnx --dot model.dot
     Explain {
         model: PathBuf,
@@ -100,6 +105,8 @@ enum Command {
         model: PathBuf,
         #[command(flatten)]
         shapes: Shapes,
+        #[command(flatten)]
+        trust: Trust,
     },
     /// Work with rule files.  Example: mxc rules check my.rules
     Rules {
@@ -190,6 +197,30 @@ struct ProgramArgs {
     shapes: Shapes,
     #[command(flatten)]
     rules: RuleFiles,
+    #[command(flatten)]
+    trust: Trust,
+}
+
+/// The trust policy for `.mxr` files (docs/security.md).
+#[derive(clap::Args)]
+struct Trust {
+    /// Run only .mxr files signed by one of these public keys (repeatable; else the files in
+    /// $MXC_TRUSTED_KEYS, separated by `:`); without any, any intact file runs
+    #[arg(long = "trust", value_name = "KEYFILE")]
+    keys: Vec<PathBuf>,
+}
+
+impl Trust {
+    fn policy(&self) -> Result<TrustPolicy> {
+        let from_env: Vec<PathBuf> = match std::env::var_os("MXC_TRUSTED_KEYS") {
+            Some(list) if self.keys.is_empty() => std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let keys = if self.keys.is_empty() { &from_env } else { &self.keys };
+        Ok(TrustPolicy::from_files(keys)?)
+    }
 }
 
 impl ProgramArgs {
@@ -202,6 +233,7 @@ impl ProgramArgs {
             &given,
             self.shapes.import_options()?,
             &self.rules,
+            &self.trust.policy()?,
         )?;
         exe.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
@@ -268,8 +300,21 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", perf::report(&exe, &values, iterations)?);
             Ok(())
         }
-        Command::Params { model, shapes } => {
-            print!("{}", show::params(&model, &shapes.import_options()?)?);
+        Command::Params { model, shapes, trust } => {
+            print!("{}", show::params(&model, &shapes.import_options()?, &trust.policy()?)?);
+            Ok(())
+        }
+        Command::Keygen { prefix } => {
+            let key = SecretKey::generate()?;
+            let (secret, public) = (prefix.with_extension("key"), prefix.with_extension("pub"));
+            key.write(&secret)?;
+            key.public().write(&public)?;
+            println!(
+                "secret key {} (keep it private), public key {} ({})",
+                secret.display(),
+                public.display(),
+                key.public().fingerprint()
+            );
             Ok(())
         }
         Command::Run { program, out } => {
@@ -290,7 +335,9 @@ fn run(cli: Cli) -> Result<()> {
             quiet,
             shapes,
             rules,
+            sign,
         } => {
+            let key = sign.as_deref().map(SecretKey::read).transpose()?;
             let progress = progress::Progress::new(quiet);
             progress.stage("import");
             let graph = import_file(&model, &shapes.import_options()?);
@@ -314,7 +361,7 @@ fn run(cli: Cli) -> Result<()> {
                 compiled.program,
                 compiled.library,
             );
-            write_atomically(&out, |w| mxr::write(&file, w))
+            write_atomically(&out, |w| mxr::write(&file, key.as_ref(), w))
         }
         Command::Explain {
             model,
@@ -345,9 +392,10 @@ fn load_executable(
     given: &HashMap<String, Tensor>,
     opts: ImportOptions,
     rules: &RuleFiles,
+    trust: &TrustPolicy,
 ) -> Result<Executable> {
     if model.extension().is_some_and(|e| e == "mxr") {
-        let file = mxr::read(model, target.map(Target::name))?;
+        let file = mxr::read(model, target.map(Target::name), trust)?;
         return Ok(Executable::load_planned(file.program, file.memory, &file.library)?);
     }
     let target = target.unwrap_or(Target::Cpu);

@@ -38,9 +38,13 @@ type Ports = Vec<(String, TensorType)>;
 
 /// The inputs and outputs of a model (`.onnx`, imported with `import`) or of a compiled
 /// `.mxr` file, one per line with its type.
-pub fn params(model: &Path, import: &mxc_lowering::onnx::ImportOptions) -> Result<String> {
+pub fn params(
+    model: &Path,
+    import: &mxc_lowering::onnx::ImportOptions,
+    trust: &mxc_kernels::TrustPolicy,
+) -> Result<String> {
     let (inputs, outputs): (Ports, Ports) = if model.extension().is_some_and(|e| e == "mxr") {
-        let file = mxr::read(model, None)?;
+        let file = mxr::read(model, None, trust)?;
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
             bs.iter()

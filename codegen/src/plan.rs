@@ -1,6 +1,6 @@
 //! The execution plan of a graph: one buffer per value, one step per kernel.
 
-use mxc_dialects::program::{Binding, Buffer, BufferKind, Program, Step};
+use mxc_dialects::program::{Binding, Buffer, BufferKind, KernelSignature, Program, Step};
 use mxc_dialects::{Def, Graph};
 use mxc_lowering::loops::KernelSpec;
 
@@ -17,6 +17,16 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
                 ty: g.ty(v).clone(),
                 kind,
             }
+        })
+        .collect();
+    // what each kernel is compiled for, recorded apart from its step for the loader to check
+    let signatures = kernels
+        .iter()
+        .map(|k| KernelSignature {
+            symbol: llvm_entry_name(&k.symbol),
+            arg_bytes: k.args.iter().map(|&v| g.ty(v).num_bytes() as u64).collect(),
+            results: g.ops[k.op].results.len(),
+            range: k.parallel.range,
         })
         .collect();
     let steps = kernels
@@ -36,6 +46,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
     };
     Program {
         buffers,
+        kernels: signatures,
         steps,
         inputs: g.inputs.iter().map(bind).collect(),
         outputs: g.outputs.iter().map(bind).collect(),

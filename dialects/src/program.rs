@@ -1,5 +1,7 @@
 //! A compiled program's execution plan: the buffers it uses and the kernel calls that run it,
-//! in order. Codegen produces it next to the kernels' native code; the runtime executes it.
+//! in order. Codegen produces it next to the kernels' native code; the runtime executes it,
+//! after `Program::validate` has checked every fact it relies on against every other (a plan
+//! read from a file may disagree with its kernels).
 
 use crate::{Tensor, TensorType};
 
@@ -37,6 +39,17 @@ pub struct Step {
     pub flops: u64,
 }
 
+/// What a kernel was compiled for, recorded apart from the steps that call it: the byte size of
+/// each buffer it takes (operands, then results), how many of them (the last) it writes, and
+/// the range of its parallel loop. A step that disagrees with its kernel is refused at load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelSignature {
+    pub symbol: String,
+    pub arg_bytes: Vec<u64>,
+    pub results: usize,
+    pub range: u64,
+}
+
 /// A named graph input or output and its buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Binding {
@@ -47,6 +60,8 @@ pub struct Binding {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     pub buffers: Vec<Buffer>,
+    /// Every kernel the steps call, once each.
+    pub kernels: Vec<KernelSignature>,
     pub steps: Vec<Step>,
     pub inputs: Vec<Binding>,
     pub outputs: Vec<Binding>,
@@ -70,7 +85,129 @@ fn align_up(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
+/// Why a plan cannot run: the fact that disagrees with another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid plan: {0}")]
+pub struct PlanError(pub String);
+
+/// The bytes of a buffer of type `ty`, or `None` when they overflow.
+pub fn checked_bytes(ty: &TensorType) -> Option<usize> {
+    ty.shape.iter().try_fold(ty.dtype.size(), |n, &d| n.checked_mul(d))
+}
+
 impl Program {
+    /// Checks every fact the runtime relies on when it runs this plan with `memory`: buffer
+    /// sizes (checked arithmetic), each temporary inside the arena and aligned, every input
+    /// buffer bound exactly once and every binding to a buffer of its kind, each step's kernel
+    /// recorded, its argument count, each argument's size and its parallel range those the
+    /// kernel was compiled for, and results written only to temporaries.
+    pub fn validate(&self, memory: &MemoryPlan) -> Result<(), PlanError> {
+        let bad = |m: String| Err(PlanError(m));
+        let n = self.buffers.len();
+        if memory.offsets.len() != n {
+            return bad(format!(
+                "the memory plan places {} buffers of {n}",
+                memory.offsets.len()
+            ));
+        }
+        let mut bytes = Vec::with_capacity(n);
+        for (i, b) in self.buffers.iter().enumerate() {
+            let Some(size) = checked_bytes(&b.ty) else {
+                return bad(format!("buffer {i} ({}) has more bytes than the address space", b.ty));
+            };
+            bytes.push(size);
+            match (&b.kind, memory.offsets[i]) {
+                (BufferKind::Temp, Some(at)) => {
+                    let fits = at.checked_add(size).is_some_and(|end| end <= memory.size);
+                    if !fits || !at.is_multiple_of(ALIGN) {
+                        return bad(format!(
+                            "buffer {i} ({size} bytes at {at}) does not lie aligned inside the arena of {} bytes",
+                            memory.size
+                        ));
+                    }
+                }
+                (BufferKind::Temp, None) => return bad(format!("temporary buffer {i} has no place in the arena")),
+                (_, Some(_)) => return bad(format!("buffer {i} is not a temporary but has a place in the arena")),
+                (BufferKind::Constant(t), None) if t.ty != b.ty => {
+                    return bad(format!("weight {i} holds {}, its buffer is {}", t.ty, b.ty))
+                }
+                (BufferKind::Input(k), None) => {
+                    let bound = self.inputs.get(*k).is_some_and(|binding| binding.buffer == i);
+                    if !bound {
+                        return bad(format!("buffer {i} is input {k}, which is not bound to it"));
+                    }
+                }
+                (BufferKind::Constant(_), None) => {}
+            }
+        }
+        for (k, binding) in self.inputs.iter().enumerate() {
+            if self.buffers.get(binding.buffer).map(|b| &b.kind) != Some(&BufferKind::Input(k)) {
+                return bad(format!(
+                    "input `{}` is bound to buffer {}, not an input buffer",
+                    binding.name, binding.buffer
+                ));
+            }
+        }
+        for binding in &self.outputs {
+            if binding.buffer >= n {
+                return bad(format!(
+                    "output `{}` names buffer {} of {n}",
+                    binding.name, binding.buffer
+                ));
+            }
+        }
+        for (list, what) in [(&self.inputs, "input"), (&self.outputs, "output")] {
+            let mut names: Vec<&str> = list.iter().map(|b| b.name.as_str()).collect();
+            names.sort_unstable();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                return bad(format!("two {what}s are named `{}`", w[0]));
+            }
+        }
+        let mut symbols: Vec<&str> = self.kernels.iter().map(|k| k.symbol.as_str()).collect();
+        symbols.sort_unstable();
+        if let Some(w) = symbols.windows(2).find(|w| w[0] == w[1]) {
+            return bad(format!("kernel `{}` is recorded twice", w[0]));
+        }
+        for (s, step) in self.steps.iter().enumerate() {
+            let Some(kernel) = self.kernels.iter().find(|k| k.symbol == step.symbol) else {
+                return bad(format!("step {s} calls `{}`, which no kernel is", step.symbol));
+            };
+            let at = |m: String| PlanError(format!("step {s} (`{}`): {m}", step.symbol));
+            if step.args.len() != kernel.arg_bytes.len() || kernel.results > kernel.arg_bytes.len() {
+                return Err(at(format!(
+                    "{} arguments, the kernel takes {} ({} results)",
+                    step.args.len(),
+                    kernel.arg_bytes.len(),
+                    kernel.results
+                )));
+            }
+            if step.range != kernel.range {
+                return Err(at(format!(
+                    "range {}, the kernel's loop has {}",
+                    step.range, kernel.range
+                )));
+            }
+            let first_result = step.args.len() - kernel.results;
+            for (j, (&b, &want)) in step.args.iter().zip(&kernel.arg_bytes).enumerate() {
+                let Some(&have) = bytes.get(b) else {
+                    return Err(at(format!("argument {j} names buffer {b} of {n}")));
+                };
+                if have as u64 != want {
+                    return Err(at(format!(
+                        "argument {j} is buffer {b} of {have} bytes, the kernel takes {want}"
+                    )));
+                }
+                if j >= first_result && self.buffers[b].kind != BufferKind::Temp {
+                    return Err(at(format!(
+                        "result {} is buffer {b}, which is not a temporary",
+                        j - first_result
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A memory plan: each temp placed, in the order the steps first write them, at the lowest
     /// aligned offset where it overlaps no placed buffer whose lifetime overlaps its own.
     pub fn memory_plan(&self) -> MemoryPlan {
@@ -146,6 +283,7 @@ mod tests {
         };
         let p = Program {
             buffers,
+            kernels: Vec::new(),
             steps: vec![step(vec![0, 1]), step(vec![1, 2]), step(vec![2, 3])],
             inputs: vec![Binding {
                 name: "x".into(),

@@ -1,5 +1,6 @@
 //! Heap buffers aligned for vector loads, which kernels read and write through raw pointers.
 
+use crate::RunError;
 use mxc_dialects::program::ALIGN;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
@@ -11,20 +12,25 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
-    pub fn zeroed(len: usize) -> AlignedBuf {
-        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("buffer size fits the address space");
+    /// `len` zero bytes for `what` (named in the error when the memory is not there).
+    pub fn zeroed(len: usize, what: &str) -> Result<AlignedBuf, RunError> {
+        let no_memory = || RunError::Memory {
+            what: what.to_string(),
+            bytes: len,
+        };
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).map_err(|_| no_memory())?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return Err(no_memory());
         }
-        AlignedBuf { ptr, len, layout }
+        Ok(AlignedBuf { ptr, len, layout })
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
-        let mut b = AlignedBuf::zeroed(bytes.len());
+    pub fn from_bytes(bytes: &[u8], what: &str) -> Result<AlignedBuf, RunError> {
+        let mut b = AlignedBuf::zeroed(bytes.len(), what)?;
         b.as_mut_slice().copy_from_slice(bytes);
-        b
+        Ok(b)
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {

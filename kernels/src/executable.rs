@@ -45,16 +45,10 @@ impl Executable {
         Executable::load_planned(program, memory, library)
     }
 
-    /// `load` with a memory plan given (an `.mxr` file's); an error if it leaves a temporary
-    /// without a place or places one outside the arena.
+    /// `load` with a memory plan given (an `.mxr` file's); an error if the plan disagrees with
+    /// itself, the memory plan or its kernels (`Program::validate`).
     pub fn load_planned(program: Program, memory: MemoryPlan, library: &[u8]) -> Result<Executable, RunError> {
-        for (i, b) in program.buffers.iter().enumerate() {
-            let placed = memory.offsets.get(i).copied().flatten();
-            let fits = placed.is_some_and(|at| at.checked_add(b.ty.num_bytes()).is_some_and(|end| end <= memory.size));
-            if b.kind == BufferKind::Temp && !fits {
-                return Err(RunError::Load(format!("the memory plan has no place for buffer {i}")));
-            }
-        }
+        program.validate(&memory).map_err(|e| RunError::Load(e.to_string()))?;
         let lib = Library::from_bytes(library)?;
         let kernels = program
             .steps
@@ -69,11 +63,11 @@ impl Executable {
             .enumerate()
             .filter_map(|(i, b)| match &b.kind {
                 BufferKind::Constant(t) if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) => {
-                    Some((i, AlignedBuf::from_bytes(t.bytes())))
+                    Some(AlignedBuf::from_bytes(t.bytes(), &format!("an aligned copy of weight {i}")).map(|c| (i, c)))
                 }
                 _ => None,
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         Ok(Executable {
             program,
             memory,
@@ -153,10 +147,14 @@ impl Executable {
                     message: format!("expected {expected}, got {}", value.ty),
                 });
             }
-            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes()));
+            let what = format!("input `{}`", binding.name);
+            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes(), &what)?);
         }
         let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
-        let arena = kept.unwrap_or_else(|| AlignedBuf::zeroed(self.memory.size));
+        let arena = match kept {
+            Some(arena) => arena,
+            None => AlignedBuf::zeroed(self.memory.size, "the arena of temporaries")?,
+        };
         let pointer = |i: usize| -> *mut u8 {
             match (&p.buffers[i].kind, self.copies.get(&i), self.memory.offsets[i]) {
                 (_, Some(c), _) => c.as_ptr(),
@@ -165,15 +163,16 @@ impl Executable {
                 (BufferKind::Constant(t), None, _) => t.bytes().as_ptr().cast_mut(),
                 // SAFETY: the plan was checked at load: the buffer lies inside the arena
                 (_, None, Some(at)) => unsafe { arena.as_ptr().add(at) },
-                (_, None, None) => owned[&i].as_ptr(),
+                // the plan was checked at load: every input buffer is bound, so it is here
+                (_, None, None) => owned.get(&i).map_or(std::ptr::null_mut(), AlignedBuf::as_ptr),
             }
         };
         for (step, kernel) in p.steps.iter().zip(&self.kernels) {
             let start = times.is_some().then(Instant::now);
             let args: Vec<*mut u8> = step.args.iter().map(|&i| pointer(i)).collect();
-            // SAFETY: each pointer addresses a live buffer of the size and type the kernel was
-            // compiled for (the plan and the kernels come from the same graph); kernels write
-            // only their result buffers, which are temps owned by this call.
+            // SAFETY: each pointer addresses a live buffer of the size the kernel was compiled
+            // for, its results temporaries owned by this call, and the range its loop's
+            // (`Program::validate` checked all of it at load).
             unsafe { self.workers.call(*kernel, step, args.as_ptr()) };
             if let (Some(times), Some(start)) = (times.as_deref_mut(), start) {
                 times.push(start.elapsed());

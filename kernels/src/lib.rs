@@ -7,9 +7,11 @@ mod executable;
 mod library;
 pub mod mxr;
 pub mod npy;
+pub mod signing;
 mod threads;
 
 pub use executable::{Executable, MemoryUse};
+pub use signing::{PublicKey, SecretKey, TrustPolicy};
 pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 
 /// Errors of loading and running programs.
@@ -21,4 +23,8 @@ pub enum RunError {
     Input { name: String, message: String },
     #[error("{0}")]
     Io(String),
+    #[error("key: {0}")]
+    Key(String),
+    #[error("{what}: cannot allocate {bytes} bytes")]
+    Memory { what: String, bytes: usize },
 }

@@ -2,24 +2,38 @@
 //! the model (the format is described in docs/mxr.md).
 //!
 //! Little-endian. A fixed head (magic, format version, the file's length), the metadata
-//! (producer, target, the host CPU and the features the code needs, the plan with the memory
-//! plan, the inputs and outputs, where the kernels and each weight lie in the file), padding
-//! to 64 bytes, the data (the kernels' shared object, then every weight, each at a 64-byte
-//! aligned offset, so a loader can map them), and a FNV-1a checksum of everything before it.
-//! Loading checks, in this order: magic, version, length (truncation), checksum, then every
-//! offset and index, the target asked for, and that this CPU has the features.
+//! (producer, target, the host CPU and the features the code needs, the kernels' signatures,
+//! the plan with the memory plan, the inputs and outputs, where the kernels and each weight lie
+//! in the file), padding to 64 bytes, the data (the kernels' shared object, then every weight,
+//! each at a 64-byte aligned offset, so a loader can map them), then the trailer: the SHA-256
+//! digest of everything before it, and a signer's public key and Ed25519 signature of the
+//! digest (zeros when unsigned).
+//!
+//! Loading checks, in this order: magic, version, length (truncation), digest, signature and
+//! trust policy (before anything in the file is interpreted), then every offset and index, the
+//! plan against its kernels (`Program::validate`), the shared object's ELF header, the target
+//! asked for, and that this CPU has the features. A fuzzing build (`cfg(fuzzing)`) skips the
+//! digest so that a fuzzer's files reach the checks after it.
 
+use crate::library::check_elf;
+use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
-use mxc_dialects::program::{Binding, Buffer, BufferKind, MemoryPlan, Program, Step, ALIGN};
+use mxc_dialects::program::{
+    checked_bytes, Binding, Buffer, BufferKind, KernelSignature, MemoryPlan, Program, Step, ALIGN,
+};
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
-/// 2 had no parallel ranges in its steps).
-pub const VERSION: u32 = 4;
+/// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures).
+pub const VERSION: u32 = 5;
 /// Magic, version and length.
 const HEAD: usize = 16;
+/// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
+const DIGEST: usize = 32;
+const TRAILER: usize = DIGEST + KEY_BYTES + SIGNATURE_BYTES;
 
 /// A compiled program as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +48,8 @@ pub struct Mxr {
     pub memory: MemoryPlan,
     /// The kernels: a shared object.
     pub library: Vec<u8>,
+    /// The key whose signature the file carries (set when a file is read).
+    pub signer: Option<PublicKey>,
 }
 
 impl Mxr {
@@ -48,20 +64,23 @@ impl Mxr {
             memory: program.memory_plan(),
             program,
             library,
+            signer: None,
         }
     }
 }
 
-/// The file's bytes; the same `Mxr` always gives the same bytes.
-pub fn encode(m: &Mxr) -> Vec<u8> {
+/// The file's bytes, signed with `key` if given; the same `Mxr` and key always give the same
+/// bytes.
+pub fn encode(m: &Mxr, key: Option<&SecretKey>) -> Vec<u8> {
     let mut out = Vec::new();
-    write(m, &mut out).expect("writing to memory does not fail");
+    write(m, key, &mut out).expect("writing to memory does not fail");
     out
 }
 
-/// Writes the file's bytes (`encode`'s) to `out` as they are laid out, the checksum computed on
-/// the way: the weights go from their buffers to `out` without a copy of the whole file.
-pub fn write(m: &Mxr, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+/// Writes the file's bytes (`encode`'s) to `out` as they are laid out, the digest computed on
+/// the way (the weights go from their buffers to `out` without a copy of the whole file), then
+/// signed with `key` if given.
+pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     // offsets are fixed-width, so the metadata's length does not depend on their values
     let meta_len = metadata(m, &vec![0; m.program.buffers.len()], 0).len();
     let data_start = align(HEAD + meta_len);
@@ -74,10 +93,10 @@ pub fn write(m: &Mxr, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         }
     }
     let meta = metadata(m, &weights, data_start as u64);
-    let total = at + 8;
-    let mut w = Checksummed {
+    let total = at + TRAILER;
+    let mut w = Digesting {
         out,
-        hash: FNV_OFFSET,
+        hash: Sha256::new(),
         written: 0,
     };
     w.put(MAGIC)?;
@@ -93,21 +112,28 @@ pub fn write(m: &Mxr, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         }
     }
     w.pad_to(at)?;
-    let sum = w.hash;
-    w.out.write_all(&sum.to_le_bytes())
+    let digest: [u8; DIGEST] = w.hash.finalize().into();
+    w.out.write_all(&digest)?;
+    match key {
+        Some(key) => {
+            w.out.write_all(&key.public().to_bytes())?;
+            w.out.write_all(&key.sign(&digest))
+        }
+        None => w.out.write_all(&[0; KEY_BYTES + SIGNATURE_BYTES]),
+    }
 }
 
-/// A writer that keeps the FNV-1a hash of what went through it, and its length.
-struct Checksummed<'w> {
+/// A writer that keeps the SHA-256 digest of what went through it, and its length.
+struct Digesting<'w> {
     out: &'w mut dyn std::io::Write,
-    hash: u64,
+    hash: Sha256,
     written: usize,
 }
 
-impl Checksummed<'_> {
+impl Digesting<'_> {
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.out.write_all(bytes)?;
-        self.hash = fnv1a_from(self.hash, bytes);
+        self.hash.update(bytes);
         self.written += bytes.len();
         Ok(())
     }
@@ -126,29 +152,30 @@ impl Checksummed<'_> {
 /// Reads the `.mxr` file at `path` (see `decode`). The file is memory-mapped and the weights
 /// stay in the mapping, shared with the page cache rather than copied; the file must not
 /// change while the program is loaded.
-pub fn read(path: &std::path::Path, target: Option<&str>) -> Result<Mxr, RunError> {
+pub fn read(path: &std::path::Path, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
     let io = |e: std::io::Error| RunError::Io(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the mapping is read-only and the docs ask that the file not change while mapped
     // (another process truncating it would fault, as with any mapped file).
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    decode_shared(Arc::new(map), &path.display().to_string(), target)
+    decode_shared(Arc::new(map), &path.display().to_string(), target, trust)
 }
 
 /// Reads an `.mxr` file's bytes (`what` names it in errors); with `target`, the file must be
-/// for that target. Every check of the module comment is a clear error.
-pub fn decode(bytes: &[u8], what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
-    decode_shared(Arc::new(bytes.to_vec()), what, target)
+/// for that target; `trust` says whose signatures it must carry. Every check of the module
+/// comment is a clear error.
+pub fn decode(bytes: &[u8], what: &str, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
+    decode_shared(Arc::new(bytes.to_vec()), what, target, trust)
 }
 
 /// `decode` of a file's bytes that the weights then share.
-fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
+fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
     let bytes = (*file).as_ref();
     let bad = |m: String| RunError::Load(format!("{what}: {m}"));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return Err(bad("not an .mxr file (bad magic)".into()));
     }
-    if bytes.len() < HEAD + 8 {
+    if bytes.len() < HEAD + TRAILER {
         return Err(bad(format!("truncated: {} bytes", bytes.len())));
     }
     let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
@@ -164,12 +191,17 @@ fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>) -> Result<
             bytes.len()
         )));
     }
-    let (body, sum) = bytes.split_at(bytes.len() - 8);
-    if fnv1a(body) != u64::from_le_bytes(sum.try_into().expect("8 bytes")) {
-        return Err(bad("checksum mismatch: the file is corrupt".into()));
+    let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
+    let digest: [u8; DIGEST] = trailer[..DIGEST].try_into().expect("32 bytes");
+    if !cfg!(fuzzing) && <[u8; DIGEST]>::from(Sha256::digest(body)) != digest {
+        return Err(bad("digest mismatch: the file is corrupt".into()));
     }
+    let signer = check_signature(&digest, &trailer[DIGEST..], trust).map_err(&bad)?;
     let mut r = Reader { bytes: body, pos: HEAD };
-    let m = read_metadata(&mut r, &file).map_err(&bad)?;
+    let mut m = read_metadata(&mut r, &file).map_err(&bad)?;
+    m.signer = signer;
+    m.program.validate(&m.memory).map_err(|e| bad(e.to_string()))?;
+    check_elf(&m.library).map_err(|e| bad(format!("the kernels: {e}")))?;
     if let Some(t) = target.filter(|t| *t != m.target) {
         return Err(bad(format!("compiled for target {}, not {t}", m.target)));
     }
@@ -181,6 +213,37 @@ fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>) -> Result<
         )));
     }
     Ok(m)
+}
+
+/// The signer of a file with `digest` whose trailer after the digest is `signed` (key, then
+/// signature; zeros for none), if it passes `trust`. A signature that does not verify is refused
+/// under any policy.
+fn check_signature(digest: &[u8; DIGEST], signed: &[u8], trust: &TrustPolicy) -> Result<Option<PublicKey>, String> {
+    let (key, signature) = signed.split_at(KEY_BYTES);
+    let signature: &[u8; SIGNATURE_BYTES] = signature.try_into().expect("64 bytes");
+    let signer = match signed.iter().all(|&b| b == 0) {
+        true => None,
+        false => {
+            let key = PublicKey::from_bytes(key.try_into().expect("32 bytes"))
+                .map_err(|m| format!("the signer's key: {m}"))?;
+            if !key.verifies(digest, signature) {
+                return Err(format!(
+                    "the signature by key {} does not match the file: it was changed after signing",
+                    key.fingerprint()
+                ));
+            }
+            Some(key)
+        }
+    };
+    match (trust, signer) {
+        (TrustPolicy::AnyIntact, _) => Ok(signer),
+        (TrustPolicy::SignedBy(_), None) => Err("not signed, and the trust policy asks for a trusted signature".into()),
+        (TrustPolicy::SignedBy(keys), Some(key)) if keys.contains(&key) => Ok(signer),
+        (TrustPolicy::SignedBy(_), Some(key)) => Err(format!(
+            "signed by key {}, which the trust policy does not trust",
+            key.fingerprint()
+        )),
+    }
 }
 
 /// The features of `features` that `has` says the CPU lacks.
@@ -295,6 +358,14 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
             }
         }
     }
+    w.u64(p.kernels.len() as u64);
+    for k in &p.kernels {
+        w.str(&k.symbol);
+        w.u64(k.arg_bytes.len() as u64);
+        k.arg_bytes.iter().for_each(|&b| w.u64(b));
+        w.u64(k.results as u64);
+        w.u64(k.range);
+    }
     w.u64(m.memory.size as u64);
     w.u64(p.steps.len() as u64);
     for s in &p.steps {
@@ -329,8 +400,9 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             0 => (BufferKind::Input(r.u64()? as usize), None),
             1 => {
                 let at = r.u64()? as usize;
-                // inside the body: a weight never overlaps the checksum
-                let t = slice(file, at, ty.num_bytes())
+                // inside the body: a weight never overlaps the trailer
+                let t = checked_bytes(&ty)
+                    .and_then(|n| slice(file, at, n))
                     .and_then(|_| Tensor::view(ty.clone(), shared.clone(), at))
                     .ok_or("a weight lies outside the file")?;
                 (BufferKind::Constant(t), None)
@@ -340,6 +412,19 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
         };
         buffers.push(Buffer { ty, kind });
         offsets.push(offset);
+    }
+    let mut kernels = Vec::new();
+    for _ in 0..r.count()? {
+        let symbol = r.str()?;
+        let arg_bytes = (0..r.count()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let results = r.u64()? as usize;
+        let range = r.u64()?;
+        kernels.push(KernelSignature {
+            symbol,
+            arg_bytes,
+            results,
+            range,
+        });
     }
     let memory = MemoryPlan {
         offsets,
@@ -390,31 +475,19 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
         features,
         program: Program {
             buffers,
+            kernels,
             steps,
             inputs,
             outputs,
         },
         memory,
         library,
+        signer: None,
     })
 }
 
 fn slice(file: &[u8], at: usize, len: usize) -> Option<&[u8]> {
     file.get(at..at.checked_add(len)?)
-}
-
-/// FNV-1a's offset basis: the hash of nothing.
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    fnv1a_from(FNV_OFFSET, bytes)
-}
-
-/// FNV-1a continued over `bytes` from the hash `h` of what came before.
-fn fnv1a_from(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 struct Writer(Vec<u8>);
@@ -488,6 +561,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::library;
 
     fn sample() -> Mxr {
         let ty = TensorType::new(DType::F32, vec![2]);
@@ -506,6 +580,12 @@ mod tests {
                     kind: BufferKind::Temp,
                 },
             ],
+            kernels: vec![KernelSignature {
+                symbol: "k0_add_entry".into(),
+                arg_bytes: vec![8, 8, 8],
+                results: 1,
+                range: 2,
+            }],
             steps: vec![Step {
                 symbol: "k0_add_entry".into(),
                 args: vec![0, 1, 2],
@@ -530,29 +610,45 @@ mod tests {
             features: vec!["sse3".into()],
             memory: program.memory_plan(),
             program,
-            library: vec![1, 2, 3],
+            library: library::header(),
+            signer: None,
         }
+    }
+
+    fn any(bytes: &[u8]) -> Result<Mxr, RunError> {
+        decode(bytes, "a.mxr", None, &TrustPolicy::AnyIntact)
+    }
+
+    /// The bytes of `m`, digested again after `damage` changed its metadata (what someone who
+    /// rewrites a file does: the digest alone proves only that nothing changed by accident).
+    fn redigested(m: &Mxr, damage: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut bytes = encode(m, None);
+        damage(&mut bytes);
+        let body = bytes.len() - TRAILER;
+        let digest = Sha256::digest(&bytes[..body]);
+        bytes[body..body + DIGEST].copy_from_slice(&digest);
+        bytes
     }
 
     #[test]
     fn round_trips_with_weights_aligned() {
-        let bytes = encode(&sample());
+        let bytes = encode(&sample(), None);
         assert_eq!(bytes.len() % 8, 0);
-        let back = decode(&bytes, "a.mxr", Some("cpu")).unwrap();
+        let back = decode(&bytes, "a.mxr", Some("cpu"), &TrustPolicy::AnyIntact).unwrap();
         assert_eq!(back, sample());
         // the weight [1.0, 2.0] starts at a 64-byte boundary of the file
         let weight: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         let at = bytes.windows(8).position(|w| w == weight.as_slice()).unwrap();
         assert_eq!(at % ALIGN, 0);
-        assert_eq!(encode(&back), bytes, "deterministic");
+        assert_eq!(encode(&back, None), bytes, "deterministic");
     }
 
     #[test]
     fn a_read_file_keeps_its_weights_in_the_mapping() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.mxr");
-        std::fs::write(&path, encode(&sample())).unwrap();
-        let back = read(&path, None).unwrap();
+        std::fs::write(&path, encode(&sample(), None)).unwrap();
+        let back = read(&path, None, &TrustPolicy::AnyIntact).unwrap();
         assert_eq!(back, sample());
         let BufferKind::Constant(weight) = &back.program.buffers[1].kind else {
             panic!("buffer 1 is the weight");
@@ -563,21 +659,100 @@ mod tests {
 
     #[test]
     fn damage_of_every_kind_is_a_clear_error() {
-        let bytes = encode(&sample());
-        let err = |b: &[u8], target: Option<&str>| decode(b, "a.mxr", target).unwrap_err().to_string();
+        let bytes = encode(&sample(), None);
+        let err = |b: &[u8], target: Option<&str>| {
+            decode(b, "a.mxr", target, &TrustPolicy::AnyIntact)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(err(&bytes[..bytes.len() - 1], None).contains("truncated"));
         assert!(err(&bytes[..10], None).contains("truncated"));
         let mut flipped = bytes.clone();
         flipped[HEAD + 3] ^= 1;
-        assert!(err(&flipped, None).contains("checksum mismatch"));
+        assert!(err(&flipped, None).contains("digest mismatch"));
         let mut foreign = bytes.clone();
         foreign[4] = 9;
         assert!(err(&foreign, None).contains(&format!("format version 9; this mxc reads version {VERSION}")));
         assert!(err(b"MXCA....", None).contains("bad magic"));
         assert!(err(&bytes, Some("ref")).contains("compiled for target cpu, not ref"));
         for cut in (0..bytes.len()).step_by(7) {
-            assert!(decode(&bytes[..cut], "a.mxr", None).is_err(), "cut at {cut}");
+            assert!(any(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_plan_that_disagrees_with_its_kernels_is_refused() {
+        let err = |change: &dyn Fn(&mut Mxr)| {
+            let mut m = sample();
+            change(&mut m);
+            any(&redigested(&m, |_| {})).unwrap_err().to_string()
+        };
+        // a step with fewer arguments than its kernel reads
+        let msg = err(&|m| m.program.steps[0].args.pop().map_or((), drop));
+        assert!(msg.contains("2 arguments, the kernel takes 3"), "{msg}");
+        // a result bound to a weight (the read-only mapping)
+        let msg = err(&|m| m.program.steps[0].args[2] = 1);
+        assert!(msg.contains("result 0 is buffer 1, which is not a temporary"), "{msg}");
+        // a result bound to a smaller buffer
+        let msg = err(&|m| m.program.buffers[2].ty = TensorType::new(DType::F32, vec![1]));
+        assert!(
+            msg.contains("argument 2 is buffer 2 of 4 bytes, the kernel takes 8"),
+            "{msg}"
+        );
+        // a range past the kernel's loop
+        for range in [1u64 << 62, i64::MAX as u64] {
+            let msg = err(&|m| m.program.steps[0].range = range);
+            assert!(
+                msg.contains(&format!("range {range}, the kernel's loop has 2")),
+                "{msg}"
+            );
+        }
+        // an arena smaller than the kernels write
+        let msg = err(&|m| m.memory.size = 4);
+        assert!(
+            msg.contains("does not lie aligned inside the arena of 4 bytes"),
+            "{msg}"
+        );
+        // an input with no binding
+        let msg = err(&|m| m.program.inputs.clear());
+        assert!(msg.contains("buffer 0 is input 0, which is not bound to it"), "{msg}");
+        // a buffer whose bytes overflow
+        let msg = err(&|m| m.program.buffers[2].ty = TensorType::new(DType::F32, vec![1 << 62, 4]));
+        assert!(msg.contains("more bytes than the address space"), "{msg}");
+        let msg = err(&|m| m.program.steps[0].symbol = "k9_entry".into());
+        assert!(msg.contains("calls `k9_entry`, which no kernel is"), "{msg}");
+        let msg = err(&|m| m.library = b"#!/bin/sh\n".to_vec());
+        assert!(msg.contains("the kernels: not an ELF file"), "{msg}");
+    }
+
+    #[test]
+    fn signatures_and_the_trust_policy() {
+        let (key, stranger) = (SecretKey::generate().unwrap(), SecretKey::generate().unwrap());
+        let trusted = TrustPolicy::SignedBy(vec![key.public()]);
+        let signed = encode(&sample(), Some(&key));
+        let back = decode(&signed, "a.mxr", None, &trusted).unwrap();
+        assert_eq!(back.signer, Some(key.public()));
+        assert_eq!(
+            any(&signed).unwrap().signer,
+            Some(key.public()),
+            "checked without a policy too"
+        );
+        let err = |b: &[u8], trust: &TrustPolicy| decode(b, "a.mxr", None, trust).unwrap_err().to_string();
+        let unsigned = encode(&sample(), None);
+        assert!(err(&unsigned, &trusted).contains("not signed, and the trust policy asks"));
+        let by_stranger = encode(&sample(), Some(&stranger));
+        assert!(err(&by_stranger, &trusted).contains("which the trust policy does not trust"));
+        // the shared object swapped and the digest made again: the signature no longer matches,
+        // under any policy
+        let mut swapped = sample();
+        swapped.library.extend(b"another object");
+        let swapped_bytes = redigested(&swapped, |_| {});
+        let mut resigned = swapped_bytes.clone();
+        let tail = signed.len() - TRAILER + DIGEST;
+        resigned[swapped_bytes.len() - TRAILER + DIGEST..].copy_from_slice(&signed[tail..]);
+        assert!(err(&resigned, &trusted).contains("does not match the file: it was changed after signing"));
+        assert!(err(&resigned, &TrustPolicy::AnyIntact).contains("does not match the file"));
+        assert!(err(&swapped_bytes, &trusted).contains("not signed"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn cache_dir(rel: &str) -> PathBuf {
 
 /// The kernel cache of every `mxc` the tests run (never the user's): under the target folder,
 /// emptied once per test run.
-fn kernel_cache() -> &'static Path {
+pub fn kernel_cache() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel-cache");

@@ -20,4 +20,5 @@ mod rules;
 mod rules_check;
 mod text;
 mod threads;
+mod trust;
 mod verify;

@@ -90,8 +90,8 @@ fn compiled_file_runs_like_the_graph() {
     let compiled = compile(&small_graph(), Target::Cpu, &CompileOptions::default()).unwrap();
     let cpu = mxc_codegen::code_cpu(Target::Cpu);
     let file = Mxr::new("cpu", &cpu.name, &cpu.features, compiled.program, compiled.library);
-    let bytes = mxr::encode(&file);
-    let back = mxr::decode(&bytes, "small.mxr", Some("cpu")).unwrap();
+    let bytes = mxr::encode(&file, None);
+    let back = mxr::decode(&bytes, "small.mxr", Some("cpu"), &Default::default()).unwrap();
     assert_eq!(back, file);
     let exe = Executable::load_planned(back.program, back.memory, &back.library).unwrap();
     let x = Tensor::from_f32s(vec![2, 3], &[1.0; 6]);
