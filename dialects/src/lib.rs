@@ -34,4 +34,7 @@ pub enum IrError {
         column: usize,
         message: String,
     },
+    /// Text nested deeper than [`text::MAX_NESTING`], refused before it is parsed further.
+    #[error("nesting deeper than {limit} at line {line}, column {column}")]
+    TooDeep { line: usize, column: usize, limit: usize },
 }

@@ -122,6 +122,24 @@ fn input_of_the_wrong_shape_or_type() {
 }
 
 #[test]
+fn external_data_through_a_symlink_out_or_a_fifo_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.bin"), [0u8; 8]).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.bin"), dir.path().join("w.bin")).unwrap();
+    let model = one_node_model(dir.path(), "Add", Some("w.bin"));
+    fails_naming(&["read", &model], &["\"w\"", "w.bin", "outside the model's folder"]);
+    std::fs::remove_file(dir.path().join("w.bin")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("w.bin"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // would block forever if the FIFO were opened
+    fails_naming(&["read", &model], &["w.bin is a FIFO, not a regular file"]);
+}
+
+#[test]
 fn missing_or_escaping_external_data() {
     let dir = tempfile::tempdir().unwrap();
     let model = one_node_model(dir.path(), "Add", Some("weights.bin"));

@@ -11,6 +11,7 @@ mod eval_vs_ref;
 mod explain;
 mod folding;
 mod layout;
+mod limits;
 mod models;
 mod mxr;
 mod node_suite;

@@ -19,5 +19,13 @@ mod print;
 pub use parse::parse;
 pub use print::{print, value_name};
 
+/// How deeply graphs may nest in the text: the top graph is one level, and each `mx.fused`
+/// op's body one more. The parser recurses once per level, so text nested deeper is refused
+/// with [`IrError::TooDeep`](crate::IrError::TooDeep) before it can exhaust the stack. (The
+/// verifier allows no body inside a body; this limit keeps the parser from recursing into
+/// text it will refuse anyway.) Nothing else in the grammar nests: types, attribute lists
+/// and dictionaries are read in loops.
+pub const MAX_NESTING: usize = 256;
+
 /// Tensors with more elements than this are printed in the resources section.
 pub const INLINE_LIMIT: usize = 16;

@@ -1,6 +1,7 @@
 //! Parsing the textual form back into a verified graph.
 
 use super::lexer::{lex, Tok, Token};
+use super::MAX_NESTING;
 use crate::{verify, Attr, Attrs, DType, Graph, IrError, OpKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
         pos: 0,
         values: HashMap::new(),
         pending: Vec::new(),
+        depth: 0,
     };
     let mut g = p.graph()?;
     let resources = p.resources()?;
@@ -53,6 +55,8 @@ struct Parser {
     pos: usize,
     values: HashMap<String, ValueId>,
     pending: Vec<PendingResource>,
+    /// How many graphs are open (the top graph and the bodies around the current op).
+    depth: usize,
 }
 
 impl Parser {
@@ -165,7 +169,23 @@ impl Parser {
         Ok(())
     }
 
+    /// A graph, one level deeper than the one around it (see [`MAX_NESTING`]).
     fn graph(&mut self) -> Result<Graph, IrError> {
+        if self.depth >= MAX_NESTING {
+            let t = &self.tokens[self.pos];
+            return Err(IrError::TooDeep {
+                line: t.line,
+                column: t.column,
+                limit: MAX_NESTING,
+            });
+        }
+        self.depth += 1;
+        let g = self.graph_here();
+        self.depth -= 1;
+        g
+    }
+
+    fn graph_here(&mut self) -> Result<Graph, IrError> {
         self.keyword("graph")?;
         let mut g = Graph::new(&self.string()?);
         self.expect('(')?;

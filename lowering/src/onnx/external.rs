@@ -1,51 +1,62 @@
 //! External tensor data: the `location`, `offset` and `length` keys of a `TensorProto`,
-//! read from a file inside the model's folder. A location that is absolute or climbs out of
-//! the folder with `..` is refused.
+//! read from a file inside the model's folder.
+//!
+//! A model is untrusted input, so its external data may only name a regular file that really
+//! lies inside the model's folder: a location that is absolute or climbs out with `..` is
+//! refused as written, and the path is then resolved (symlinks included) and must still lie
+//! inside the folder (also resolved). The file's type is checked before it is opened, since
+//! opening a FIFO or a device can block forever, and `offset` and `length` are checked against
+//! its size before anything is allocated or read. Keys other than those ONNX defines are
+//! refused, as is a key given twice.
 
 use super::proto::TensorProto;
 use super::ImportError;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
 /// The bytes a tensor stored as external data refers to.
 pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8>, ImportError> {
-    let key = |k: &str| {
-        t.external_data
-            .iter()
-            .find(|e| e.key() == k)
-            .map(|e| e.value().to_string())
-    };
-    let location = key("location").unwrap_or_default();
+    let location = t
+        .external_data
+        .iter()
+        .find(|e| e.key() == "location")
+        .map_or(String::new(), |e| e.value().to_string());
     let err = |message: String| ImportError::ExternalData {
         tensor: t.name().to_string(),
         location: location.clone(),
         message,
     };
+    let (mut offset, mut length) = (None, None);
+    for (i, e) in t.external_data.iter().enumerate() {
+        if t.external_data[..i].iter().any(|earlier| earlier.key() == e.key()) {
+            return Err(err(format!("key `{}` is given twice", e.key())));
+        }
+        match e.key() {
+            "location" => {}
+            "offset" => offset = Some(byte_count("offset", e.value()).map_err(err)?),
+            "length" => length = Some(byte_count("length", e.value()).map_err(err)?),
+            // ONNX's optional SHA-1 of the data, and the folder onnx's Python helper may record
+            // (which its own reader ignores too): neither is used. The checksum is not
+            // verified, there being no SHA-1 here without a new dependency; it protects
+            // against accidents only, and the size checks below catch a truncated file.
+            "checksum" | "basepath" => {}
+            other => {
+                return Err(err(format!(
+                    "unknown key `{other}` (known: location, offset, length, checksum)"
+                )))
+            }
+        }
+    }
     if location.is_empty() {
         return Err(err("no `location` key".into()));
     }
-    let number = |k: &str| -> Result<Option<u64>, ImportError> {
-        key(k)
-            .map(|v| {
-                v.trim()
-                    .parse::<u64>()
-                    .map_err(|_| err(format!("`{k}` is not a byte count: \"{v}\"")))
-            })
-            .transpose()
-    };
-    let (offset, length) = (number("offset")?.unwrap_or(0), number("length")?);
+    let offset = offset.unwrap_or(0);
     let dir =
         model_dir.ok_or_else(|| err("the model's folder is not known, so external data cannot be found".into()))?;
-    let path = resolve(dir, &location).map_err(err)?;
-    let mut file = File::open(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => err(format!("file {} not found", path.display())),
-        _ => err(format!("cannot open {}: {e}", path.display())),
-    })?;
-    let size = file
-        .metadata()
-        .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?
-        .len();
+    let path = resolve(dir, &location).map_err(&err)?;
+    let (real, meta) = regular_file_inside(dir, &path).map_err(&err)?;
+    let size = meta.len();
     let length = length.unwrap_or(size.saturating_sub(offset));
     if offset.checked_add(length).is_none_or(|end| end > size) {
         return Err(err(format!(
@@ -53,14 +64,43 @@ pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8
             offset.saturating_add(length)
         )));
     }
-    let mut data = Vec::with_capacity(length as usize);
+    let mut file = File::open(&real).map_err(|e| err(format!("cannot open {}: {e}", real.display())))?;
+    // The file checked above must be the one opened (nothing swapped it in between).
+    let opened = file
+        .metadata()
+        .map_err(|e| err(format!("cannot read {}: {e}", real.display())))?;
+    if !same_file(&meta, &opened) {
+        return Err(err(format!("{} changed while it was being opened", real.display())));
+    }
+    // `length` is at most the file's size, checked above, so this allocation is bounded by
+    // bytes that really exist.
+    let want = usize::try_from(length).map_err(|_| err(format!("{length} bytes do not fit in memory")))?;
+    let mut data = Vec::with_capacity(want);
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.take(length).read_to_end(&mut data))
-        .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| err(format!("cannot read {}: {e}", real.display())))?;
+    if data.len() != want {
+        return Err(err(format!(
+            "{} holds {} bytes from offset {offset}, not {length} (it shrank while it was read)",
+            real.display(),
+            data.len()
+        )));
+    }
     Ok(data)
 }
 
-/// `location` joined to `dir`, refusing absolute paths and paths that leave `dir`.
+/// The value of an `offset` or `length` key: a decimal byte count.
+fn byte_count(key: &str, value: &str) -> Result<u64, String> {
+    let digits = value.trim();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{key}` is not a byte count: \"{value}\""));
+    }
+    digits
+        .parse::<u64>()
+        .map_err(|_| format!("`{key}` is too large: \"{value}\""))
+}
+
+/// `location` joined to `dir`, refusing absolute paths and paths that leave `dir` as written.
 fn resolve(dir: &Path, location: &str) -> Result<PathBuf, String> {
     let rel = Path::new(location);
     let mut depth = 0usize;
@@ -76,6 +116,65 @@ fn resolve(dir: &Path, location: &str) -> Result<PathBuf, String> {
         }
     }
     Ok(dir.join(rel))
+}
+
+/// `path` with every symlink resolved, and its metadata, if it is a regular file inside `dir`
+/// (resolved too). Nothing is opened: a FIFO or a device is refused from its metadata alone.
+fn regular_file_inside(dir: &Path, path: &Path) -> Result<(PathBuf, Metadata), String> {
+    let real_dir =
+        std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve the model's folder {}: {e}", dir.display()))?;
+    let real = std::fs::canonicalize(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("file {} not found", path.display()),
+        _ => format!("cannot resolve {}: {e}", path.display()),
+    })?;
+    if !real.starts_with(&real_dir) {
+        return Err(format!(
+            "{} resolves to {}, outside the model's folder {}",
+            path.display(),
+            real.display(),
+            real_dir.display()
+        ));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| format!("cannot read {}: {e}", real.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is {}, not a regular file", real.display(), kind_of(&meta)));
+    }
+    Ok((real, meta))
+}
+
+/// What a file that is not a regular file is, in words.
+fn kind_of(meta: &Metadata) -> &'static str {
+    let ty = meta.file_type();
+    if ty.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ty.is_fifo() {
+            return "a FIFO";
+        }
+        if ty.is_socket() {
+            return "a socket";
+        }
+        if ty.is_block_device() || ty.is_char_device() {
+            return "a device";
+        }
+    }
+    "a special file"
+}
+
+/// Whether two metadata describe the same file (device and inode where there are such).
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino() && b.is_file()
+    }
+    #[cfg(not(unix))]
+    {
+        a.len() == b.len() && b.is_file()
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +283,139 @@ mod tests {
             "{msg}"
         );
         assert!(msg.ends_with("gone.bin not found"), "{msg}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// `t` with one more `key = value` entry.
+    fn with_key(mut t: TensorProto, key: &str, value: &str) -> TensorProto {
+        t.external_data.push(StringStringEntryProto {
+            key: Some(key.into()),
+            value: Some(value.into()),
+        });
+        t
+    }
+
+    fn import_err(dir: &Path, t: TensorProto) -> String {
+        import_with(dir, t).map(|_| ()).unwrap_err().to_string()
+    }
+
+    fn two_floats(path: &Path) {
+        let bytes: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(path, bytes).expect("writes");
+    }
+
+    #[test]
+    fn symlinks_are_followed_only_inside_the_model_folder() {
+        let dir = scratch("symlink");
+        let outside = scratch("symlink-outside");
+        two_floats(&outside.join("secret.bin"));
+        std::os::unix::fs::symlink(outside.join("secret.bin"), dir.join("link.bin")).expect("links");
+        let msg = import_err(&dir, external("link.bin", None, None));
+        assert!(msg.starts_with("tensor \"w\": external data \"link.bin\": "), "{msg}");
+        assert!(msg.contains("secret.bin, outside the model's folder"), "{msg}");
+        // a link to a folder outside, followed by a name inside it
+        std::os::unix::fs::symlink(&outside, dir.join("out")).expect("links");
+        let msg = import_err(&dir, external("out/secret.bin", None, None));
+        assert!(msg.contains("outside the model's folder"), "{msg}");
+        // a link that stays inside is fine
+        std::fs::create_dir_all(dir.join("data")).expect("creates");
+        two_floats(&dir.join("data/w.bin"));
+        std::os::unix::fs::symlink("data/w.bin", dir.join("inside.bin")).expect("links");
+        let g = import_with(&dir, external("inside.bin", None, None)).expect("imports");
+        let w = g
+            .ops
+            .iter()
+            .find_map(|op| op.attrs.tensor("value").ok())
+            .expect("a constant");
+        assert_eq!(w.to_f64_vec(), vec![1.5, -2.0]);
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(&outside).ok();
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("pipe.bin");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("runs mkfifo");
+        assert!(made.success(), "mkfifo failed");
+        // Opening a FIFO with no writer blocks: run the import on a thread and give it a
+        // deadline, so that a regression fails instead of hanging the tests.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.clone();
+        std::thread::spawn(move || {
+            tx.send(import_err(&d, external("pipe.bin", None, Some(8)))).ok();
+        });
+        let msg = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the import returns instead of blocking on the FIFO");
+        assert!(msg.contains("pipe.bin is a FIFO, not a regular file"), "{msg}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_directory_is_refused() {
+        let dir = scratch("directory");
+        std::fs::create_dir_all(dir.join("weights")).expect("creates");
+        let msg = import_err(&dir, external("weights", None, None));
+        assert!(msg.contains("weights is a directory, not a regular file"), "{msg}");
+        let msg = import_err(&dir, external(".", None, None));
+        assert!(msg.contains("is a directory, not a regular file"), "{msg}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn ranges_past_the_end_are_refused_before_reading() {
+        let dir = scratch("range");
+        two_floats(&dir.join("w.bin"));
+        for (offset, length) in [
+            (Some(4), Some(8)),
+            (Some(9), None),
+            (None, Some(1 << 62)),
+            (Some(u64::MAX), Some(1)),
+        ] {
+            let msg = import_err(&dir, external("w.bin", offset, length));
+            assert!(
+                msg.contains("past the end of the file (8 bytes)"),
+                "{offset:?} {length:?}: {msg}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        let dir = scratch("keys");
+        two_floats(&dir.join("w.bin"));
+        let msg = import_err(&dir, with_key(external("w.bin", None, None), "frobnicate", "1"));
+        assert!(
+            msg.ends_with("unknown key `frobnicate` (known: location, offset, length, checksum)"),
+            "{msg}"
+        );
+        let msg = import_err(&dir, with_key(external("w.bin", Some(0), None), "offset", "0"));
+        assert!(msg.ends_with("key `offset` is given twice"), "{msg}");
+        let msg = import_err(&dir, with_key(external("w.bin", None, None), "location", "other.bin"));
+        assert!(msg.ends_with("key `location` is given twice"), "{msg}");
+        for bad in ["-8", "8.0", "", "0x8", "1e3", "eight"] {
+            let msg = import_err(&dir, with_key(external("w.bin", None, None), "length", bad));
+            assert!(
+                msg.ends_with(&format!("`length` is not a byte count: \"{bad}\"")),
+                "{msg}"
+            );
+        }
+        let msg = import_err(
+            &dir,
+            with_key(external("w.bin", None, None), "offset", "99999999999999999999"),
+        );
+        assert!(msg.contains("`offset` is too large"), "{msg}");
+        // the optional checksum is accepted (and not verified)
+        import_with(
+            &dir,
+            with_key(external("w.bin", Some(0), Some(8)), "checksum", "da39a3ee"),
+        )
+        .expect("imports");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -288,8 +288,13 @@ fn sort_of(e: &Expr, vars: &VarKinds, in_condition: bool) -> Result<Sort, Locate
             let (sa, sb) = (sub(a)?, sub(b)?);
             match op {
                 BinOp::And | BinOp::Or => {
-                    expect(a, Sort::Bool)?;
-                    expect(b, Sort::Bool)?;
+                    // The sorts already computed: asking `expect` would walk each operand
+                    // again, twice per level, which is exponential in a chain's length.
+                    for (s, e) in [(sa, a), (sb, b)] {
+                        if !s.fits(Sort::Bool) {
+                            return Err(Located::new(e.pos(), format!("expected {}, this is {s}", Sort::Bool)));
+                        }
+                    }
                 }
                 BinOp::Eq | BinOp::Ne => {
                     if sa == Sort::Tensor || sb == Sort::Tensor {

@@ -29,6 +29,16 @@ pub enum RuleError {
         column: usize,
         message: String,
     },
+    /// Brackets, `!`, calls or `&&`/`||` chains nested deeper than
+    /// [`MAX_NESTING`](super::MAX_NESTING): refused before anything walks the rule, so that no
+    /// input can exhaust the stack. The position is where the level past the limit starts.
+    #[error("{file}: nesting deeper than {limit} at line {line}, column {column}")]
+    TooDeep {
+        file: String,
+        line: usize,
+        column: usize,
+        limit: usize,
+    },
 }
 
 impl RuleError {
@@ -41,10 +51,10 @@ impl RuleError {
         }
     }
 
-    /// The position of an `Invalid` error (`None` for I/O errors).
+    /// The position of an `Invalid` or `TooDeep` error (`None` for I/O errors).
     pub fn pos(&self) -> Option<Pos> {
         match self {
-            RuleError::Invalid { line, column, .. } => Some(Pos {
+            RuleError::Invalid { line, column, .. } | RuleError::TooDeep { line, column, .. } => Some(Pos {
                 line: *line,
                 column: *column,
             }),
@@ -58,6 +68,8 @@ impl RuleError {
 pub(crate) struct Located {
     pub pos: Pos,
     pub message: String,
+    /// `Some(limit)` when the text nests deeper than `limit` (a [`RuleError::TooDeep`]).
+    pub too_deep: Option<usize>,
 }
 
 impl Located {
@@ -65,10 +77,28 @@ impl Located {
         Located {
             pos,
             message: message.into(),
+            too_deep: None,
+        }
+    }
+
+    /// Nesting deeper than `limit`, starting at `pos`.
+    pub fn too_deep(pos: Pos, limit: usize) -> Located {
+        Located {
+            pos,
+            message: format!("nesting deeper than {limit}"),
+            too_deep: Some(limit),
         }
     }
 
     pub fn in_file(self, file: &str) -> RuleError {
-        RuleError::at(file, self.pos, self.message)
+        match self.too_deep {
+            Some(limit) => RuleError::TooDeep {
+                file: file.to_string(),
+                line: self.pos.line,
+                column: self.pos.column,
+                limit,
+            },
+            None => RuleError::at(file, self.pos, self.message),
+        }
     }
 }

@@ -22,6 +22,7 @@ pub use builtin::{builtin_rules, BUILTIN_FILES};
 pub use check::{VarKind, VarKinds};
 pub use error::{Pos, RuleError};
 pub use facts::ClassFacts;
+pub use parse::MAX_NESTING;
 
 use crate::lang::Mx;
 use ast::{Pat, RuleDef};

@@ -10,11 +10,27 @@
 //! atom  := INT | FLOAT | STRING | "[" (lit ("," lit)*)? "]" | DTYPE | true | false
 //!        | ?VAR | root | FUNC "(" (expr ("," expr)*)? ")" | "(" expr ")"
 //! ```
+//!
+//! Nesting is limited to [`MAX_NESTING`] levels, so that neither the parser nor any later walk
+//! of the tree can exhaust the stack, whatever the input.
 
 use super::ast::{BinOp, Expr, Lit, OpPat, Pat, RuleDef};
 use super::error::{Located, Pos};
 use super::lexer::{lex, Tok};
 use mxc_dialects::{DType, OpKind};
+
+/// How deeply rule text may nest. One level is opened by each pattern `(op ...)`, each
+/// parenthesised expression, each function call's `(...)`, each `!`, each comparison's right
+/// side and each `&&` or `||` of a chain, and lasts until that construct ends. Text nesting
+/// deeper is refused while it is parsed ([`RuleError::TooDeep`](super::RuleError::TooDeep)).
+///
+/// The parser recurses a few frames per level, and the syntax tree it builds is at most a few
+/// times deeper than the levels counted (a level's first operand can add a call, a
+/// comparison, a `&&` and a `||` above it; chains are built nested to the right, so a long
+/// chain is as deep as its levels). Every later recursive walk (checker, compiler,
+/// evaluation, `rules check`, dropping the tree) therefore needs a stack bounded by this
+/// limit; the tests run the worst shapes at the limit on a small stack.
+pub const MAX_NESTING: usize = 256;
 
 /// Parses the rules of `text` (syntax only; `check` validates them).
 pub fn parse_file(text: &str) -> Result<Vec<RuleDef>, Located> {
@@ -22,6 +38,7 @@ pub fn parse_file(text: &str) -> Result<Vec<RuleDef>, Located> {
         toks: lex(text)?,
         at: 0,
         end: end_pos(text),
+        depth: 0,
     };
     let mut rules = Vec::new();
     while p.peek().is_some() {
@@ -37,6 +54,7 @@ pub fn parse_pattern(text: &str) -> Result<Pat, Located> {
         toks: lex(text)?,
         at: 0,
         end: end_pos(text),
+        depth: 0,
     };
     let pat = p.pat()?;
     match p.peek() {
@@ -58,9 +76,28 @@ struct Parser {
     toks: Vec<(Tok, Pos)>,
     at: usize,
     end: Pos,
+    /// The levels now open (see [`MAX_NESTING`]).
+    depth: usize,
 }
 
 impl Parser {
+    /// Opens one level of nesting at `pos`, refused past [`MAX_NESTING`].
+    fn enter(&mut self, pos: Pos) -> Result<(), Located> {
+        if self.depth >= MAX_NESTING {
+            return Err(Located::too_deep(pos, MAX_NESTING));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Runs `f` one level deeper, opened at `pos`.
+    fn nested<T>(&mut self, pos: Pos, f: impl FnOnce(&mut Parser) -> Result<T, Located>) -> Result<T, Located> {
+        self.enter(pos)?;
+        let out = f(self);
+        self.depth -= 1;
+        out
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.at).map(|(t, _)| t)
     }
@@ -145,39 +182,42 @@ impl Parser {
         }
         match self.next() {
             Some((Tok::Var(v), pos)) => Ok(Pat::Var(v, pos)),
-            Some((Tok::LParen, _)) => {
-                let (name, pos) = self.ident("an op name")?;
-                if name == "result" {
-                    return self.result(pos);
-                }
-                let kind = OpKind::from_name(&name).ok_or_else(|| Located::new(pos, format!("unknown op `{name}`")))?;
-                let mut op = OpPat {
-                    kind,
-                    pos,
-                    operands: Vec::new(),
-                    attrs: Vec::new(),
-                };
-                loop {
-                    match (self.peek(), self.peek2()) {
-                        (Some(Tok::RParen), _) => {
-                            self.next();
-                            return Ok(Pat::Op(op));
-                        }
-                        (Some(Tok::Ident(_)), Some(Tok::Assign)) => {
-                            let (attr, apos) = self.ident("an attribute name")?;
-                            self.next();
-                            op.attrs.push((attr, apos, self.expr()?));
-                        }
-                        (Some(Tok::Var(_) | Tok::LParen), _) | (Some(Tok::Ident(_)), Some(Tok::LParen)) => {
-                            op.operands.push(self.pat()?)
-                        }
-                        _ => return Err(self.unexpected("an operand, `name=value` or `)`")),
-                    }
-                }
-            }
+            Some((Tok::LParen, open)) => self.nested(open, Parser::op_pat),
             _ => {
                 self.at -= 1;
                 Err(self.unexpected("a pattern (`?var` or `(op ...)`)"))
+            }
+        }
+    }
+
+    /// The rest of `(op ...)` or `(result N ...)`, after `(`.
+    fn op_pat(&mut self) -> Result<Pat, Located> {
+        let (name, pos) = self.ident("an op name")?;
+        if name == "result" {
+            return self.result(pos);
+        }
+        let kind = OpKind::from_name(&name).ok_or_else(|| Located::new(pos, format!("unknown op `{name}`")))?;
+        let mut op = OpPat {
+            kind,
+            pos,
+            operands: Vec::new(),
+            attrs: Vec::new(),
+        };
+        loop {
+            match (self.peek(), self.peek2()) {
+                (Some(Tok::RParen), _) => {
+                    self.next();
+                    return Ok(Pat::Op(op));
+                }
+                (Some(Tok::Ident(_)), Some(Tok::Assign)) => {
+                    let (attr, apos) = self.ident("an attribute name")?;
+                    self.next();
+                    op.attrs.push((attr, apos, self.expr()?));
+                }
+                (Some(Tok::Var(_) | Tok::LParen), _) | (Some(Tok::Ident(_)), Some(Tok::LParen)) => {
+                    op.operands.push(self.pat()?)
+                }
+                _ => return Err(self.unexpected("an operand, `name=value` or `)`")),
             }
         }
     }
@@ -199,27 +239,46 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, Located> {
-        let mut lhs = self.and()?;
-        while self.peek() == Some(&Tok::Or) {
-            let pos = self.next().expect("peeked").1;
-            lhs = Expr::Bin(BinOp::Or, Box::new(lhs), Box::new(self.and()?), pos);
-        }
-        Ok(lhs)
+        self.chain(Tok::Or, BinOp::Or, Parser::and)
     }
 
     fn and(&mut self) -> Result<Expr, Located> {
-        let mut lhs = self.unary()?;
-        while self.peek() == Some(&Tok::And) {
+        self.chain(Tok::And, BinOp::And, Parser::unary)
+    }
+
+    /// `item (tok item)*`, nested to the right: `a && b && c` is `a && (b && c)`, the same
+    /// value (`&&` and `||` are associative and still evaluated left to right). Each operator
+    /// opens a level that lasts to the end of the chain, so the tree is no deeper than the
+    /// levels counted.
+    fn chain(&mut self, tok: Tok, op: BinOp, item: fn(&mut Parser) -> Result<Expr, Located>) -> Result<Expr, Located> {
+        let mut items = vec![item(self)?];
+        let mut ops = Vec::new();
+        let open = self.depth;
+        while self.peek() == Some(&tok) {
             let pos = self.next().expect("peeked").1;
-            lhs = Expr::Bin(BinOp::And, Box::new(lhs), Box::new(self.unary()?), pos);
+            let next = self.enter(pos).and_then(|()| item(self));
+            match next {
+                Ok(e) => items.push(e),
+                Err(e) => {
+                    self.depth = open;
+                    return Err(e);
+                }
+            }
+            ops.push(pos);
         }
-        Ok(lhs)
+        self.depth = open;
+        let mut rhs = items.pop().expect("a chain has an item");
+        while let (Some(pos), Some(lhs)) = (ops.pop(), items.pop()) {
+            rhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs), pos);
+        }
+        Ok(rhs)
     }
 
     fn unary(&mut self) -> Result<Expr, Located> {
         if self.peek() == Some(&Tok::Not) {
             let pos = self.next().expect("peeked").1;
-            return Ok(Expr::Not(Box::new(self.unary()?), pos));
+            let inner = self.nested(pos, Parser::unary)?;
+            return Ok(Expr::Not(Box::new(inner), pos));
         }
         let lhs = self.atom()?;
         let op = match self.peek() {
@@ -232,7 +291,8 @@ impl Parser {
             _ => return Ok(lhs),
         };
         let pos = self.next().expect("peeked").1;
-        Ok(Expr::Bin(op, Box::new(lhs), Box::new(self.atom()?), pos))
+        let rhs = self.nested(pos, Parser::atom)?;
+        Ok(Expr::Bin(op, Box::new(lhs), Box::new(rhs), pos))
     }
 
     fn atom(&mut self) -> Result<Expr, Located> {
@@ -243,22 +303,15 @@ impl Parser {
             Some((Tok::Str(s), _)) => Ok(Expr::Lit(Lit::Str(s), pos)),
             Some((Tok::Var(v), _)) => Ok(Expr::Var(v, pos)),
             Some((Tok::LBracket, _)) => self.list(pos),
-            Some((Tok::LParen, _)) => {
-                let e = self.expr()?;
-                self.expect(Tok::RParen)?;
+            Some((Tok::LParen, _)) => self.nested(pos, |p| {
+                let e = p.expr()?;
+                p.expect(Tok::RParen)?;
                 Ok(e)
-            }
+            }),
             Some((Tok::Ident(name), _)) => {
                 if self.peek() == Some(&Tok::LParen) {
                     self.next();
-                    let mut args = Vec::new();
-                    while self.peek() != Some(&Tok::RParen) {
-                        if !args.is_empty() {
-                            self.expect(Tok::Comma)?;
-                        }
-                        args.push(self.expr()?);
-                    }
-                    self.next();
+                    let args = self.nested(pos, Parser::args)?;
                     return Ok(Expr::Call(name, args, pos));
                 }
                 match name.as_str() {
@@ -279,6 +332,19 @@ impl Parser {
                 Err(self.unexpected("a value"))
             }
         }
+    }
+
+    /// The arguments of a call up to its `)`, after its `(`.
+    fn args(&mut self) -> Result<Vec<Expr>, Located> {
+        let mut args = Vec::new();
+        while self.peek() != Some(&Tok::RParen) {
+            if !args.is_empty() {
+                self.expect(Tok::Comma)?;
+            }
+            args.push(self.expr()?);
+        }
+        self.next();
+        Ok(args)
     }
 
     /// `[1, 0]` or `[1.0, 2.5]` (integers in a list with a float become floats).

@@ -7,4 +7,5 @@ mod constants;
 mod errors;
 mod fusion;
 mod harness;
+mod limits;
 mod rewrite;
