@@ -16,7 +16,9 @@ pub struct TensorType {
 pub enum SizeError {
     #[error("shape {shape:?} of {dtype} is too large: its size overflows")]
     Overflow { dtype: DType, shape: Vec<usize> },
-    #[error("shape {shape:?} of {dtype} takes {bytes} bytes, more than the limit of {limit} bytes")]
+    #[error(
+        "shape {shape:?} of {dtype} takes {bytes} bytes, more than the tensor-size limit of {limit} bytes ({LIMIT_VAR} sets it)"
+    )]
     OverLimit {
         dtype: DType,
         shape: Vec<usize>,
@@ -181,7 +183,8 @@ mod tests {
         assert_eq!(t.check_limit(1 << 22), Ok(1 << 22));
         assert_eq!(
             t.check_limit((1 << 22) - 1).unwrap_err().to_string(),
-            "shape [1024, 1024] of f32 takes 4194304 bytes, more than the limit of 4194303 bytes"
+            "shape [1024, 1024] of f32 takes 4194304 bytes, more than the tensor-size limit of 4194303 bytes \
+             (MXC_MAX_TENSOR_BYTES sets it)"
         );
     }
 }

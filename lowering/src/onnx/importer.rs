@@ -21,6 +21,8 @@ pub struct Importer {
     opsets: HashMap<String, i64>,
     pub specialized: HashMap<ValueId, Tensor>,
     pub model_dir: Option<PathBuf>,
+    /// The most bytes an input or a computed tensor may take.
+    pub max_tensor_bytes: usize,
     registry: &'static Registry,
 }
 
@@ -45,6 +47,10 @@ pub fn import_model(
         opsets,
         specialized: HashMap::new(),
         model_dir,
+        max_tensor_bytes: match opts.max_tensor_bytes {
+            Some(limit) => limit,
+            None => mxc_dialects::max_tensor_bytes()?,
+        },
         registry: Registry::standard(),
     };
     imp.add_initializers(g)?;
@@ -122,6 +128,7 @@ impl Importer {
                 message,
             };
             let ty = input_type(vi, opts.input_shapes.get(name)).map_err(err)?;
+            ty.check_limit(self.max_tensor_bytes).map_err(|e| err(e.to_string()))?;
             let v = self.graph.add_input(name, ty.clone());
             self.env.insert(name.to_string(), v);
             if let Some(t) = opts.specialize.get(name) {
