@@ -18,6 +18,7 @@ mod pipeline;
 mod recognise;
 mod rules;
 mod rules_check;
+mod sizes;
 mod text;
 mod threads;
 mod verify;

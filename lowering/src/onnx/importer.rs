@@ -8,7 +8,7 @@ use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
 use super::registry::Registry;
-use super::tensor::{check_size, decode_tensor, dtype_of, require_dtype};
+use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
@@ -285,7 +285,7 @@ fn show_declared(vi: &ValueInfoProto) -> String {
 /// `given` (the shape the user gave for this input).
 fn input_type(vi: &ValueInfoProto, given: Option<&Vec<usize>>) -> Result<TensorType, String> {
     let ty = declared_input_type(vi, given)?;
-    check_size(&ty.shape)?;
+    ty.check_size().map_err(|e| e.to_string())?;
     Ok(ty)
 }
 
