@@ -40,6 +40,10 @@ pub fn parse_shapes(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| anyhow::anyhow!("--shape `{arg}`: `{dims}` is not a list of dimensions like 1x3x224x224"))?;
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d.max(1)));
+        if elements.is_none_or(|n| n > isize::MAX as usize) {
+            bail!("--shape `{arg}`: {shape:?} has more elements than memory can address");
+        }
         if out.insert(name.to_string(), shape).is_some() {
             bail!("--shape `{name}` is given twice");
         }
@@ -70,7 +74,11 @@ pub const DEFAULT_SEED: u64 = 0x006d_7863;
 
 /// Adds a seeded pseudo-random value for every program input not in `given`:
 /// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
-pub fn complete_seeded(program: &Program, given: HashMap<String, Tensor>, seed: u64) -> HashMap<String, Tensor> {
+pub fn complete_seeded(
+    program: &Program,
+    given: HashMap<String, Tensor>,
+    seed: u64,
+) -> Result<HashMap<String, Tensor>> {
     complete_with(program, given, Fill::Seeded(seed))
 }
 
@@ -83,8 +91,13 @@ pub enum Fill {
     Constant(f64),
 }
 
-/// Adds a value made by `fill` for every program input not in `given`.
-pub fn complete_with(program: &Program, mut given: HashMap<String, Tensor>, fill: Fill) -> HashMap<String, Tensor> {
+/// Adds a value made by `fill` for every program input not in `given`; an input larger than
+/// the tensor-size limit (`mxc_dialects::max_tensor_bytes`) is refused, naming it.
+pub fn complete_with(
+    program: &Program,
+    mut given: HashMap<String, Tensor>,
+    fill: Fill,
+) -> Result<HashMap<String, Tensor>> {
     let mut rng = SplitMix64(match fill {
         Fill::Seeded(seed) => seed,
         Fill::Constant(_) => 0,
@@ -94,6 +107,8 @@ pub fn complete_with(program: &Program, mut given: HashMap<String, Tensor>, fill
             continue;
         }
         let ty = &program.buffers[b.buffer].ty;
+        ty.check_limit(mxc_dialects::max_tensor_bytes()?)
+            .map_err(|e| anyhow::anyhow!("input `{}`: cannot make a value: {e}", b.name))?;
         let n = ty.num_elements();
         let value = match (fill, ty.dtype.is_float()) {
             (Fill::Constant(c), true) => Tensor::from_f64s(ty.dtype, ty.shape.clone(), &vec![c; n]),
@@ -109,7 +124,7 @@ pub fn complete_with(program: &Program, mut given: HashMap<String, Tensor>, fill
         };
         given.insert(b.name.clone(), value);
     }
-    given
+    Ok(given)
 }
 
 /// A small, well-mixed generator (SplitMix64); reproducible across runs and platforms.

@@ -244,7 +244,7 @@ impl ProgramArgs {
             (_, true) => inputs::Fill::Constant(1.0),
             _ => inputs::Fill::Seeded(self.seed),
         };
-        let values = inputs::complete_with(exe.program(), given, fill);
+        let values = inputs::complete_with(exe.program(), given, fill)?;
         Ok((exe, values))
     }
 }

@@ -18,7 +18,7 @@ pub use dtype::DType;
 pub use graph::{Def, Graph, Op, Port, ValueId};
 pub use op::OpKind;
 pub use tensor::{SharedBytes, Tensor};
-pub use ty::{strides_of, TensorType};
+pub use ty::{max_tensor_bytes, strides_of, SizeError, TensorType, LIMIT_VAR};
 pub use verify::verify;
 
 /// Errors of IR construction, verification and parsing.

@@ -50,9 +50,10 @@ impl std::fmt::Debug for Data {
 }
 
 impl Tensor {
-    /// Wraps raw little-endian bytes; `None` if the byte count does not match the type.
+    /// Wraps raw little-endian bytes; `None` if the byte count does not match the type (or
+    /// the type's size overflows).
     pub fn from_bytes(ty: TensorType, data: Vec<u8>) -> Option<Tensor> {
-        (data.len() == ty.num_bytes()).then(|| Tensor {
+        (ty.checked_num_bytes() == Some(data.len())).then(|| Tensor {
             ty,
             data: Data::owned(data),
         })
@@ -61,7 +62,7 @@ impl Tensor {
     /// A tensor whose bytes are those of `owner` from `start`, shared rather than copied;
     /// `None` if they do not fit in `owner`.
     pub fn view(ty: TensorType, owner: SharedBytes, start: usize) -> Option<Tensor> {
-        let len = ty.num_bytes();
+        let len = ty.checked_num_bytes()?;
         let fits = start.checked_add(len).is_some_and(|end| end <= (*owner).as_ref().len());
         fits.then_some(Tensor {
             ty,

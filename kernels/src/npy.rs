@@ -42,8 +42,17 @@ fn dtype_of(descr: &str) -> Option<DType> {
     Some(d)
 }
 
-/// The bytes of a version-1 `.npy` file holding `t`.
-pub fn encode(t: &Tensor) -> Vec<u8> {
+/// The bytes of a version-1 `.npy` file holding `t`; `what` names it in errors. A tensor
+/// whose bytes are not those its type's shape needs is refused: the header never disagrees
+/// with the data.
+pub fn encode(t: &Tensor, what: &str) -> Result<Vec<u8>, RunError> {
+    if t.ty.checked_num_bytes() != Some(t.bytes().len()) {
+        return Err(RunError::Io(format!(
+            "{what}: cannot write {} as .npy: it holds {} bytes, which is not the size of its shape",
+            t.ty,
+            t.bytes().len()
+        )));
+    }
     let shape: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
     let shape = match shape.len() {
         1 => format!("({},)", shape[0]),
@@ -63,7 +72,7 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
     out.extend((header.len() as u16).to_le_bytes());
     out.extend(header.as_bytes());
     out.extend(t.bytes());
-    out
+    Ok(out)
 }
 
 /// Parses the bytes of a `.npy` file; `what` names it in errors.
@@ -73,12 +82,13 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
         return Err(bad("missing the \\x93NUMPY magic"));
     }
     let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
         2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12),
         v => return Err(bad(&format!("unsupported format version {v}"))),
     };
-    let header = bytes
-        .get(start..start + header_len)
+    let header = start
+        .checked_add(header_len)
+        .and_then(|end| bytes.get(start..end))
         .ok_or_else(|| bad("truncated header"))?;
     let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
     let field = |key: &str| -> Option<&str> {
@@ -104,11 +114,11 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
         .map(|s| s.parse::<usize>().map_err(|_| bad(&format!("bad dimension '{s}'"))))
         .collect::<Result<Vec<_>, _>>()?;
     let ty = TensorType::new(dtype, shape);
+    let needed = ty.check_size().map_err(|e| bad(&e.to_string()))?;
     let data = &bytes[start + header_len..];
-    if data.len() != ty.num_bytes() {
+    if data.len() != needed {
         return Err(bad(&format!(
-            "{ty} needs {} bytes of data, the file has {}",
-            ty.num_bytes(),
+            "{ty} needs {needed} bytes of data, the file has {}",
             data.len()
         )));
     }
@@ -138,7 +148,8 @@ pub fn read(path: &Path) -> Result<Tensor, RunError> {
 }
 
 pub fn write(path: &Path, t: &Tensor) -> Result<(), RunError> {
-    std::fs::write(path, encode(t)).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))
+    let bytes = encode(t, &path.display().to_string())?;
+    std::fs::write(path, bytes).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -148,11 +159,11 @@ mod tests {
     #[test]
     fn round_trips_through_bytes() {
         let t = Tensor::from_f32s(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        let bytes = encode(&t);
+        let bytes = encode(&t, "t").unwrap();
         assert_eq!((bytes.len() - t.bytes().len()) % 64, 0);
         assert_eq!(decode(&bytes, "t").unwrap(), t);
         let scalar = Tensor::from_i64s(DType::I64, vec![], &[7]);
-        assert_eq!(decode(&encode(&scalar), "s").unwrap(), scalar);
+        assert_eq!(decode(&encode(&scalar, "s").unwrap(), "s").unwrap(), scalar);
     }
 
     #[test]
@@ -167,8 +178,48 @@ mod tests {
     #[test]
     fn rejects_truncated_data() {
         let t = Tensor::from_f32s(vec![4], &[1.0, 2.0, 3.0, 4.0]);
-        let bytes = encode(&t);
+        let bytes = encode(&t, "t").unwrap();
         let err = decode(&bytes[..bytes.len() - 1], "x.npy").unwrap_err().to_string();
         assert!(err.contains("x.npy") && err.contains("needs 16 bytes"), "{err}");
+    }
+
+    /// A header with the given shape text and `data` after it.
+    fn with_shape(shape: &str, data: &[u8]) -> Vec<u8> {
+        let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}\n");
+        let mut out = MAGIC.to_vec();
+        out.extend([1, 0]);
+        out.extend((header.len() as u16).to_le_bytes());
+        out.extend(header.as_bytes());
+        out.extend(data);
+        out
+    }
+
+    #[test]
+    fn rejects_shapes_whose_size_overflows() {
+        // 2^62 * 4 elements of 4 bytes wrap to 0 bytes in unchecked arithmetic
+        for shape in ["(4611686018427387904, 4)", "(0, 4611686018427387904, 4)"] {
+            let err = decode(&with_shape(shape, &[]), "x.npy").unwrap_err().to_string();
+            assert!(
+                err.starts_with("x.npy: not a valid .npy file") && err.contains("too large"),
+                "{err}"
+            );
+        }
+        assert_eq!(decode(&with_shape("(2, 0)", &[]), "x.npy").unwrap().shape(), [2, 0]);
+        let err = decode(&with_shape("(2,)", &[0; 12]), "x.npy").unwrap_err().to_string();
+        assert!(err.contains("needs 8 bytes of data, the file has 12"), "{err}");
+    }
+
+    #[test]
+    fn never_writes_a_header_that_disagrees_with_the_data() {
+        let mut t = Tensor::from_f32s(vec![2], &[1.0, 2.0]);
+        t.ty = TensorType::new(DType::F32, vec![1 << 62, 4]);
+        let err = encode(&t, "y.npy").unwrap_err().to_string();
+        assert!(
+            err.starts_with("y.npy: cannot write tensor<4611686018427387904x4xf32>"),
+            "{err}"
+        );
+        let path = std::env::temp_dir().join(format!("mxc-npy-{}.npy", std::process::id()));
+        assert!(write(&path, &t).is_err());
+        assert!(!path.exists(), "nothing is written");
     }
 }

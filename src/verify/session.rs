@@ -53,7 +53,7 @@ impl Session {
         };
         let oracle = exe(Target::Ref, &CompileOptions::default())?;
         let tested = exe(self.target, &self.options)?;
-        self.inputs = inputs::complete_seeded(oracle.program(), std::mem::take(&mut self.inputs), self.seed);
+        self.inputs = inputs::complete_seeded(oracle.program(), std::mem::take(&mut self.inputs), self.seed)?;
         let expected = oracle
             .run(&self.inputs)
             .with_context(|| format!("running {what} on ref"))?;

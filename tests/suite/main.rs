@@ -19,6 +19,7 @@ mod pipeline;
 mod recognise;
 mod rules;
 mod rules_check;
+mod sizes;
 mod text;
 mod threads;
 mod trust;

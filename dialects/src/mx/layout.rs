@@ -11,7 +11,7 @@ use crate::{Attrs, TensorType};
 
 pub fn reshape(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let shape = attrs.dims("shape")?;
-    if shape.iter().product::<usize>() != x.num_elements() {
+    if x.with_shape(shape.clone()).checked_num_elements() != Some(x.num_elements()) {
         return Err(format!(
             "cannot reshape {:?} ({} elements) to {shape:?}",
             x.shape,

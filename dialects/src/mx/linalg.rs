@@ -119,7 +119,7 @@ pub fn matmul_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, St
     let [p, kb, panel] = b.shape[b.rank() - 3..] else {
         unreachable!("rank 3 or more")
     };
-    if n < 1 || kb != k || p != (n as usize).div_ceil(panel) {
+    if n < 1 || panel == 0 || kb != k || p != (n as usize).div_ceil(panel) {
         return Err(format!("panels {:?} do not hold a [{k}, {n}] matrix", b.shape));
     }
     let mut shape = a.shape.clone();

@@ -15,8 +15,17 @@ pub use elementwise::broadcast_shapes;
 
 use crate::{Attrs, OpKind, TensorType};
 
-/// The result types of `kind` applied to operands of types `operands` with `attrs`.
+/// The result types of `kind` applied to operands of types `operands` with `attrs`; a result
+/// whose size overflows (`TensorType::check_size`) is refused.
 pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
+    let results = infer_unchecked(kind, operands, attrs)?;
+    for t in &results {
+        t.check_size().map_err(|e| format!("the result {e}"))?;
+    }
+    Ok(results)
+}
+
+fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
     let (min, max) = kind.arity();
     if operands.len() < min || operands.len() > max {
         return Err(if min == max {
@@ -133,5 +142,42 @@ pub(crate) fn same_dtype(a: &TensorType, b: &TensorType, what: &str) -> Result<(
         Ok(())
     } else {
         Err(format!("{what}: element types differ ({} vs {})", a.dtype, b.dtype))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Attr, DType};
+
+    fn f32s(shape: &[usize]) -> TensorType {
+        TensorType::new(DType::F32, shape.to_vec())
+    }
+
+    fn shape_attr(shape: &[i64]) -> Attrs {
+        Attrs::new().with("shape", Attr::Ints(shape.to_vec()))
+    }
+
+    #[test]
+    fn results_whose_size_overflows_are_refused() {
+        let err = infer(OpKind::Expand, &[f32s(&[1, 4])], &shape_attr(&[1 << 62, 4])).unwrap_err();
+        assert_eq!(
+            err,
+            "the result shape [4611686018427387904, 4] of f32 is too large: its size overflows"
+        );
+        // the product of this shape wraps to the element count of `x` (0)
+        let err = infer(OpKind::Reshape, &[f32s(&[0])], &shape_attr(&[1 << 62, 1 << 62, 0])).unwrap_err();
+        assert!(err.starts_with("cannot reshape [0]"), "{err}");
+        let concat = Attrs::new().with("axis", Attr::Int(0));
+        let err = infer(OpKind::Concat, &[f32s(&[1 << 60]), f32s(&[1 << 60])], &concat).unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+        let conv_t = Attrs::new()
+            .with("dilations", Attr::Ints(vec![1]))
+            .with("group", Attr::Int(1))
+            .with("output_padding", Attr::Ints(vec![0]))
+            .with("pads", Attr::Ints(vec![0, 0]))
+            .with("strides", Attr::Ints(vec![1 << 62]));
+        let err = infer(OpKind::ConvTranspose, &[f32s(&[1, 1, 5]), f32s(&[1, 1, 3])], &conv_t).unwrap_err();
+        assert_eq!(err, "the output extent of spatial axis 0 overflows");
     }
 }

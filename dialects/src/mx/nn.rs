@@ -69,7 +69,10 @@ fn out_extent(
     if ceil && !(padded - span).is_multiple_of(stride) {
         out += 1;
         // the last window must start inside the input or its begin padding
-        if (out - 1) * stride >= input + pads.0 {
+        if (out - 1)
+            .checked_mul(stride)
+            .is_none_or(|start| start >= input + pads.0)
+        {
             out -= 1;
         }
     }
@@ -158,10 +161,10 @@ pub fn conv_nhwc_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType,
         ));
     }
     let (m, per_group) = (m as usize, x.shape[3] / group as usize);
-    let depth = kernel[0] * kernel[1] * per_group;
-    if wp.shape[1] != depth || wp.shape[0] != m.div_ceil(wp.shape[2]) {
+    let depth = kernel[0].checked_mul(kernel[1]).and_then(|k| k.checked_mul(per_group));
+    if wp.shape[2] == 0 || Some(wp.shape[1]) != depth || wp.shape[0] != m.div_ceil(wp.shape[2]) {
         return Err(format!(
-            "packed weights {:?} do not hold {m} output channels of {depth} weights",
+            "packed weights {:?} do not hold {m} output channels of {kernel:?} kernels over {per_group} channels",
             wp.shape
         ));
     }
@@ -205,8 +208,12 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
         if x.shape[i + 2] == 0 || w.shape[i + 2] == 0 {
             return Err(format!("spatial axis {i} of the input or the kernel is empty"));
         }
-        let full = win.strides[i] * (x.shape[i + 2] - 1) + extra + win.dilations[i] * (w.shape[i + 2] - 1) + 1;
-        let pad = win.pads[i] + win.pads[i + spatial];
+        let full = win.strides[i]
+            .checked_mul(x.shape[i + 2] - 1)
+            .zip(win.dilations[i].checked_mul(w.shape[i + 2] - 1))
+            .and_then(|(a, b)| a.checked_add(b)?.checked_add(extra)?.checked_add(1))
+            .ok_or_else(|| format!("the output extent of spatial axis {i} overflows"))?;
+        let pad = win.pads[i].saturating_add(win.pads[i + spatial]);
         if full <= pad {
             return Err(format!("pads {pad} remove the whole output extent {full}"));
         }

@@ -57,7 +57,12 @@ pub fn geometry(x: &TensorType, pads: &[usize]) -> Result<([usize; 2], [usize; 2
             x.shape
         ));
     }
-    let out = [0, 1].map(|d| (x.shape[d + 1] + pads[d] + pads[d + 2]).checked_sub(2));
+    let out = [0, 1].map(|d| {
+        x.shape[d + 1]
+            .checked_add(pads[d])?
+            .checked_add(pads[d + 2])?
+            .checked_sub(2)
+    });
     match out {
         [Some(h), Some(w)] if h > 0 && w > 0 => Ok(([h, w], [h.div_ceil(TILE), w.div_ceil(TILE)])),
         _ => Err(format!(
@@ -71,7 +76,11 @@ pub fn geometry(x: &TensorType, pads: &[usize]) -> Result<([usize; 2], [usize; 2
 pub fn input(x: &TensorType, pads: &[usize]) -> Result<TensorType, String> {
     check_float(x)?;
     let (_, tiles) = geometry(x, pads)?;
-    Ok(x.with_shape(vec![POINTS, x.shape[0] * tiles[0] * tiles[1], x.shape[3]]))
+    let tiles = x.shape[0]
+        .checked_mul(tiles[0])
+        .and_then(|t| t.checked_mul(tiles[1]))
+        .ok_or_else(|| format!("the tiles of the padded image {:?} overflow", x.shape))?;
+    Ok(x.with_shape(vec![POINTS, tiles, x.shape[3]]))
 }
 
 /// `winograd_weights`: `[M, 3, 3, C]` to `[36, C, M]`.
@@ -89,7 +98,10 @@ pub fn output(x: &TensorType, shape: &[usize]) -> Result<TensorType, String> {
     let [n, h, w, m] = shape[..] else {
         return Err(format!("shape must be [N, OH, OW, M], got {shape:?}"));
     };
-    let tiles = n * h.div_ceil(TILE) * w.div_ceil(TILE);
+    let tiles = n
+        .checked_mul(h.div_ceil(TILE))
+        .and_then(|t| t.checked_mul(w.div_ceil(TILE)))
+        .ok_or_else(|| format!("the tiles of an output of shape {shape:?} overflow"))?;
     if x.shape != [POINTS, tiles, m] {
         return Err(format!(
             "takes [{POINTS}, {tiles}, {m}] for an output of shape {shape:?}, got {:?}",

@@ -5,7 +5,7 @@
 use super::importer::Importer;
 use super::node::NodeView;
 use super::proto::GraphProto;
-use super::tensor::{check_size, decode_tensor};
+use super::tensor::decode_tensor;
 use mxc_dialects::eval::eval;
 use mxc_dialects::{mx, Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
@@ -117,7 +117,8 @@ impl Ctx<'_> {
         let types: Vec<TensorType> = operands.iter().map(|v| g.ty(*v).clone()).collect();
         let results = mx::infer(kind, &types, &attrs).map_err(|m| format!("{kind}: {m}"))?;
         for t in &results {
-            check_size(&t.shape).map_err(|m| format!("{kind}: the result {m}"))?;
+            t.check_limit(self.imp.max_tensor_bytes)
+                .map_err(|e| format!("{kind}: the result {e}"))?;
         }
         if results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
             let values: Option<Vec<Tensor>> = operands.iter().map(|v| g.constant_value(*v).cloned()).collect();

@@ -37,6 +37,8 @@ pub enum ImportError {
     },
     #[error("value \"{value}\": {message}")]
     Value { value: String, message: String },
+    #[error(transparent)]
+    Limit(#[from] mxc_dialects::SizeError),
 }
 
 /// How a node is named in messages: its name in quotes, or (for a node without a name) its

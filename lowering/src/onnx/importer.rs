@@ -8,7 +8,7 @@ use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
 use super::registry::Registry;
-use super::tensor::{check_size, decode_tensor, dtype_of, require_dtype};
+use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
@@ -21,6 +21,8 @@ pub struct Importer {
     opsets: HashMap<String, i64>,
     pub specialized: HashMap<ValueId, Tensor>,
     pub model_dir: Option<PathBuf>,
+    /// The most bytes an input or a computed tensor may take.
+    pub max_tensor_bytes: usize,
     registry: &'static Registry,
 }
 
@@ -45,6 +47,10 @@ pub fn import_model(
         opsets,
         specialized: HashMap::new(),
         model_dir,
+        max_tensor_bytes: match opts.max_tensor_bytes {
+            Some(limit) => limit,
+            None => mxc_dialects::max_tensor_bytes()?,
+        },
         registry: Registry::standard(),
     };
     imp.add_initializers(g)?;
@@ -122,6 +128,7 @@ impl Importer {
                 message,
             };
             let ty = input_type(vi, opts.input_shapes.get(name)).map_err(err)?;
+            ty.check_limit(self.max_tensor_bytes).map_err(|e| err(e.to_string()))?;
             let v = self.graph.add_input(name, ty.clone());
             self.env.insert(name.to_string(), v);
             if let Some(t) = opts.specialize.get(name) {
@@ -278,7 +285,7 @@ fn show_declared(vi: &ValueInfoProto) -> String {
 /// `given` (the shape the user gave for this input).
 fn input_type(vi: &ValueInfoProto, given: Option<&Vec<usize>>) -> Result<TensorType, String> {
     let ty = declared_input_type(vi, given)?;
-    check_size(&ty.shape)?;
+    ty.check_size().map_err(|e| e.to_string())?;
     Ok(ty)
 }
 

@@ -19,6 +19,10 @@ pub struct ImportOptions {
     /// Values of graph inputs that may be used where an op needs a compile-time value (the
     /// shape of a `Reshape`, the starts of a `Slice`, ...). The inputs stay graph inputs.
     pub specialize: HashMap<String, Tensor>,
+    /// The most bytes a graph input or a computed tensor may take (constants are not
+    /// limited: they are already in memory); `None` for `mxc_dialects::max_tensor_bytes()`,
+    /// which is `MXC_MAX_TENSOR_BYTES` or the machine's memory.
+    pub max_tensor_bytes: Option<usize>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
@@ -257,6 +261,37 @@ mod tests {
         model.opset_import[0].domain = Some("ai.onnx".into());
         let g = import_bytes(&model.encode_to_vec(), None, &ImportOptions::default()).expect("imports");
         assert_eq!(g.outputs.len(), 2);
+    }
+
+    #[test]
+    fn tensors_over_the_size_limit_are_named() {
+        let limit = |bytes| ImportOptions {
+            max_tensor_bytes: Some(bytes),
+            ..ImportOptions::default()
+        };
+        let err = import_bytes(&relu_model().bytes(), None, &limit(20))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "input \"x\": shape [2, 3] of f32 takes 24 bytes, more than the tensor-size limit of 20 \
+             bytes (MXC_MAX_TENSOR_BYTES sets it)"
+        );
+        let mut expand = node("Expand", &["x", "shape"], &["y"], vec![]);
+        expand.name = Some("big".into());
+        let model = ModelBuilder::new(17)
+            .input("x", DataType::Float, &[1, 2])
+            .init(i64_tensor("shape", &[2], &[4, 2]))
+            .node(expand)
+            .output("y")
+            .bytes();
+        assert!(import_bytes(&model, None, &limit(32)).is_ok());
+        let err = import_bytes(&model, None, &limit(31)).map(|_| ()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "node \"big\" (Expand): mx.expand: the result shape [4, 2] of f32 takes 32 bytes, more than \
+             the tensor-size limit of 31 bytes (MXC_MAX_TENSOR_BYTES sets it)"
+        );
     }
 
     #[test]
