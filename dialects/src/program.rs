@@ -90,11 +90,6 @@ fn align_up(n: usize) -> usize {
 #[error("invalid plan: {0}")]
 pub struct PlanError(pub String);
 
-/// The bytes of a buffer of type `ty`, or `None` when they overflow.
-pub fn checked_bytes(ty: &TensorType) -> Option<usize> {
-    ty.shape.iter().try_fold(ty.dtype.size(), |n, &d| n.checked_mul(d))
-}
-
 impl Program {
     /// Checks every fact the runtime relies on when it runs this plan with `memory`: buffer
     /// sizes (checked arithmetic), each temporary inside the arena and aligned, every input
@@ -112,7 +107,7 @@ impl Program {
         }
         let mut bytes = Vec::with_capacity(n);
         for (i, b) in self.buffers.iter().enumerate() {
-            let Some(size) = checked_bytes(&b.ty) else {
+            let Some(size) = b.ty.checked_num_bytes() else {
                 return bad(format!("buffer {i} ({}) has more bytes than the address space", b.ty));
             };
             bytes.push(size);

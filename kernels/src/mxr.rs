@@ -18,9 +18,7 @@
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
-use mxc_dialects::program::{
-    checked_bytes, Binding, Buffer, BufferKind, KernelSignature, MemoryPlan, Program, Step, ALIGN,
-};
+use mxc_dialects::program::{Binding, Buffer, BufferKind, KernelSignature, MemoryPlan, Program, Step, ALIGN};
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -401,7 +399,8 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             1 => {
                 let at = r.u64()? as usize;
                 // inside the body: a weight never overlaps the trailer
-                let t = checked_bytes(&ty)
+                let t = ty
+                    .checked_num_bytes()
                     .and_then(|n| slice(file, at, n))
                     .and_then(|_| Tensor::view(ty.clone(), shared.clone(), at))
                     .ok_or("a weight lies outside the file")?;
@@ -688,7 +687,9 @@ mod tests {
             any(&redigested(&m, |_| {})).unwrap_err().to_string()
         };
         // a step with fewer arguments than its kernel reads
-        let msg = err(&|m| m.program.steps[0].args.pop().map_or((), drop));
+        let msg = err(&|m| {
+            m.program.steps[0].args.pop();
+        });
         assert!(msg.contains("2 arguments, the kernel takes 3"), "{msg}");
         // a result bound to a weight (the read-only mapping)
         let msg = err(&|m| m.program.steps[0].args[2] = 1);

@@ -1,7 +1,8 @@
 //! `.mxr` files (docs/mxr.md) through the CLI: the same model compiles to the same bytes, a
 //! file from another format version or for another target is refused with a clear error,
 //! `mxc params` lists a file's inputs and outputs, and `mxc read --format mlir` is MLIR that
-//! `mlir-opt-22` accepts.
+//! `mlir-opt-22` accepts; a file whose plan disagrees with its kernels, or whose arena the
+//! machine cannot give, is refused with a message and never runs.
 
 use crate::common::{cache_dir, mxc, repo, stderr};
 use std::path::Path;
@@ -123,5 +124,68 @@ fn read_writes_json_and_dot_with_fused_kernels() {
     assert!(
         dot.contains("[label=\"conv_nhwc_packed\"]") && dot.contains("[label=\"relu\"]"),
         "{dot}"
+    );
+}
+
+/// `tiny_cnn` compiled to `dir/tiny.mxr`, changed by `change` and written again (the digest made
+/// anew, as someone rewriting the file would), then run: it must fail with one line naming
+/// `expected`, and no panic.
+fn changed_and_refused(dir: &Path, change: impl Fn(&mut mxc_kernels::mxr::Mxr), expected: &str) {
+    use mxc_kernels::mxr;
+    let file = dir.join("tiny.mxr");
+    compile(&repo().join("examples/tiny_cnn.onnx"), &file, &[]);
+    let mut m = mxr::read(&file, None, &Default::default()).unwrap();
+    change(&mut m);
+    let changed = dir.join("changed.mxr");
+    std::fs::write(&changed, mxr::encode(&m, None)).unwrap();
+    let out = mxc(&["run", changed.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !err.contains("panicked") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert!(err.contains(expected), "{err}");
+}
+
+#[test]
+fn a_plan_at_odds_with_its_kernels_or_the_machine_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    changed_and_refused(d, |m| m.memory.size /= 2, "does not lie aligned inside the arena");
+    changed_and_refused(
+        d,
+        |m| {
+            m.program.steps[0].args.pop();
+        },
+        "arguments, the kernel takes",
+    );
+    let weight_as_result = |m: &mut mxc_kernels::mxr::Mxr| {
+        let p = &mut m.program;
+        let weight = (p.buffers.iter())
+            .position(|b| matches!(b.kind, mxc_dialects::program::BufferKind::Constant(_)))
+            .unwrap();
+        let last = p.steps[0].args.len() - 1;
+        p.steps[0].args[last] = weight;
+    };
+    changed_and_refused(d, weight_as_result, "invalid plan: step 0");
+    for range in [1u64 << 62, i64::MAX as u64] {
+        changed_and_refused(
+            d,
+            |m| m.program.steps[0].range = range,
+            &format!("range {range}, the kernel's loop has"),
+        );
+    }
+    changed_and_refused(d, |m| m.program.inputs.clear(), "which is not bound to it");
+    // plans that are consistent but ask for an arena the machine cannot give
+    changed_and_refused(
+        d,
+        |m| m.memory.size = 1 << 40,
+        "the arena of temporaries: cannot allocate 1099511627776 bytes",
+    );
+    changed_and_refused(
+        d,
+        |m| m.memory.size = 1 << 63,
+        "the arena of temporaries: cannot allocate",
     );
 }
