@@ -11,14 +11,19 @@ pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
 /// A loaded shared object.
 pub struct Library {
+    // declared first, so it is unloaded before `_file` closes
     lib: libloading::Library,
+    /// The in-memory file it was loaded from, open while it is loaded: the loader knows an
+    /// object by its path, `/proc/self/fd/N`, and a closed N reused for another object's file
+    /// would make it hand back this one.
+    _file: std::fs::File,
 }
 
 impl Library {
     pub fn from_bytes(bytes: &[u8]) -> Result<Library, RunError> {
         check_elf(bytes).map_err(|m| RunError::Load(format!("the kernels' shared object: {m}")))?;
-        let lib = load(bytes)?;
-        Ok(Library { lib })
+        let (lib, file) = load(bytes)?;
+        Ok(Library { lib, _file: file })
     }
 
     pub fn kernel(&self, symbol: &str) -> Result<KernelFn, RunError> {
@@ -29,9 +34,9 @@ impl Library {
     }
 }
 
-/// Loads the object from an anonymous file in memory, closed once the loader has mapped it.
+/// Loads the object from an anonymous file in memory; returns it and the file.
 #[cfg(target_os = "linux")]
-fn load(bytes: &[u8]) -> Result<libloading::Library, RunError> {
+fn load(bytes: &[u8]) -> Result<(libloading::Library, std::fs::File), RunError> {
     use std::io::Write;
     use std::os::fd::FromRawFd;
     let err = |m: String| RunError::Load(format!("the kernels' shared object: {m}"));
@@ -47,12 +52,14 @@ fn load(bytes: &[u8]) -> Result<libloading::Library, RunError> {
     let path = format!("/proc/self/fd/{fd}");
     // SAFETY: the object's header was checked; loading runs its initialisers, which is why a
     // `.mxr` is trusted like a shared library (docs/security.md).
-    unsafe { libloading::Library::new(&path) }.map_err(|e| err(e.to_string()))
+    let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| err(e.to_string()))?;
+    Ok((lib, file))
 }
 
-/// Loads the object from a temporary file, removed as soon as it is mapped.
+/// Loads the object from a temporary file, removed as soon as it is mapped; returns it and the
+/// (unlinked, still open) file.
 #[cfg(not(target_os = "linux"))]
-fn load(bytes: &[u8]) -> Result<libloading::Library, RunError> {
+fn load(bytes: &[u8]) -> Result<(libloading::Library, std::fs::File), RunError> {
     use std::io::Write;
     let err = |m: String| RunError::Load(format!("the kernels' shared object: {m}"));
     let mut file = tempfile::Builder::new()
@@ -62,7 +69,9 @@ fn load(bytes: &[u8]) -> Result<libloading::Library, RunError> {
         .map_err(|e| err(format!("temporary file: {e}")))?;
     file.write_all(bytes).map_err(|e| err(format!("temporary file: {e}")))?;
     // SAFETY: as for the Linux loader above.
-    unsafe { libloading::Library::new(file.path()) }.map_err(|e| err(e.to_string()))
+    let lib = unsafe { libloading::Library::new(file.path()) }.map_err(|e| err(e.to_string()))?;
+    let file = file.reopen().map_err(|e| err(format!("temporary file: {e}")))?;
+    Ok((lib, file))
 }
 
 /// ELF constants this check reads (the System V ABI's values).

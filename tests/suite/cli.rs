@@ -48,7 +48,7 @@ fn compiled_file_gives_the_models_outputs() {
     std::fs::write(&corrupt, &bytes).unwrap();
     let out = mxc(&["run", corrupt.to_str().unwrap()]);
     assert!(
-        !out.status.success() && stderr(&out).contains("checksum"),
+        !out.status.success() && stderr(&out).contains("digest mismatch"),
         "{}",
         stderr(&out)
     );
