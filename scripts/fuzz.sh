@@ -9,7 +9,8 @@
 #
 # Seeds are generated into fuzz/seeds/<target> (from examples/, the node-suite models in
 # .cache/onnx-backend-tests, the rule files and docs, `mxc compile` and `mxc read` output);
-# what the fuzzer finds accumulates in fuzz/corpus/<target>. Both are ignored by git.
+# what the fuzzer finds accumulates in fuzz/corpus/<target>. Both are ignored by git. The
+# inputs kept in fuzz/regressions/<target> are replayed by every run.
 # Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs cargo-fuzz).
 # Environment: MXC_FUZZ_ARGS  extra libFuzzer arguments, e.g. "-rss_limit_mb=4096".
 set -euo pipefail
@@ -138,12 +139,16 @@ fi
 # --- the runs --------------------------------------------------------------------------
 # -rss_limit_mb: libFuzzer's default (2 GiB) also caps a single allocation, so an input
 # that makes the code ask for an absurd buffer is reported as a crash, as it should be.
+# The inputs of fuzz/regressions/<target> (ones that crashed it once) are read with the
+# seeds, so every run, short ones included, replays them first.
 failed=()
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t"
+    dirs=("corpus/$t" "seeds/$t")
+    [[ -d "fuzz/regressions/$t" ]] && dirs+=("regressions/$t")
     say "running $t for ${secs}s"
     # shellcheck disable=SC2086
-    if ! (cd fuzz && cargo +nightly fuzz run --debug-assertions "$t" "corpus/$t" "seeds/$t" -- \
+    if ! (cd fuzz && cargo +nightly fuzz run --debug-assertions "$t" "${dirs[@]}" -- \
         -max_total_time="$secs" -timeout=20 -print_final_stats=1 ${MXC_FUZZ_ARGS:-}); then
         failed+=("$t")
         say "$t FAILED: the input is in fuzz/artifacts/$t/"
