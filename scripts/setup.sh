@@ -6,6 +6,7 @@
 #   2. a Python venv in .cache/venv with onnx, onnxruntime and numpy (pinned)
 #   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
 #   4. the generated test models in .cache/models/<name>
+#   5. the nightly Rust toolchain and cargo-fuzz, for the fuzz targets in fuzz/
 #
 # Environment:
 #   MXC_PYTHON   interpreter used to create the venv (default: python3)
@@ -27,6 +28,7 @@ PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
 BACKEND_ONNX_VERSION=1.22.0
 BACKEND_DIRS=(node simple pytorch-converted pytorch-operator)
 MODELS=(convnet encoder)
+CARGO_FUZZ_VERSION=0.13.2
 
 say() { printf 'setup: %s\n' "$*"; }
 skip() { [[ "${MXC_QUIET:-0}" == 1 ]] || say "$*"; }
@@ -160,5 +162,21 @@ for name in "${MODELS[@]}"; do
     rm -rf "$out"
     mv "$out.tmp" "$out"
 done
+
+# --- 5. nightly and cargo-fuzz ------------------------------------------------
+command -v rustup >/dev/null 2>&1 || die "no rustup (install Rust with rustup first)"
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    say "installing the nightly toolchain"
+    rustup toolchain install nightly --profile minimal
+else
+    skip "nightly toolchain present"
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    say "installing cargo-fuzz $CARGO_FUZZ_VERSION"
+    cargo install --locked --version "$CARGO_FUZZ_VERSION" cargo-fuzz
+    cargo +nightly fuzz --version >/dev/null 2>&1 || die "cargo-fuzz is missing after installing it"
+else
+    skip "cargo-fuzz present"
+fi
 
 skip "done"

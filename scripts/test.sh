@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Set up the machine, then run the whole test suite. Arguments go to
-# `cargo test`, e.g. `scripts/test.sh -p mxc-dialects` or `scripts/test.sh -- onnx_node`.
-# The LLVM/MLIR prefixes come from .cargo/config.toml.
+# Set up the machine, then run the whole test suite and a short run of every fuzz target
+# (15 s each, scripts/fuzz.sh; any crash fails). Arguments go to `cargo test`, e.g.
+# `scripts/test.sh -p mxc-dialects` or `scripts/test.sh -- onnx_node`; a run with arguments
+# is a selection of the cargo tests and does not fuzz. The LLVM/MLIR prefixes come from
+# .cargo/config.toml.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 bash scripts/setup.sh
-exec cargo test --release --workspace "$@"
+cargo test --release --workspace "$@"
+if (( $# == 0 )); then
+    bash scripts/fuzz.sh 15s
+fi
