@@ -1,34 +1,23 @@
-//! Fuzz target: bytes as an `.mxr` file, through `mxr::decode` (header, integrity check,
-//! metadata, plan) up to the point before its shared object would be loaded; nothing here
-//! maps or `dlopen`s a library.
+//! Fuzz target: bytes as an `.mxr` file, through `mxr::decode` (header, metadata, signature,
+//! plan validation, the shared object's ELF header) up to the point before its shared object
+//! would be loaded; nothing here maps or `dlopen`s a library.
 //!
-//! The fuzzer cannot forge a checksum, so each input is also decoded "resealed": its length
-//! field and FNV-1a trailer rewritten to match, so mutations reach the metadata and plan
-//! parsing behind the check. Once `decode` skips the integrity check itself under
-//! `cfg(fuzzing)`, the resealed pass is redundant (and harmless) and can go.
+//! A fuzzing build of `mxr.rs` skips the SHA-256 digest check (the fuzzer cannot forge it), so
+//! mutations reach everything behind it. Each input is also decoded with its length field made
+//! right, which the fuzzer would otherwise rarely hit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mxc_kernels::mxr;
+use mxc_kernels::{mxr, TrustPolicy};
 
-/// Magic, version and length: the fixed head of the format.
-const HEAD: usize = 16;
+/// Where the format's u64 length field lies.
+const LENGTH: std::ops::Range<usize> = 8..16;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = mxr::decode(data, "fuzz.mxr", None);
-    if data.len() >= HEAD + 8 {
-        let _ = mxr::decode(&reseal(data), "fuzz.mxr", None);
+    let _ = mxr::decode(data, "fuzz.mxr", None, &TrustPolicy::AnyIntact);
+    if data.len() >= LENGTH.end {
+        let mut sized = data.to_vec();
+        sized[LENGTH].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        let _ = mxr::decode(&sized, "fuzz.mxr", None, &TrustPolicy::AnyIntact);
     }
 });
-
-/// `data` with its total length (bytes 8..16) and trailing FNV-1a checksum made right.
-fn reseal(data: &[u8]) -> Vec<u8> {
-    let mut bytes = data.to_vec();
-    let len = bytes.len();
-    bytes[8..16].copy_from_slice(&(len as u64).to_le_bytes());
-    let sum = bytes[..len - 8].iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    bytes[len - 8..].copy_from_slice(&sum.to_le_bytes());
-    bytes
-}
