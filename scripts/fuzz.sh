@@ -126,8 +126,9 @@ make_seeds() {
     SEEDS="$ROOT/fuzz/seeds"
 }
 
-# The seeds are rebuilt when this script, the examples or the rule files change.
-stamp_want=$( { cat "$0" examples/*.onnx rewrite/rules/*.rules examples/rules/*.rules docs/rules.md; \
+# The seeds are rebuilt when this script, the examples, the rule files or the `.mxr` format
+# (kernels/src/mxr.rs) change.
+stamp_want=$( { cat "$0" examples/*.onnx rewrite/rules/*.rules examples/rules/*.rules docs/rules.md kernels/src/mxr.rs; \
     ls .cache/onnx-backend-tests 2>/dev/null; } | sha256sum | cut -d' ' -f1)
 if [[ -f "$SEEDS/.stamp" && "$(cat "$SEEDS/.stamp")" == "$stamp_want" ]]; then
     say "seeds present"

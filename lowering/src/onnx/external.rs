@@ -64,7 +64,7 @@ pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8
             offset.saturating_add(length)
         )));
     }
-    let mut file = File::open(&real).map_err(|e| err(format!("cannot open {}: {e}", real.display())))?;
+    let mut file = open_without_blocking(&real).map_err(|e| err(format!("cannot open {}: {e}", real.display())))?;
     // The file checked above must be the one opened (nothing swapped it in between).
     let opened = file
         .metadata()
@@ -164,6 +164,16 @@ fn kind_of(meta: &Metadata) -> &'static str {
     "a special file"
 }
 
+/// Opens `path` for reading; on Unix without blocking, so that a FIFO swapped in after the
+/// type check cannot hang the open (the check after opening then refuses it).
+fn open_without_blocking(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
+
 /// Whether two metadata describe the same file (device and inode where there are such).
 fn same_file(a: &Metadata, b: &Metadata) -> bool {
     #[cfg(unix)]
@@ -184,6 +194,12 @@ mod tests {
     use super::super::testutil::*;
     use super::super::{import_file, ImportOptions};
     use super::*;
+
+    /// The values of the graph's first constant.
+    fn constant_values(g: &mxc_dialects::Graph) -> Vec<f64> {
+        let w = g.ops.iter().find_map(|op| op.attrs.tensor("value").ok());
+        w.expect("a constant").to_f64_vec()
+    }
 
     /// A fresh folder under the system's temporary folder.
     fn scratch(name: &str) -> PathBuf {
@@ -230,12 +246,7 @@ mod tests {
         data.extend([1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()));
         std::fs::write(dir.join("weights.bin"), data).expect("writes");
         let g = import_with(&dir, external("./weights.bin", Some(8), Some(8))).expect("imports");
-        let w = g
-            .ops
-            .iter()
-            .find_map(|op| op.attrs.tensor("value").ok())
-            .expect("a constant");
-        assert_eq!(w.to_f64_vec(), vec![1.5, -2.0]);
+        assert_eq!(constant_values(&g), vec![1.5, -2.0]);
         let err = import_with(&dir, external("weights.bin", Some(12), None))
             .map(|_| ())
             .unwrap_err();
@@ -322,12 +333,7 @@ mod tests {
         two_floats(&dir.join("data/w.bin"));
         std::os::unix::fs::symlink("data/w.bin", dir.join("inside.bin")).expect("links");
         let g = import_with(&dir, external("inside.bin", None, None)).expect("imports");
-        let w = g
-            .ops
-            .iter()
-            .find_map(|op| op.attrs.tensor("value").ok())
-            .expect("a constant");
-        assert_eq!(w.to_f64_vec(), vec![1.5, -2.0]);
+        assert_eq!(constant_values(&g), vec![1.5, -2.0]);
         std::fs::remove_dir_all(&dir).ok();
         std::fs::remove_dir_all(&outside).ok();
     }
