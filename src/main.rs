@@ -211,6 +211,15 @@ struct Trust {
 }
 
 impl Trust {
+    /// The policy for reading `model`: the keys' files are read only for an `.mxr` (a model
+    /// compiled now runs no code from a file, so no policy applies to it).
+    fn policy_for(&self, model: &Path) -> Result<TrustPolicy> {
+        match is_mxr(model) {
+            true => self.policy(),
+            false => Ok(TrustPolicy::AnyIntact),
+        }
+    }
+
     fn policy(&self) -> Result<TrustPolicy> {
         let from_env: Vec<PathBuf> = match std::env::var_os("MXC_TRUSTED_KEYS") {
             Some(list) if self.keys.is_empty() => std::env::split_paths(&list)
@@ -233,7 +242,7 @@ impl ProgramArgs {
             &given,
             self.shapes.import_options()?,
             &self.rules,
-            &self.trust.policy()?,
+            &self.trust.policy_for(&self.model)?,
         )?;
         exe.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
@@ -301,7 +310,10 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Params { model, shapes, trust } => {
-            print!("{}", show::params(&model, &shapes.import_options()?, &trust.policy()?)?);
+            print!(
+                "{}",
+                show::params(&model, &shapes.import_options()?, &trust.policy_for(&model)?)?
+            );
             Ok(())
         }
         Command::Keygen { prefix } => {
@@ -394,7 +406,7 @@ fn load_executable(
     rules: &RuleFiles,
     trust: &TrustPolicy,
 ) -> Result<Executable> {
-    if model.extension().is_some_and(|e| e == "mxr") {
+    if is_mxr(model) {
         let file = mxr::read(model, target.map(Target::name), trust)?;
         return Ok(Executable::load_planned(file.program, file.memory, &file.library)?);
     }
@@ -403,6 +415,11 @@ fn load_executable(
     let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
         .with_context(|| format!("compiling {}", model.display()))?;
     Ok(Executable::load(compiled.program, &compiled.library)?)
+}
+
+/// Whether `path` names a compiled file (by its extension, as every command decides).
+fn is_mxr(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "mxr")
 }
 
 /// Writes what `write` writes to a temporary file beside `path`, then renames it, so that a

@@ -43,7 +43,7 @@ pub fn params(
     import: &mxc_lowering::onnx::ImportOptions,
     trust: &mxc_kernels::TrustPolicy,
 ) -> Result<String> {
-    let (inputs, outputs): (Ports, Ports) = if model.extension().is_some_and(|e| e == "mxr") {
+    let (inputs, outputs): (Ports, Ports) = if crate::is_mxr(model) {
         let file = mxr::read(model, None, trust)?;
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
