@@ -12,22 +12,22 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
-    /// `len` zero bytes for `what` (named in the error when the memory is not there).
-    pub fn zeroed(len: usize, what: &str) -> Result<AlignedBuf, RunError> {
-        let no_memory = || RunError::Memory {
-            what: what.to_string(),
-            bytes: len,
-        };
-        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).map_err(|_| no_memory())?;
+    /// `len` zero bytes for what `what` names (called only for the error, when the memory is
+    /// not there, so a run that gets its memory formats nothing).
+    pub fn zeroed(len: usize, what: impl FnOnce() -> String) -> Result<AlignedBuf, RunError> {
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).ok();
         // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(no_memory());
+        let ptr = layout.map_or(std::ptr::null_mut(), |layout| unsafe { alloc_zeroed(layout) });
+        match (layout, ptr.is_null()) {
+            (Some(layout), false) => Ok(AlignedBuf { ptr, len, layout }),
+            _ => Err(RunError::Memory {
+                what: what(),
+                bytes: len,
+            }),
         }
-        Ok(AlignedBuf { ptr, len, layout })
     }
 
-    pub fn from_bytes(bytes: &[u8], what: &str) -> Result<AlignedBuf, RunError> {
+    pub fn from_bytes(bytes: &[u8], what: impl FnOnce() -> String) -> Result<AlignedBuf, RunError> {
         let mut b = AlignedBuf::zeroed(bytes.len(), what)?;
         b.as_mut_slice().copy_from_slice(bytes);
         Ok(b)

@@ -63,7 +63,7 @@ impl Executable {
             .enumerate()
             .filter_map(|(i, b)| match &b.kind {
                 BufferKind::Constant(t) if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) => {
-                    Some(AlignedBuf::from_bytes(t.bytes(), &format!("an aligned copy of weight {i}")).map(|c| (i, c)))
+                    Some(AlignedBuf::from_bytes(t.bytes(), || format!("an aligned copy of weight {i}")).map(|c| (i, c)))
                 }
                 _ => None,
             })
@@ -147,13 +147,13 @@ impl Executable {
                     message: format!("expected {expected}, got {}", value.ty),
                 });
             }
-            let what = format!("input `{}`", binding.name);
-            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes(), &what)?);
+            let what = || format!("input `{}`", binding.name);
+            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes(), what)?);
         }
         let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
         let arena = match kept {
             Some(arena) => arena,
-            None => AlignedBuf::zeroed(self.memory.size, "the arena of temporaries")?,
+            None => AlignedBuf::zeroed(self.memory.size, || "the arena of temporaries".into())?,
         };
         let pointer = |i: usize| -> *mut u8 {
             match (&p.buffers[i].kind, self.copies.get(&i), self.memory.offsets[i]) {

@@ -51,13 +51,7 @@ impl SecretKey {
 
     /// Writes the key to `path`, readable by its owner only; an existing file is not replaced.
     pub fn write(&self, path: &Path) -> Result<(), RunError> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let io = |e: std::io::Error| RunError::Key(format!("{}: {e}", path.display()));
-        let mut file = options.open(path).map_err(io)?;
-        std::io::Write::write_all(&mut file, key_line(SECRET_TAG, &self.0.to_bytes()).as_bytes()).map_err(io)
+        write_key_file(path, SECRET_TAG, &self.0.to_bytes(), 0o600)
     }
 
     pub fn public(&self) -> PublicKey {
@@ -88,13 +82,7 @@ impl PublicKey {
 
     /// Writes the key to `path`; an existing file is not replaced.
     pub fn write(&self, path: &Path) -> Result<(), RunError> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| RunError::Key(format!("{}: {e}", path.display())))?;
-        std::io::Write::write_all(&mut file, key_line(PUBLIC_TAG, &self.to_bytes()).as_bytes())
-            .map_err(|e| RunError::Key(format!("{}: {e}", path.display())))
+        write_key_file(path, PUBLIC_TAG, &self.to_bytes(), 0o644)
     }
 
     /// Whether `signature` signs a file whose digest is `digest` with this key.
@@ -128,8 +116,18 @@ fn message(digest: &[u8; 32]) -> Vec<u8> {
     [DOMAIN, digest].concat()
 }
 
-fn key_line(tag: &str, key: &[u8; 32]) -> String {
-    format!("{tag} {}\n", hex(key))
+/// Writes a key file of kind `tag` holding `key` to `path` (a new file, with Unix permissions
+/// `mode`).
+fn write_key_file(path: &Path, tag: &str, key: &[u8; 32], mode: u32) -> Result<(), RunError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    let io = |e: std::io::Error| RunError::Key(format!("{}: {e}", path.display()));
+    let mut file = options.open(path).map_err(io)?;
+    std::io::Write::write_all(&mut file, format!("{tag} {}\n", hex(key)).as_bytes()).map_err(io)
 }
 
 fn hex(bytes: &[u8]) -> String {
