@@ -322,9 +322,11 @@ fn vector_math_functions_stay_within_their_documented_error() {
 
 #[test]
 fn vector_math_functions_keep_nan_and_the_infinities() {
-    let special = Tensor::from_f64s(DType::F32, vec![4], &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0]);
-    for kind in [OpKind::Exp, OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid] {
-        let g = one_op(kind, &[4], Attrs::new());
+    // whole vectors of them (16 elements), where the clamps compare and select
+    let values = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0].repeat(4);
+    let special = Tensor::from_f64s(DType::F32, vec![16], &values);
+    for kind in [OpKind::Exp, OpKind::Tanh, OpKind::Erf, OpKind::Sigmoid, OpKind::Relu] {
+        let g = one_op(kind, &[16], Attrs::new());
         let inputs = HashMap::from([("x".to_string(), special.clone())]);
         let (want, _) = run(&g, Target::Ref, &inputs);
         let (got, _) = run(&g, Target::Cpu, &inputs);

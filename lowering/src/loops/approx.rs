@@ -178,8 +178,8 @@ impl Emitter {
     /// `x` clamped to `[lo, hi]` (NaN stays NaN).
     fn clamp(&mut self, x: &V, lo: f64, hi: f64) -> V {
         let (lo, hi) = (self.float(Ty::F32, lo), self.float(Ty::F32, hi));
-        let above = self.max(x, &lo);
-        self.min(&above, &hi)
+        let above = self.at_least(x, &lo);
+        self.at_most(&above, &hi)
     }
 
     /// `magnitude` negated where `x` is negative (the odd functions' symmetry).

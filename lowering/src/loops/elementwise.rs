@@ -151,7 +151,7 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         }
         Relu => {
             let zero = e.zero(ty);
-            e.max(&x[0], &zero)
+            e.at_least(&x[0], &zero)
         }
         LeakyRelu => {
             let zero = e.zero(ty);
@@ -164,8 +164,8 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         Gelu if params.tanh_gelu => gelu_tanh(e, &x[0]),
         Gelu => gelu(e, &x[0]),
         Clip => {
-            let low = e.max(&x[0], &x[1]);
-            e.min(&low, &x[2])
+            let low = e.at_least(&x[0], &x[1]);
+            e.at_most(&low, &x[2])
         }
         // identity and cast: the conversion happens on the store
         _ => x[0].clone(),
@@ -273,7 +273,7 @@ fn pow(e: &mut Emitter, base: &V, exp: &V) -> V {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{attrs, check_in_order, loop_depth, lower_one, t};
+    use super::super::testing::{attrs, check_in_order, loop_depth, lower_one, lower_one_vector, t};
     use mxc_dialects::{Attr, Attrs, DType, OpKind};
 
     #[test]
@@ -310,6 +310,17 @@ mod tests {
             &m.mlir,
             &["memref.reinterpret_cast %in0", "to memref<6xi32>", "arith.muli"],
         );
+    }
+
+    #[test]
+    fn relu_on_a_vector_unit_is_a_compare_and_select_and_ref_keeps_maximum() {
+        // `maximumf`'s ordering of signed zeros costs x86 a compare and a blend more per vector
+        let x = [t(DType::F32, &[64])];
+        let vector = lower_one_vector(OpKind::Relu, &x, Attrs::new());
+        check_in_order(&vector, &["arith.cmpf olt", "arith.select"]);
+        assert!(!vector.contains("maximumf"), "{vector}");
+        let scalar = lower_one(OpKind::Relu, &x, Attrs::new());
+        assert!(scalar.mlir.contains("arith.maximumf"), "{}", scalar.mlir);
     }
 
     #[test]
