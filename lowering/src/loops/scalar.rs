@@ -105,20 +105,22 @@ impl Emitter {
     /// a compare and a blend more (17% of a SiLU kernel on an AMD Zen machine): Relu, Clip and
     /// the clamps of `approx.rs`, on every element. Scalar code (`ref`) is `maximum` itself.
     pub fn at_least(&mut self, x: &V, lo: &V) -> V {
-        if !x.ty.is_float() || self.isa.is_none() {
-            return self.max(x, lo);
-        }
-        let below = self.cmp(Cmp::Lt, x, lo);
-        self.select(&below, lo, x)
+        self.bounded(x, (lo, Cmp::Lt), Emitter::max)
     }
 
     /// `x` lowered to `hi` where it is above; the mirror of `at_least`.
     pub fn at_most(&mut self, x: &V, hi: &V) -> V {
+        self.bounded(x, (hi, Cmp::Gt), Emitter::min)
+    }
+
+    /// `bound` where `x` lies `beyond` it (compares so with it), else `x`, on the vector unit;
+    /// `exact` (`max` or `min`) for integers and scalar code.
+    fn bounded(&mut self, x: &V, (bound, beyond): (&V, Cmp), exact: fn(&mut Emitter, &V, &V) -> V) -> V {
         if !x.ty.is_float() || self.isa.is_none() {
-            return self.min(x, hi);
+            return exact(self, x, bound);
         }
-        let above = self.cmp(Cmp::Gt, x, hi);
-        self.select(&above, hi, x)
+        let past = self.cmp(beyond, x, bound);
+        self.select(&past, bound, x)
     }
 
     pub fn neg(&mut self, a: &V) -> V {
