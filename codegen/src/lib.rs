@@ -11,6 +11,7 @@ mod llvm;
 mod objects;
 mod plan;
 mod rewrites;
+mod workers;
 
 pub use host::{code_cpu, vector_isa, CodeCpu};
 pub use objects::CacheStats;

@@ -7,11 +7,10 @@
 use crate::cache::{Cache, Key};
 use crate::llvm::Machine;
 use crate::plan::llvm_entry_name;
-use crate::{link, CodegenError, OptLevel, Target};
+use crate::{link, workers, CodegenError, OptLevel, Target};
 use mxc_lowering::loops::{KernelSpec, MlirToLlvm};
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{mpsc, Mutex};
 
 /// How many distinct kernel objects came from the persistent cache and how many were compiled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,55 +93,44 @@ fn compile_all(misses: &[Miss], target: Target, opt: OptLevel) -> Result<Vec<(us
         .map_or(1, |n| n.get())
         .min(misses.len());
     let translator = MlirToLlvm::new();
-    let (send, receive) = mpsc::sync_channel::<(usize, String)>(workers);
-    let receive = Mutex::new(receive);
-    let done = Mutex::new(Vec::with_capacity(misses.len()));
     let mut failure = None;
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                let machine = Machine::new(target, opt);
-                while let Ok((i, ir)) = lock(&receive).recv() {
-                    let object = match &machine {
-                        Ok(machine) => machine.compile_object(&ir, &[(&misses[i].key.symbol(), misses[i].arity)]),
-                        Err(e) => Err(CodegenError::Llvm(e.to_string())),
-                    };
-                    lock(&done).push((i, object));
-                }
-            });
-        }
-        // the longest kernels first, so that no long one is left for the end on one thread
-        let mut order: Vec<usize> = (0..misses.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(misses[i].mlir.len()));
-        for i in order {
-            match translator.translate(&misses[i].mlir) {
-                Ok(ir) => {
-                    if send.send((i, ir)).is_err() {
+    let mut done = workers::run(
+        workers,
+        || Machine::new(target, opt),
+        |machine, (i, ir): (usize, String)| {
+            let object = match machine {
+                Ok(machine) => machine.compile_object(&ir, &[(&misses[i].key.symbol(), misses[i].arity)]),
+                Err(e) => Err(CodegenError::Llvm(e.to_string())),
+            };
+            (i, object)
+        },
+        |send| {
+            // the longest kernels first, so that no long one is left for the end on one thread
+            let mut order: Vec<usize> = (0..misses.len()).collect();
+            order.sort_by_key(|&i| std::cmp::Reverse(misses[i].mlir.len()));
+            for i in order {
+                match translator.translate(&misses[i].mlir) {
+                    Ok(ir) => {
+                        if !send((i, ir)) {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failure = Some(CodegenError::from(e));
                         break;
                     }
                 }
-                Err(e) => {
-                    failure = Some(CodegenError::from(e));
-                    break;
-                }
             }
-        }
-        drop(send);
-    });
+        },
+    );
     if let Some(e) = failure {
         return Err(e);
     }
-    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_by_key(|(i, _)| *i);
     if done.len() != misses.len() {
         return Err(CodegenError::Llvm("a compile thread stopped".into()));
     }
     done.into_iter().map(|(i, object)| object.map(|o| (i, o))).collect()
-}
-
-/// Locks `m`, also after a thread panicked holding it (the data is a queue or a list of results).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
