@@ -126,6 +126,13 @@ impl OpKind {
         )
     }
 
+    /// Element-wise ops computed by a polynomial or rational function (or a call) rather than
+    /// a few instructions: exponentials, logarithms, powers, the logistic function and kin.
+    pub fn is_transcendental(self) -> bool {
+        use OpKind::*;
+        matches!(self, Exp | Log | Pow | Sigmoid | Tanh | Erf | Gelu)
+    }
+
     /// Ops whose kernel computes each result element once, at its full index, after reading
     /// its operands in its own pattern: a fused kernel may hold one of them, with element-wise
     /// ops applied to its result before the store (an epilogue: bias, activation, residual).

@@ -61,6 +61,14 @@ impl Buf {
         }
     }
 
+    /// Where an anchor writing this buffer stores its values when the epilogue is long
+    /// (`Epilogue::is_long`) and the anchor holds many sums in registers: the kernel's result,
+    /// as they are; the epilogue is then applied in a pass of its own (`Emitter::
+    /// apply_epilogue`), whose constants stay in registers where the sums needed them.
+    pub fn deferred_store(&self) -> Option<&Buf> {
+        self.epilogue.as_ref().filter(|ep| ep.is_long()).map(|ep| &ep.out)
+    }
+
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -200,6 +208,16 @@ impl Emitter {
         }
         assert_eq!(buf.dtype, DType::F32, "vectors are read from f32 buffers");
         self.vload(buf, idx, lanes)
+    }
+
+    /// The epilogue of `buf` applied at `idx` (`lanes` elements) to the value stored there
+    /// before, in `buf.deferred_store()`.
+    pub fn apply_epilogue(&mut self, buf: &Buf, idx: &[V], lanes: usize) {
+        let stored = buf
+            .deferred_store()
+            .expect("an epilogue is applied where it was deferred");
+        let v = self.read_lanes(stored, idx, lanes);
+        self.write(buf, idx, &v);
     }
 
     /// `read_bcast` of the `lanes` output elements from index `out` on along the output's

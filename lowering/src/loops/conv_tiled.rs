@@ -62,8 +62,9 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
 /// Vectors of channels accumulated at once by the depthwise kernel at the image's border.
 const DEPTHWISE_VECTORS: usize = 4;
 
-/// Output pixels along a row the depthwise kernel computes at once inside the image.
-const DEPTHWISE_PIXELS: usize = 4;
+/// At most this many output pixels along a row are computed at once by the depthwise kernel
+/// inside the image (more share more input loads, but leave a longer rest to the row).
+const DEPTHWISE_PIXELS: usize = 8;
 
 /// A channels-last convolution with packed weights, on a vector unit.
 struct PackedConv<'a> {
@@ -416,87 +417,173 @@ impl PackedConv<'_> {
         tile::emit(e, &product, isa);
     }
 
-    /// A group per channel: `out[n, oh, ow, c] = sum over the window of x[n, ih, iw, c] * w[c, kh,
-    /// kw]`, vectors across `c`. Output pixels go `DEPTHWISE_PIXELS` at a time along a row: where
-    /// all their windows lie inside the image, each tap's weights are loaded once for all of
-    /// them and the taps are written out (no test, no loop); elsewhere (the borders) each pixel
-    /// loops over its window's part inside the image.
+    /// Depthwise: packed weights `[C / PANEL, kh * kw, PANEL]`, vectors across the channels.
+    /// Output rows whose windows lie inside the image in height go in three parts along the
+    /// row: the left border, the interior in steps of a few pixels (`depthwise_pixels`: no
+    /// test, no loop over the window), and the rest with the right border; the other rows,
+    /// and the border pixels, each loop over their window's part inside the image.
     fn depthwise(&self, e: &mut Emitter) {
         let out = self.out;
-        let pixels = DEPTHWISE_PIXELS.min(out.shape[2]);
-        let steps = out.shape[2].div_ceil(pixels);
-        e.nest(&[out.shape[0], out.shape[1], steps], |e, idx| {
+        let [rows, cols] = [0, 1].map(|d| self.interior_outputs(d));
+        e.nest(&[out.shape[0], out.shape[1]], |e, idx| {
             let (n, oh) = (&idx[0], &idx[1]);
-            let first = e.lin(&[(&idx[2], pixels as i64)], 0);
-            let interior = self.interior(e, oh, &first, pixels);
-            e.if_else_like(
-                &interior,
-                &[],
-                |e| {
-                    self.depthwise_pixels(e, n, oh, &first, pixels);
-                    Vec::new()
-                },
-                |e| {
-                    let width = e.idx(out.shape[2] as i64);
-                    for p in 0..pixels {
-                        let ow = e.lin(&[(&first, 1)], p as i64);
-                        let exists = e.cmp_idx("slt", &ow, &width);
-                        e.if_then(&exists, |e| self.depthwise_pixel(e, n, &[oh.clone(), ow]));
-                    }
-                    Vec::new()
-                },
-            );
+            self.depthwise_row(e, n, oh, rows, cols);
+            if self.out.deferred_store().is_some() {
+                self.epilogue_row(e, n, oh);
+            }
         });
     }
 
-    /// Whether the windows of `pixels` output pixels from `(oh, first)` on all lie inside the
-    /// image (and the pixels inside the output).
-    fn interior(&self, e: &mut Emitter, oh: &V, first: &V, pixels: usize) -> V {
-        let last = e.lin(&[(first, 1)], pixels as i64 - 1);
-        let first_tap = [e.idx(0), e.idx(0)];
-        let last_tap: Vec<V> = self.kernel.iter().map(|&k| e.idx(k as i64 - 1)).collect();
-        // the first pixel's first tap and the last pixel's last tap
-        let lo = self.window.positions(e, &[oh.clone(), first.clone()], &first_tap);
-        let hi = self.window.positions(e, &[oh.clone(), last.clone()], &last_tap);
-        let mut conds = Vec::new();
-        for d in 0..2 {
-            let (zero, size) = (e.idx(0), e.idx(self.x.shape[d + 1] as i64));
-            conds.push(e.cmp_idx("sge", &lo[d], &zero));
-            conds.push(e.cmp_idx("slt", &hi[d], &size));
+    /// Output row `oh` of the depthwise kernel.
+    fn depthwise_row(&self, e: &mut Emitter, n: &V, oh: &V, rows: (usize, usize), cols: (usize, usize)) {
+        let out = self.out;
+        {
+            if rows == (0, out.shape[1]) {
+                return self.interior_row(e, n, oh, cols);
+            }
+            let (lo, hi) = (e.idx(rows.0 as i64), e.idx(rows.1 as i64));
+            let conds = [e.cmp_idx("sge", oh, &lo), e.cmp_idx("slt", oh, &hi)];
+            let inside = e.all(&conds);
+            e.if_else_like(
+                &inside,
+                &[],
+                |e| {
+                    self.interior_row(e, n, oh, cols);
+                    Vec::new()
+                },
+                |e| {
+                    self.border_pixels(e, n, oh, (0, out.shape[2]));
+                    Vec::new()
+                },
+            );
         }
-        let width = e.idx(self.out.shape[2] as i64);
-        conds.push(e.cmp_idx("slt", &last, &width));
-        e.all(&conds)
     }
 
-    /// `pixels` output pixels along a row, their windows inside the image: per block of
-    /// channels, an accumulator per pixel and vector, each tap's weights loaded once.
+    /// A long epilogue (`Buf::deferred_store`) applied to output row `oh`, once its sums are
+    /// stored.
+    fn epilogue_row(&self, e: &mut Emitter, n: &V, oh: &V) {
+        let lanes = self.isa.lanes;
+        e.for_each(self.out.shape[2], |e, ow| {
+            for_channel_blocks(e, self.out.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, block| {
+                for (j, col) in block.columns.iter().enumerate() {
+                    let at = [n.clone(), oh.clone(), ow.clone(), col.clone()];
+                    let mask = block.mask(e, j);
+                    e.masked(mask, |e| e.apply_epilogue(self.out, &at, lanes));
+                }
+            });
+        });
+    }
+
+    /// The output positions `lo..hi` along spatial dimension `d` whose windows lie inside the
+    /// input (an empty range where none does).
+    fn interior_outputs(&self, d: usize) -> (usize, usize) {
+        let (s, dil, pad) = (
+            self.window.strides[d],
+            self.window.dilations[d],
+            self.window.pad_begin(d) as usize,
+        );
+        let (size, out) = (self.x.shape[d + 1], self.out.shape[d + 1]);
+        let lo = pad.div_ceil(s).min(out);
+        // o * s + (k - 1) * dil - pad <= size - 1
+        let hi = (size - 1 + pad)
+            .checked_sub((self.kernel[d] - 1) * dil)
+            .map_or(0, |reach| (reach / s + 1).min(out));
+        (lo, hi.max(lo))
+    }
+
+    /// Output row `oh`, its windows inside the image in height: the pixels of `cols` in steps
+    /// of `depthwise_pixels`, the others one by one.
+    fn interior_row(&self, e: &mut Emitter, n: &V, oh: &V, (lo, hi): (usize, usize)) {
+        self.border_pixels(e, n, oh, (0, lo));
+        let pixels = DEPTHWISE_PIXELS.min(hi - lo);
+        let (steps, rest) = match pixels {
+            0 => (0, 0),
+            _ => ((hi - lo) / pixels, (hi - lo) % pixels),
+        };
+        if steps > 0 {
+            e.for_each(steps, |e, step| {
+                let first = e.lin(&[(&step, pixels as i64)], lo as i64);
+                self.depthwise_pixels(e, n, oh, &first, pixels);
+            });
+        }
+        if rest > 0 {
+            let first = e.idx((lo + steps * pixels) as i64);
+            self.depthwise_pixels(e, n, oh, &first, rest);
+        }
+        self.border_pixels(e, n, oh, (hi, self.out.shape[2]));
+    }
+
+    /// The output pixels `from..to` of row `oh`, each by `depthwise_pixel`.
+    fn border_pixels(&self, e: &mut Emitter, n: &V, oh: &V, (from, to): (usize, usize)) {
+        if from < to {
+            let (a, b) = (e.idx(from as i64), e.idx(to as i64));
+            e.for_between(&a, &b, (to - from) as u64, &[], |e, ow, _| {
+                self.depthwise_pixel(e, n, &[oh.clone(), ow.clone()]);
+                Vec::new()
+            });
+        }
+    }
+
+    /// `pixels` output pixels along row `oh` from column `first`, their windows inside the
+    /// image. Per block of channel vectors and kernel row, the row's weights are loaded once,
+    /// and each input column the pixels read is loaded once and multiplied into every pixel
+    /// reading it: with stride 1 and 8 pixels, 10 loads of the input serve 24 products. As
+    /// many vectors go in a block as leave the accumulators, one kernel row's weights and an
+    /// input vector in the registers.
     fn depthwise_pixels(&self, e: &mut Emitter, n: &V, oh: &V, first: &V, pixels: usize) {
-        let (kernel, lanes) = (self.kernel, self.isa.lanes);
-        // accumulators, one tap's weights and an input vector in the registers
-        let vectors = (self.isa.registers - 1) / (pixels + 1);
-        let ows: Vec<V> = (0..pixels).map(|p| e.lin(&[(first, 1)], p as i64)).collect();
+        let (kernel, lanes, window) = (self.kernel, self.isa.lanes, self.window);
+        let (stride, dilation) = (window.strides[1], window.dilations[1]);
+        let vectors = ((self.isa.registers - 1) / (pixels + kernel[1])).max(1);
+        let span = (pixels - 1) * stride + (kernel[1] - 1) * dilation + 1;
+        // which pixels read input column `c` of the span, and with which kernel column
+        let readers = |c: usize| -> Vec<(usize, usize)> {
+            (0..pixels)
+                .filter_map(|p| {
+                    let offset = c.checked_sub(p * stride)?;
+                    (offset % dilation == 0 && offset / dilation < kernel[1]).then_some((p, offset / dilation))
+                })
+                .collect()
+        };
+        let left = e.lin(&[(first, stride as i64)], -window.pad_begin(1));
         for_channel_blocks(e, self.x.shape[3], (vectors, lanes), &|e, block| {
             let width = block.columns.len();
-            let zero = e.zero(Ty::F32);
-            let mut acc = vec![e.splat(&zero, lanes); pixels * width];
+            let mut acc: Vec<Option<V>> = vec![None; pixels * width];
             for kh in 0..kernel[0] {
-                for kw in 0..kernel[1] {
-                    let k = [e.idx(kh as i64), e.idx(kw as i64)];
-                    let row = e.idx((kh * kernel[1] + kw) as i64);
-                    let weights: Vec<V> = block.columns.iter().map(|col| self.tap_weights(e, &row, col)).collect();
-                    for (p, ow) in ows.iter().enumerate() {
-                        let pos = self.window.positions(e, &[oh.clone(), ow.clone()], &k);
-                        for (j, w) in weights.iter().enumerate() {
-                            let xv = self.input(e, n, &pos, block, j);
-                            let a = &mut acc[p * width + j];
-                            *a = e.fma(&xv, w, a);
+                let ih = e.lin(
+                    &[(oh, window.strides[0] as i64)],
+                    (kh * window.dilations[0]) as i64 - window.pad_begin(0),
+                );
+                let weights: Vec<Vec<V>> = (0..kernel[1])
+                    .map(|kw| {
+                        let tap = e.idx((kh * kernel[1] + kw) as i64);
+                        block.columns.iter().map(|col| self.tap_weights(e, &tap, col)).collect()
+                    })
+                    .collect();
+                for c in 0..span {
+                    let readers = readers(c);
+                    if readers.is_empty() {
+                        continue;
+                    }
+                    let iw = e.lin(&[(&left, 1)], c as i64);
+                    for j in 0..width {
+                        let xv = self.input(e, n, &[ih.clone(), iw.clone()], block, j);
+                        for &(p, kw) in &readers {
+                            let sum = &mut acc[p * width + j];
+                            *sum = Some(match sum.take() {
+                                None => e.mul(&xv, &weights[kw][j]),
+                                Some(sum) => e.fma(&xv, &weights[kw][j], &sum),
+                            });
                         }
                     }
                 }
             }
-            for (p, ow) in ows.iter().enumerate() {
-                self.store_pixel(e, n, &[oh.clone(), ow.clone()], block, &acc[p * width..(p + 1) * width]);
+            let sums: Vec<V> = acc
+                .into_iter()
+                .map(|sum| sum.expect("every pixel reads a tap"))
+                .collect();
+            for p in 0..pixels {
+                let ow = e.lin(&[(first, 1)], p as i64);
+                self.store_pixel(e, n, &[oh.clone(), ow], block, &sums[p * width..(p + 1) * width]);
             }
         });
     }
@@ -521,7 +608,7 @@ impl PackedConv<'_> {
             let mask = block.mask(e, j);
             e.masked(mask, |e| {
                 let v = (self.finish)(e, &at, sum.clone());
-                e.write(self.out, &at, &v);
+                e.write(self.out.deferred_store().unwrap_or(self.out), &at, &v);
             });
         }
     }
@@ -605,8 +692,10 @@ fn for_channel_blocks(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{attrs, check_in_order, ints, lower_one_for, lower_one_vector, t, AVX512};
-    use mxc_dialects::{Attr, Attrs, DType, OpKind};
+    use super::super::lower_graph;
+    use super::super::testing::{attrs, check_in_order, ints, lower_one_for, lower_one_vector, t, AVX2, AVX512};
+    use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind};
+    use std::sync::Arc;
 
     fn packed(group: i64, kernel: i64, channels: i64, pads: i64) -> Attrs {
         strided(group, kernel, channels, pads, 1)
@@ -704,7 +793,7 @@ mod tests {
     }
 
     #[test]
-    fn depthwise_writes_out_the_taps_inside_and_loops_over_the_window_at_the_border() {
+    fn depthwise_computes_interior_pixels_together_and_loops_over_the_window_at_the_border() {
         let m = lower_one_vector(
             OpKind::ConvNhwcPacked,
             &[t(DType::F32, &[1, 7, 7, 40]), t(DType::F32, &[3, 9, 16])],
@@ -713,26 +802,70 @@ mod tests {
         check_in_order(
             &m,
             &[
-                // 7 columns: two steps of 4 pixels, the second with one pixel past the row
-                "the parallel loop over 1x7x2",
+                // rows 1 to 5 read inside the image in height
+                "the parallel loop over 1x7",
                 "arith.cmpi sge",
                 "scf.if",
-                // inside: 9 taps x 4 pixels x 3 vectors, no loop over the window
-                "math.fma",
-                "} else {",
-                // at the border: each pixel's window clipped to the image
+                // the left border pixel: its window clipped to the image
                 "arith.ceildivsi",
                 "arith.maxsi",
                 "arith.minsi",
                 "iter_args",
                 "math.fma",
                 "vector.store",
+                // pixels 1 to 5 at once: no loop over the window
+                "arith.mulf",
+                "math.fma",
+                "vector.store",
+                // the right border pixel
+                "arith.ceildivsi",
+                "math.fma",
+                "} else {",
+                // rows 0 and 6: every pixel at the border
+                "arith.ceildivsi",
+                "math.fma",
             ],
         );
+        // pixels 1 to 5 at once, a vector of channels at a time (16 registers hold the sums
+        // of 5 pixels, a kernel row's 3 weights and an input vector): each sum starts with a
+        // product and takes the other 8 taps by fused multiply-adds, and each kernel row's 7
+        // input columns are loaded once, not once per tap and pixel (15)
         let inside = &m[m.find("scf.if").unwrap()..m.find("} else {").unwrap()];
-        // 40 channels: a block of 3 vectors, then 2 (the last partial)
-        assert_eq!(inside.matches("math.fma").count(), 9 * 4 * (3 + 2), "{inside}");
-        // the one loop inside is over the whole blocks of channels, none over the window
-        assert_eq!(inside.matches("scf.for").count(), 1, "{inside}");
+        let first_product = inside.find("arith.mulf").unwrap();
+        let block_start = inside[..first_product].rfind("scf.for").unwrap();
+        let block_end = first_product + inside[first_product..].find("vector.store").unwrap();
+        let block = &inside[block_start..block_end];
+        assert_eq!(block.matches("arith.mulf").count(), 5, "{block}");
+        assert_eq!(block.matches("math.fma").count(), 5 * 8, "{block}");
+        assert_eq!(block.matches("vector.load").count(), 3 * (3 + 7), "{block}");
+    }
+
+    #[test]
+    fn a_depthwise_kernel_applies_a_long_epilogue_to_each_row_after_its_sums() {
+        let mut body = Graph::new("kernel");
+        let x = body.add_input("in0", t(DType::F32, &[1, 7, 7, 40]));
+        let w = body.add_input("in1", t(DType::F32, &[3, 9, 16]));
+        let c = body
+            .build1(OpKind::ConvNhwcPacked, vec![x, w], packed(40, 3, 40, 1))
+            .unwrap();
+        let s = body.build1(OpKind::Sigmoid, vec![c], Attrs::new()).unwrap();
+        let y = body.build1(OpKind::Mul, vec![c, s], Attrs::new()).unwrap();
+        body.add_output("out0", y);
+        let mut g = Graph::new("silu");
+        let xs = vec![
+            g.add_input("x", t(DType::F32, &[1, 7, 7, 40])),
+            g.add_input("w", t(DType::F32, &[3, 9, 16])),
+        ];
+        let y = g.build_fused(Arc::new(body), xs).unwrap();
+        g.add_output("y", y);
+        let m = lower_graph(&g, Some(AVX2)).unwrap().mlir;
+        super::super::to_llvm_ir(&m).unwrap();
+        // the row's sums are stored as they are (no sigmoid among them), then each row is read
+        // back and finished in a pass of its own: the sigmoid's division once per vector of
+        // its 40 channels (a block of 4 vectors and 1)
+        let rows_done = m.rfind("} else {").unwrap();
+        assert!(!m[..rows_done].contains("arith.divf"), "{m}");
+        check_in_order(&m[rows_done..], &["vector.load %out0", "arith.divf", "vector.store"]);
+        assert_eq!(m.matches("arith.divf").count(), 5, "{m}");
     }
 }

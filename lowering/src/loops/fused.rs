@@ -76,6 +76,13 @@ impl Epilogue {
         })
     }
 
+    /// Whether the epilogue holds an op whose vector form is long (a polynomial or rational
+    /// function: many constants), so that an anchor whose sums fill the registers does better
+    /// to store them first and apply the epilogue in a pass of its own.
+    pub fn is_long(&self) -> bool {
+        self.body.ops.iter().any(|op| op.kind.is_transcendental())
+    }
+
     /// Whether every buffer the epilogue reads, and the one it writes, holds f32.
     pub fn all_f32(&self) -> bool {
         self.ins.iter().chain([&self.out]).all(Buf::holds_f32_vectors)
