@@ -67,13 +67,35 @@ impl Emitter {
     }
 
     /// The logistic function `1 / (1 + e^-x)` as `1/2 + x P(x^2) / Q(x^2)` on `[-18, 18]` (a
-    /// rational fit of this crate's, least squares reweighted toward the largest errors),
-    /// clamped to `[0, 1]`: 16 vector operations where `1 / (1 + e^-x)` takes about 24.
+    /// rational fit of this crate's, least squares reweighted toward the largest errors), the
+    /// odd part clamped to `[-1/2, 1/2]`: 15 vector operations where `1 / (1 + e^-x)` takes
+    /// about 24.
     pub(super) fn sigmoid_f32(&mut self, x: &V) -> V {
-        let odd = self.odd_rational(x, 18.0, &SIGMOID_P, &SIGMOID_Q);
+        let odd = self.odd_rational(x, 18.0, &SIGMOID_P, &SIGMOID_Q, 0.5);
         let half = self.float(Ty::F32, 0.5);
-        let y = self.add(&odd, &half);
-        self.clamp(&y, 0.0, 1.0)
+        self.add(&odd, &half)
+    }
+
+    /// `c[0] + c[1] x + c[2] x^2 + ...` as the pairs `c[2i] + c[2i+1] x`, combined by Horner's
+    /// rule in `x2` (`x^2`): the pairs are independent of each other, so the chain of dependent
+    /// multiply-adds is half as long as Horner's in `x`, for the one multiplication that makes
+    /// `x2` (shared between polynomials in the same `x`).
+    fn horner_in_squares(&mut self, x: &V, x2: &V, coefficients: &[f64]) -> V {
+        let pairs: Vec<V> = coefficients
+            .chunks(2)
+            .map(|pair| match *pair {
+                [c0, c1] => {
+                    let (c0, c1) = (self.float(Ty::F32, c0), self.float(Ty::F32, c1));
+                    self.fma(&c1, x, &c0)
+                }
+                [c0] => self.float(Ty::F32, c0),
+                _ => unreachable!("chunks of two"),
+            })
+            .collect();
+        let (last, rest) = pairs.split_last().expect("a polynomial has coefficients");
+        rest.iter()
+            .rev()
+            .fold(last.clone(), |acc, pair| self.fma(&acc, x2, pair))
     }
 
     /// `c[0] + x * (c[1] + x * (c[2] + ...))`, by Horner's rule with fused multiply-adds.
@@ -160,19 +182,25 @@ impl Emitter {
     /// `erf(x)` as `x P(x^2) / Q(x^2)` on `[-4, 4]` (a rational fit of this crate's), the
     /// result clamped to `[-1, 1]`, which it reaches by 3.95.
     fn erf_f32(&mut self, x: &V) -> V {
-        let y = self.odd_rational(x, 4.0, &ERF_P, &ERF_Q);
-        self.clamp(&y, -1.0, 1.0)
+        self.odd_rational(x, 4.0, &ERF_P, &ERF_Q, 1.0)
     }
 
-    /// `x P(x^2) / Q(x^2)` with `x` clamped to `[-limit, limit]`: the form of the fitted odd
-    /// functions.
-    fn odd_rational(&mut self, x: &V, limit: f64, p: &[f64], q: &[f64]) -> V {
-        let clamped = self.clamp(x, -limit, limit);
-        let z = self.mul(&clamped, &clamped);
-        let p = self.horner(&z, p);
-        let q = self.horner(&z, q);
-        let xp = self.mul(&clamped, &p);
-        self.div(&xp, &q)
+    /// The fitted odd functions, `x P(x^2) / Q(x^2)` on `[-limit, limit]`, clamped to
+    /// `[-bound, bound]` (the function's limits at the infinities). Beyond the fit, `x^2` is
+    /// held at `limit^2`: there `|x| P / Q` is about `|x| / limit` times the value at `limit`,
+    /// which the clamp takes to `bound` (and infinities too; NaN stays NaN). One bound on `x^2`
+    /// instead of two on `x`, and the polynomials in squares of `x^2`, shorten the chain of
+    /// dependent operations by about a quarter, which is what a vector of them waits on.
+    fn odd_rational(&mut self, x: &V, limit: f64, p: &[f64], q: &[f64], bound: f64) -> V {
+        let square = self.mul(x, x);
+        let largest = self.float(Ty::F32, limit * limit);
+        let z = self.at_most(&square, &largest);
+        let z2 = self.mul(&z, &z);
+        let p = self.horner_in_squares(&z, &z2, p);
+        let q = self.horner_in_squares(&z, &z2, q);
+        let xp = self.mul(x, &p);
+        let y = self.div(&xp, &q);
+        self.clamp(&y, -bound, bound)
     }
 
     /// `x` clamped to `[lo, hi]` (NaN stays NaN).
