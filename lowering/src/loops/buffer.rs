@@ -61,10 +61,11 @@ impl Buf {
         }
     }
 
-    /// Where an anchor writing this buffer stores its values when the epilogue is long
-    /// (`Epilogue::is_long`) and the anchor holds many sums in registers: the kernel's result,
-    /// as they are; the epilogue is then applied in a pass of its own (`Emitter::
-    /// apply_epilogue`), whose constants stay in registers where the sums needed them.
+    /// Where an anchor that holds many sums in registers (the depthwise convolution) stores
+    /// its values when this buffer's epilogue is long (`Epilogue::is_long`): the kernel's
+    /// result, as they are; it then applies the epilogue in a pass of its own
+    /// (`Emitter::apply_epilogue`), whose constants stay in registers the sums needed. `None`
+    /// where the values go through the epilogue as they are stored.
     pub fn deferred_store(&self) -> Option<&Buf> {
         self.epilogue.as_ref().filter(|ep| ep.is_long()).map(|ep| &ep.out)
     }

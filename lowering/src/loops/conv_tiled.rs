@@ -434,29 +434,28 @@ impl PackedConv<'_> {
         });
     }
 
-    /// Output row `oh` of the depthwise kernel.
+    /// Output row `oh` of the depthwise kernel: `interior_row` where the row's windows lie
+    /// inside the image in height (`rows`), else every pixel at the border.
     fn depthwise_row(&self, e: &mut Emitter, n: &V, oh: &V, rows: (usize, usize), cols: (usize, usize)) {
-        let out = self.out;
-        {
-            if rows == (0, out.shape[1]) {
-                return self.interior_row(e, n, oh, cols);
-            }
-            let (lo, hi) = (e.idx(rows.0 as i64), e.idx(rows.1 as i64));
-            let conds = [e.cmp_idx("sge", oh, &lo), e.cmp_idx("slt", oh, &hi)];
-            let inside = e.all(&conds);
-            e.if_else_like(
-                &inside,
-                &[],
-                |e| {
-                    self.interior_row(e, n, oh, cols);
-                    Vec::new()
-                },
-                |e| {
-                    self.border_pixels(e, n, oh, (0, out.shape[2]));
-                    Vec::new()
-                },
-            );
+        let width = self.out.shape[2];
+        if rows == (0, self.out.shape[1]) {
+            return self.interior_row(e, n, oh, cols);
         }
+        let (lo, hi) = (e.idx(rows.0 as i64), e.idx(rows.1 as i64));
+        let conds = [e.cmp_idx("sge", oh, &lo), e.cmp_idx("slt", oh, &hi)];
+        let inside = e.all(&conds);
+        e.if_else_like(
+            &inside,
+            &[],
+            |e| {
+                self.interior_row(e, n, oh, cols);
+                Vec::new()
+            },
+            |e| {
+                self.border_pixels(e, n, oh, (0, width));
+                Vec::new()
+            },
+        );
     }
 
     /// A long epilogue (`Buf::deferred_store`) applied to output row `oh`, once its sums are
@@ -491,8 +490,9 @@ impl PackedConv<'_> {
         (lo, hi.max(lo))
     }
 
-    /// Output row `oh`, its windows inside the image in height: the pixels of `cols` in steps
-    /// of `depthwise_pixels`, the others one by one.
+    /// Output row `oh`, its windows inside the image in height: the pixels of `cols` (inside
+    /// in width too) up to `DEPTHWISE_PIXELS` at a time (`depthwise_pixels`), the others one
+    /// by one.
     fn interior_row(&self, e: &mut Emitter, n: &V, oh: &V, (lo, hi): (usize, usize)) {
         self.border_pixels(e, n, oh, (0, lo));
         let pixels = DEPTHWISE_PIXELS.min(hi - lo);
