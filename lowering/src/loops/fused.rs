@@ -36,24 +36,11 @@ impl Epilogue {
     pub fn as_matrix(&self, e: &mut Emitter, anchor: &Buf) -> Option<Epilogue> {
         let cols = *anchor.shape.last()?;
         let rows = anchor.len() / cols;
-        // the body inputs the ops after the anchor read (the anchor's own are never read here)
-        let read: Vec<bool> = (0..self.ins.len())
-            .map(|i| {
-                self.body
-                    .ops
-                    .iter()
-                    .filter(|op| op.results[0] != self.anchor)
-                    .any(|op| {
-                        op.operands
-                            .iter()
-                            .any(|v| matches!(self.body.def(*v), Def::Input(j) if j == i))
-                    })
-            })
-            .collect();
         let ins = self
             .ins
             .iter()
-            .zip(read)
+            .enumerate()
+            .map(|(i, b)| (b, self.reads(i)))
             .map(|(b, read)| match b.shape.split_last() {
                 _ if !read => Some(b.clone()),
                 _ if b.shape == anchor.shape => Some(e.view(b, &[rows, cols])),
@@ -74,6 +61,31 @@ impl Epilogue {
             ins,
             out,
         })
+    }
+
+    /// Whether the ops after the anchor read body input `i` (the anchor's own operands are
+    /// never read here).
+    fn reads(&self, i: usize) -> bool {
+        self.body
+            .ops
+            .iter()
+            .filter(|op| op.results[0] != self.anchor)
+            .any(|op| {
+                op.operands
+                    .iter()
+                    .any(|v| matches!(self.body.def(*v), Def::Input(j) if j == i))
+            })
+    }
+
+    /// Prefetches, at `idx` of the result, each operand the epilogue reads that is as large as
+    /// the result (a residual), so that it comes from memory while the anchor computes the
+    /// values it meets there.
+    pub fn prefetch_operands(&self, e: &mut Emitter, idx: &[V]) {
+        for (i, b) in self.ins.iter().enumerate() {
+            if b.shape == self.out.shape && self.reads(i) {
+                e.prefetch(b, idx);
+            }
+        }
     }
 
     /// Whether the epilogue holds an op whose vector form is long (a polynomial or rational
@@ -176,7 +188,7 @@ fn evaluate(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{check_in_order, loop_depth, t};
+    use super::super::testing::{check_in_order, loop_depth, t, AVX2};
     use super::super::{lower_graph, to_llvm_ir};
     use mxc_dialects::{Attrs, DType, Graph, OpKind, Tensor, TensorType};
     use std::sync::Arc;
@@ -294,5 +306,26 @@ mod tests {
             ],
         );
         to_llvm_ir(&m.mlir).unwrap();
+    }
+
+    #[test]
+    fn a_residual_is_prefetched_before_the_products_and_a_bias_is_not() {
+        let f32s = |s: &[usize]| t(DType::F32, s);
+        let g = fused(
+            &[f32s(&[64, 32]), f32s(&[32, 48]), f32s(&[48]), f32s(&[64, 48])],
+            |b, x| {
+                let y = b.build1(OpKind::MatMul, vec![x[0], x[1]], Attrs::new()).unwrap();
+                let biased = b.build1(OpKind::Add, vec![y, x[2]], Attrs::new()).unwrap();
+                let z = b.build1(OpKind::Add, vec![biased, x[3]], Attrs::new()).unwrap();
+                b.add_output("out0", z);
+            },
+        );
+        let m = lower_graph(&g, Some(AVX2)).unwrap().mlir;
+        to_llvm_ir(&m).unwrap();
+        // a micro-tile of 4 rows x 3 vectors of 8: per row its 96 bytes of the residual, two
+        // prefetches a cache line apart, then the depth loop, then the residual read
+        assert_eq!(m.matches("memref.prefetch %in3").count(), 4 * 2, "{m}");
+        assert!(!m.contains("memref.prefetch %in2"), "{m}");
+        check_in_order(&m, &["memref.prefetch %in3", "math.fma", "vector.load %in3"]);
     }
 }

@@ -459,6 +459,16 @@ impl Tiles<'_> {
             }
             next
         };
+        if let Some(epilogue) = &p.out.epilogue {
+            // a residual's lines for the tile, asked for before the depth loop hides the wait
+            let per_line = (64 / (4 * lanes)).max(1);
+            for row in &rows {
+                for col in columns.iter().step_by(per_line) {
+                    let idx = (p.out_at)(e, batch, row, col);
+                    epilogue.prefetch_operands(e, &idx);
+                }
+            }
+        }
         let sums = p.a.accumulate(e, batch, &rows, &inits, steps, &step);
         let finish = |e: &mut Emitter| self.finish(e, (vectors, valid), &rows, &first_row, &columns, &sums);
         match (part, self.scratch) {
