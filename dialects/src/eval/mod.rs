@@ -21,7 +21,46 @@ mod layout;
 mod reduce;
 
 use crate::tensor::store_float;
-use crate::{mx, Attrs, OpKind, Tensor, TensorType};
+use crate::{mx, Attrs, Graph, OpKind, Tensor, TensorType, ValueId};
+
+/// Runs graph `g` on `inputs` (one per graph input, in order), op by op with `eval`: its
+/// outputs, or an error naming the first op that is not evaluable here or fails.
+pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    if inputs.len() != g.inputs.len() {
+        return Err(format!(
+            "{} inputs given for {} graph inputs",
+            inputs.len(),
+            g.inputs.len()
+        ));
+    }
+    let mut values: Vec<Option<Tensor>> = vec![None; g.num_values()];
+    for (port, t) in g.inputs.iter().zip(inputs) {
+        values[port.value.index()] = Some(t.clone());
+    }
+    let value =
+        |values: &[Option<Tensor>], v: ValueId| values[v.index()].clone().ok_or("a value used before it is made");
+    for op in &g.ops {
+        let results = match op.kind {
+            OpKind::Constant => vec![op.attrs.tensor("value")?.clone()],
+            kind => {
+                let args = op
+                    .operands
+                    .iter()
+                    .map(|&v| value(&values, v))
+                    .collect::<Result<Vec<Tensor>, _>>()?;
+                let args: Vec<&Tensor> = args.iter().collect();
+                eval(kind, &args, &op.attrs).ok_or(format!("`{kind}` is not evaluated here"))??
+            }
+        };
+        for (r, t) in op.results.iter().zip(results) {
+            values[r.index()] = Some(t);
+        }
+    }
+    g.outputs
+        .iter()
+        .map(|p| value(&values, p.value).map_err(String::from))
+        .collect()
+}
 
 /// Evaluates `kind` on `operands`: `None` when the op is not evaluable here, an error when the
 /// operands and attributes do not type-check (or a gather index is out of range).

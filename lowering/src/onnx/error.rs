@@ -21,6 +21,11 @@ pub enum ImportError {
         domain: String,
         opset: i64,
     },
+    #[error(
+        "the model imports opset {opset} of the default domain; mxc's parsers know the operators \
+         up to opset {newest} (onnx 1.23): a newer version may change what an operator means"
+    )]
+    NewerOpset { opset: i64, newest: i64 },
     #[error("node {node} ({op}, domain \"{domain}\"): the model imports no opset for this domain")]
     NoOpset { node: String, op: String, domain: String },
     #[error("node {node} ({op}): {message}")]

@@ -7,7 +7,7 @@ use super::error::node_label;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
-use super::registry::Registry;
+use super::registry::{Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
@@ -39,6 +39,12 @@ pub fn import_model(
     let mut opsets = HashMap::new();
     for o in &model.opset_import {
         let domain = normal_domain(o.domain());
+        if domain.is_empty() && o.version() > NEWEST_OPSET {
+            return Err(ImportError::NewerOpset {
+                opset: o.version(),
+                newest: NEWEST_OPSET,
+            });
+        }
         opsets.insert(domain.to_string(), o.version());
     }
     let mut imp = Importer {
@@ -188,11 +194,15 @@ impl Importer {
             .collect::<Result<Vec<_>, _>>()?;
         let mut ctx = Ctx {
             imp: self,
-            node: super::node::NodeView { proto: node },
+            node: super::node::NodeView::new(node),
             inputs,
             opset,
         };
         let outputs = parse(&mut ctx).map_err(|m| node_err(&label, m))?;
+        if let [first, ..] = ctx.node.unread()[..] {
+            let message = format!("attribute `{first}` is not supported (the parser does not read it)");
+            return Err(node_err(&label, message));
+        }
         for (k, name) in node.output.iter().enumerate() {
             if name.is_empty() {
                 continue;

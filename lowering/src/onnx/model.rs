@@ -112,6 +112,41 @@ mod tests {
     }
 
     #[test]
+    fn an_opset_newer_than_the_parsers_know_is_refused_by_number() {
+        let newest = super::super::registry::NEWEST_OPSET;
+        let at = |opset| {
+            ModelBuilder::new(opset)
+                .input("x", DataType::Float, &[2, 3])
+                .node(node("Relu", &["x"], &["y"], vec![]))
+                .output("y")
+        };
+        assert!(at(newest).import().is_ok());
+        let err = at(newest + 1).error();
+        assert!(
+            err.starts_with(&format!("the model imports opset {} of the default domain", newest + 1))
+                && err.contains(&format!("up to opset {newest}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_attribute_the_parser_does_not_read_is_refused_by_name() {
+        let relu = |attrs| {
+            ModelBuilder::new(17)
+                .input("x", DataType::Float, &[2, 3])
+                .node(node("Relu", &["x"], &["y"], attrs))
+                .output("y")
+        };
+        let err = relu(vec![int_attr("alpha", 1)]).error();
+        assert!(
+            err.ends_with("(Relu): attribute `alpha` is not supported (the parser does not read it)"),
+            "{err}"
+        );
+        // an attribute without meaning for inference (old opsets' memory hint) is no reason
+        assert!(relu(vec![ints_attr("consumed_inputs", &[0])]).import().is_ok());
+    }
+
+    #[test]
     fn truncated_bytes_are_a_decode_error() {
         let bytes = relu_model().bytes();
         for cut in [bytes.len() / 2, bytes.len() - 1, 3] {

@@ -4,15 +4,53 @@
 
 use super::proto::attribute_proto::AttributeType;
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+use std::cell::RefCell;
 
-/// A node, as its parser sees it.
+/// Attributes that mean nothing to an inference compiler, so a parser need not read them:
+/// `consumed_inputs` (opsets before 6: a memory hint), `is_test` (before 7: inference runtimes
+/// ignore it), and those of modes the parsers refuse on their own (training: `momentum`,
+/// `seed`; MaxPool's `Indices` output: `storage_order`).
+const WITHOUT_MEANING_HERE: [&str; 5] = ["consumed_inputs", "is_test", "momentum", "seed", "storage_order"];
+
+/// A node, as its parser sees it. It records which attributes the parser asked for, so that
+/// one it never looked at (a newer attribute, or a misspelt one) is refused, not ignored.
 pub struct NodeView<'a> {
     pub proto: &'a NodeProto,
+    asked: RefCell<Vec<bool>>,
 }
 
 impl<'a> NodeView<'a> {
+    pub fn new(proto: &'a NodeProto) -> NodeView<'a> {
+        NodeView {
+            proto,
+            asked: RefCell::new(vec![false; proto.attribute.len()]),
+        }
+    }
+
     fn attr(&self, name: &str) -> Option<&'a AttributeProto> {
-        self.proto.attribute.iter().find(|a| a.name() == name)
+        let i = self.proto.attribute.iter().position(|a| a.name() == name)?;
+        self.asked.borrow_mut()[i] = true;
+        Some(&self.proto.attribute[i])
+    }
+
+    /// Marks attributes as seen that the parser found to have no effect on this node (say
+    /// why where it calls this).
+    pub fn without_effect(&self, names: &[&str]) {
+        for name in names {
+            self.attr(name);
+        }
+    }
+
+    /// The node's attributes its parser never asked for (less those without meaning here).
+    pub fn unread(&self) -> Vec<&'a str> {
+        let asked = self.asked.borrow();
+        self.proto
+            .attribute
+            .iter()
+            .zip(asked.iter())
+            .filter(|(a, &asked)| !asked && !WITHOUT_MEANING_HERE.contains(&a.name()))
+            .map(|(a, _)| a.name())
+            .collect()
     }
 
     /// The attribute `name` if it is present, checked to be of type `ty` (an attribute whose

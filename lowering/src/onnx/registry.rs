@@ -13,6 +13,11 @@ pub type ParseFn = fn(&mut Ctx) -> Result<Vec<ValueId>, String>;
 /// The highest opset version there is, as the end of an open range.
 pub const LATEST: i64 = i64::MAX;
 
+/// The newest opset of the default domain whose operators the parsers were written against
+/// (onnx 1.23's): a model importing a newer one is refused, since a newer version of an
+/// operator may add an attribute or a meaning that a parser would not see.
+pub const NEWEST_OPSET: i64 = 28;
+
 struct Entry {
     domain: &'static str,
     since: i64,

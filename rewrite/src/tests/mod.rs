@@ -102,26 +102,7 @@ pub fn max_chain(n: usize) -> Graph {
 
 /// Runs `g` on `inputs`, op by op, with the constant evaluator.
 pub fn interpret(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
-    let mut values: Vec<Option<Tensor>> = vec![None; g.num_values()];
-    for (p, t) in g.inputs.iter().zip(inputs) {
-        values[p.value.index()] = Some(t.clone());
-    }
-    for o in &g.ops {
-        let results = match o.kind {
-            OpKind::Constant => vec![o.attrs.tensor("value").unwrap().clone()],
-            kind => {
-                let args: Vec<&Tensor> = o.operands.iter().map(|v| values[v.index()].as_ref().unwrap()).collect();
-                eval::eval(kind, &args, &o.attrs).expect("evaluable").unwrap()
-            }
-        };
-        for (r, t) in o.results.iter().zip(results) {
-            values[r.index()] = Some(t);
-        }
-    }
-    g.outputs
-        .iter()
-        .map(|p| values[p.value.index()].clone().unwrap())
-        .collect()
+    eval::run(g, inputs).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `g` optimised with the built-in rule set `set` alone.

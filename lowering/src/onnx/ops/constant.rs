@@ -100,6 +100,14 @@ fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         return Err("start, limit and delta must be scalars".into());
     }
     let dtype = start.dtype();
+    // opset 27's `stash_type`: the type a half-precision range is computed in (1, float, the
+    // default; the values here come from f64, rounded once to the element type)
+    let stash = ctx.node.int("stash_type", 1)?;
+    if matches!(dtype, DType::F16 | DType::BF16) && stash != 1 {
+        return Err(format!(
+            "stash_type {stash} is not supported (a {dtype} range is computed in float: stash_type 1)"
+        ));
+    }
     let count = |n: f64| {
         if n > RANGE_LIMIT as f64 {
             Err(format!("a range of {n} elements is too large"))
@@ -142,16 +150,22 @@ fn cast_to(ctx: &mut Ctx, x: ValueId, dtype: DType) -> Result<Vec<ValueId>, Stri
     )?])
 }
 
+/// `saturate` (opset 19) and `round_mode` (opset 24) concern conversions to the float8 and
+/// float4 types only, which mxc does not have (`require_dtype` refuses them).
+const FLOAT8_ONLY: [&str; 2] = ["saturate", "round_mode"];
+
 fn cast(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let code = ctx.node.opt_int("to")?.ok_or("missing attribute `to`")?;
     let dtype = require_dtype(code as i32)?;
+    ctx.node.without_effect(&FLOAT8_ONLY);
     cast_to(ctx, x, dtype)
 }
 
 fn cast_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let (x, like) = (ctx.input(0)?, ctx.input(1)?);
     let dtype = ctx.ty(like).dtype;
+    ctx.node.without_effect(&FLOAT8_ONLY);
     cast_to(ctx, x, dtype)
 }
 
@@ -164,6 +178,8 @@ fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// drops nothing; before opset 7, `is_test` is ignored, as inference runtimes do.
 fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
+    // before opset 12 the ratio is an attribute, and dropout is never in training mode
+    ctx.node.without_effect(&["ratio"]);
     if ctx.opset >= 12
         && ctx
             .opt_const_input(2, "training_mode")?
@@ -190,6 +206,7 @@ fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 #[cfg(test)]
 mod tests {
     use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::proto::TensorProto;
     use super::super::super::testutil::*;
 
     #[test]
@@ -245,6 +262,33 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("mx.cast"), "{text}");
+    }
+
+    #[test]
+    fn a_half_precision_range_computed_in_its_own_type_is_refused() {
+        // 0, 4 and 1 as float16 bits
+        let half = |name: &str, bits: i32| TensorProto {
+            name: Some(name.into()),
+            data_type: Some(DataType::Float16 as i32),
+            int32_data: vec![bits],
+            ..Default::default()
+        };
+        let range = |stash: i64| {
+            ModelBuilder::new(27)
+                .init(half("start", 0))
+                .init(half("limit", 0x4400))
+                .init(half("delta", 0x3c00))
+                .node(node(
+                    "Range",
+                    &["start", "limit", "delta"],
+                    &["r"],
+                    vec![int_attr("stash_type", stash)],
+                ))
+                .output("r")
+        };
+        assert!(range(1).text().contains("dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf16>"));
+        let err = range(10).error();
+        assert!(err.contains("(Range): stash_type 10 is not supported"), "{err}");
     }
 
     #[test]

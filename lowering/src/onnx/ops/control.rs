@@ -14,16 +14,14 @@ fn if_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if cond.len() != 1 {
         return Err(format!("cond must have one element, got shape {:?}", cond.shape()));
     }
-    let name = if cond.get_i64(0) != 0 {
-        "then_branch"
-    } else {
-        "else_branch"
-    };
-    let branch = ctx
-        .node
-        .graph(name)?
-        .ok_or_else(|| format!("missing attribute `{name}`"))?;
-    ctx.inline_subgraph(branch)
+    // both branches must be graphs; the one not taken is dropped
+    let [then_branch, else_branch] = ["then_branch", "else_branch"].map(|name| {
+        ctx.node
+            .graph(name)?
+            .ok_or_else(|| format!("missing attribute `{name}`"))
+    });
+    let (then_branch, else_branch) = (then_branch?, else_branch?);
+    ctx.inline_subgraph(if cond.get_i64(0) != 0 { then_branch } else { else_branch })
 }
 
 #[cfg(test)]

@@ -69,6 +69,9 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         Some(p) => return Err(format!("`output_padding` {p:?} must have {n} entries")),
     };
     let auto_pad = node.string("auto_pad", "NOTSET")?;
+    if !matches!(auto_pad.as_str(), "NOTSET" | "VALID" | "SAME_UPPER" | "SAME_LOWER") {
+        return Err(format!("unknown auto_pad \"{auto_pad}\""));
+    }
     let same = auto_pad.starts_with("SAME_");
     let output_shape = match node.opt_ints("output_shape")? {
         Some(o) if o.len() == n => Some(sizes("output_shape", &o, 0)?),
@@ -175,5 +178,21 @@ mod tests {
             ints_attr("strides", &[3, 3]),
         ]);
         assert_eq!(out, "dilations = [1, 1], group = 1, output_padding = [1, 1], pads = [1, 2, 1, 2], strides = [3, 3]} : tensor<1x2x8x6xf32>");
+    }
+
+    #[test]
+    fn conv_transpose_refuses_an_unknown_auto_pad_also_with_an_output_shape() {
+        let err = ModelBuilder::new(17)
+            .input("x", DataType::Float, &[1, 1, 3, 3])
+            .input("w", DataType::Float, &[1, 2, 3, 3])
+            .node(node(
+                "ConvTranspose",
+                &["x", "w"],
+                &["y"],
+                vec![ints_attr("output_shape", &[5, 5]), str_attr("auto_pad", "SAME")],
+            ))
+            .output("y")
+            .error();
+        assert!(err.ends_with("(ConvTranspose): unknown auto_pad \"SAME\""), "{err}");
     }
 }

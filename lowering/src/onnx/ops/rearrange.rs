@@ -48,7 +48,7 @@ fn depth_to_space(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     match ctx.node.string("mode", "DCR")?.as_str() {
         "DCR" => shuffle(ctx, x, &[n, b, b, d, h, w], &[0, 3, 4, 1, 5, 2], &out),
         "CRD" => shuffle(ctx, x, &[n, d, b, b, h, w], &[0, 1, 4, 2, 5, 3], &out),
-        other => Err(format!("unknown mode \"{other}\"")),
+        other => Err(format!("unknown mode \"{other}\" (known: DCR, CRD)")),
     }
 }
 
@@ -57,13 +57,14 @@ fn space_to_depth(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if h % b != 0 || w % b != 0 {
         return Err(format!("height {h} and width {w} do not divide into blocks of {b}"));
     }
-    shuffle(
-        ctx,
-        x,
-        &[n, c, h / b, b, w / b, b],
-        &[0, 3, 5, 1, 2, 4],
-        &[n, c * b * b, h / b, w / b],
-    )
+    let split = [n, c, h / b, b, w / b, b];
+    let out = [n, c * b * b, h / b, w / b];
+    // the block's offsets ahead of the channel (DCR) or after it (CRD, since opset 28)
+    match ctx.node.string("mode", "DCR")?.as_str() {
+        "DCR" => shuffle(ctx, x, &split, &[0, 3, 5, 1, 2, 4], &out),
+        "CRD" => shuffle(ctx, x, &split, &[0, 1, 3, 5, 2, 4], &out),
+        other => Err(format!("unknown mode \"{other}\" (known: DCR, CRD)")),
+    }
 }
 
 /// Trilu: the elements on and above (`upper`) or on and below diagonal `k` of the last two
@@ -94,6 +95,7 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 mod tests {
     use super::super::super::proto::tensor_proto::DataType;
     use super::super::super::testutil::*;
+    use mxc_dialects::{eval, DType, Tensor};
 
     #[test]
     fn depth_to_space_is_a_shuffle() {
@@ -110,6 +112,55 @@ mod tests {
         assert!(text.contains("{shape = [1, 2, 2, 2, 2, 3]}"), "{text}");
         assert!(text.contains("{perm = [0, 1, 4, 2, 5, 3]}"), "{text}");
         assert!(text.contains("{shape = [1, 2, 4, 6]} : tensor<1x2x4x6xf32>"), "{text}");
+    }
+
+    /// SpaceToDepth of `x[0, c, h, w] = 100 c + 10 h + w` (2 channels of 4 x 4, blocks of 2).
+    fn space_to_depth(mode: &str) -> Result<Tensor, String> {
+        let g = ModelBuilder::new(28)
+            .input("x", DataType::Float, &[1, 2, 4, 4])
+            .node(node(
+                "SpaceToDepth",
+                &["x"],
+                &["y"],
+                vec![int_attr("blocksize", 2), str_attr("mode", mode)],
+            ))
+            .output("y")
+            .import()
+            .map_err(|e| e.to_string())?;
+        let values: Vec<f64> = (0..32)
+            .map(|i| (100 * (i / 16) + 10 * (i / 4 % 4) + i % 4) as f64)
+            .collect();
+        let x = Tensor::from_f64s(DType::F32, vec![1, 2, 4, 4], &values);
+        Ok(eval::run(&g, &[x])?.remove(0))
+    }
+
+    #[test]
+    fn space_to_depth_orders_blocks_as_its_mode_says() {
+        for (mode, channel) in [
+            // output channel of input channel c at block offset (bh, bw)
+            (
+                "DCR",
+                (|c, bh, bw| (bh * 2 + bw) * 2 + c) as fn(usize, usize, usize) -> usize,
+            ),
+            ("CRD", |c, bh, bw| c * 4 + bh * 2 + bw),
+        ] {
+            let y = space_to_depth(mode).unwrap();
+            assert_eq!(y.ty.shape, vec![1, 8, 2, 2]);
+            for (c, bh, bw, i, j) in (0..32).map(|k| (k / 16, k / 8 % 2, k / 4 % 2, k / 2 % 2, k % 2)) {
+                let at = (channel(c, bh, bw) * 2 + i) * 2 + j;
+                let want = (100 * c + 10 * (2 * i + bh) + 2 * j + bw) as f64;
+                assert_eq!(
+                    y.get_f64(at),
+                    want,
+                    "{mode}: channel {c}, block ({bh}, {bw}), pixel ({i}, {j})"
+                );
+            }
+        }
+        let unknown = space_to_depth("RDC").unwrap_err();
+        assert!(
+            unknown.contains("SpaceToDepth") && unknown.contains("unknown mode \"RDC\""),
+            "{unknown}"
+        );
     }
 
     #[test]

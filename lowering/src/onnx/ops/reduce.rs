@@ -34,14 +34,16 @@ fn reduce(ctx: &mut Ctx, kind: OpKind, x: ValueId, input_since: i64) -> Result<V
     } else {
         ctx.opt_const_input(1, "axes")?.map(|t| t.to_i64_vec())
     };
+    let noop = ctx.node.int("noop_with_empty_axes", 0)? != 0;
+    let keepdims = ctx.node.int("keepdims", 1)? != 0;
     let list = match given {
         Some(list) if !list.is_empty() => axes::axes(&list, rank)?,
-        _ if ctx.node.int("noop_with_empty_axes", 0)? != 0 => return Ok(x),
+        _ if noop => return Ok(x),
         _ => (0..rank).collect(),
     };
     let attrs = Attrs::new()
         .with("axes", axes::ints(&list))
-        .with("keepdims", Attr::Int((ctx.node.int("keepdims", 1)? != 0) as i64));
+        .with("keepdims", Attr::Int(keepdims as i64));
     ctx.build1(kind, vec![x], attrs)
 }
 
