@@ -77,15 +77,14 @@ impl Epilogue {
             })
     }
 
-    /// Prefetches, at `idx` of the result, each operand the epilogue reads that is as large as
-    /// the result (a residual), so that it comes from memory while the anchor computes the
-    /// values it meets there.
-    pub fn prefetch_operands(&self, e: &mut Emitter, idx: &[V]) {
-        for (i, b) in self.ins.iter().enumerate() {
-            if b.shape == self.out.shape && self.reads(i) {
-                e.prefetch(b, idx);
-            }
-        }
+    /// The operands the epilogue reads that are as large as the result (residuals): an anchor
+    /// may prefetch them, at the result's index, to have them come from memory while it
+    /// computes the values they meet.
+    pub fn residuals(&self) -> Vec<&Buf> {
+        (0..self.ins.len())
+            .filter(|&i| self.ins[i].shape == self.out.shape && self.reads(i))
+            .map(|i| &self.ins[i])
+            .collect()
     }
 
     /// Whether the epilogue holds an op whose vector form is long (a polynomial or rational

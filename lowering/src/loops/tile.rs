@@ -459,13 +459,14 @@ impl Tiles<'_> {
             }
             next
         };
-        if let Some(epilogue) = &p.out.epilogue {
-            // a residual's lines for the tile, asked for before the depth loop hides the wait
-            let per_line = (64 / (4 * lanes)).max(1);
+        let residuals = p.out.epilogue.as_ref().map_or_else(Vec::new, |ep| ep.residuals());
+        if !residuals.is_empty() {
+            // a residual's lines for the tile (a panel's width is a cache line), asked for
+            // before the depth loop hides the wait
             for row in &rows {
-                for col in columns.iter().step_by(per_line) {
+                for col in columns.iter().step_by((PANEL / lanes).max(1)) {
                     let idx = (p.out_at)(e, batch, row, col);
-                    epilogue.prefetch_operands(e, &idx);
+                    residuals.iter().for_each(|r| e.prefetch(r, &idx));
                 }
             }
         }

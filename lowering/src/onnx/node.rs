@@ -6,11 +6,10 @@ use super::proto::attribute_proto::AttributeType;
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
 use std::cell::RefCell;
 
-/// Attributes that mean nothing to an inference compiler, so a parser need not read them:
-/// `consumed_inputs` (opsets before 6: a memory hint), `is_test` (before 7: inference runtimes
-/// ignore it), and those of modes the parsers refuse on their own (training: `momentum`,
-/// `seed`; MaxPool's `Indices` output: `storage_order`).
-const WITHOUT_MEANING_HERE: [&str; 5] = ["consumed_inputs", "is_test", "momentum", "seed", "storage_order"];
+/// An attribute that means nothing to an inference compiler on any op, so a parser need not
+/// read it: `consumed_inputs` (opsets before 6: a memory hint). Attributes that have no effect
+/// on one op are marked by its parser (`without_effect`).
+const WITHOUT_MEANING_HERE: [&str; 1] = ["consumed_inputs"];
 
 /// A node, as its parser sees it. It records which attributes the parser asked for, so that
 /// one it never looked at (a newer attribute, or a misspelt one) is refused, not ignored.

@@ -178,8 +178,9 @@ fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// drops nothing; before opset 7, `is_test` is ignored, as inference runtimes do.
 fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    // before opset 12 the ratio is an attribute, and dropout is never in training mode
-    ctx.node.without_effect(&["ratio"]);
+    // before opset 12 the ratio is an attribute and dropout never in training mode (`is_test`
+    // before 7 is ignored, as inference runtimes do); `seed` draws the training mode's mask
+    ctx.node.without_effect(&["ratio", "is_test", "seed"]);
     if ctx.opset >= 12
         && ctx
             .opt_const_input(2, "training_mode")?

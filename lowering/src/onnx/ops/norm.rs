@@ -15,6 +15,9 @@ fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if ctx.node.int("training_mode", 0)? != 0 || (1..5).any(|k| ctx.wants_output(k)) {
         return Err("training mode (running statistics outputs) is not supported".into());
     }
+    // `momentum` updates the running statistics (training mode, refused above); `is_test`
+    // (before opset 7) is ignored, as inference runtimes do
+    ctx.node.without_effect(&["momentum", "is_test"]);
     if ctx.node.int("spatial", 1)? == 0 {
         return Err("spatial = 0 (per-element statistics) is not supported".into());
     }

@@ -40,6 +40,8 @@ fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if ctx.wants_output(1) {
         return Err("the Indices output is not supported".into());
     }
+    // the layout of the Indices output, refused above
+    ctx.node.without_effect(&["storage_order"]);
     let (x, attrs) = pool_attrs(ctx)?;
     // Small integers are pooled as f32, which holds every one of them exactly.
     let dtype = ctx.ty(x).dtype;
