@@ -27,7 +27,7 @@ PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
 # same in every wheel, so one fixed platform tag is used.
 BACKEND_ONNX_VERSION=1.22.0
 BACKEND_DIRS=(node simple pytorch-converted pytorch-operator)
-MODELS=(convnet encoder)
+MODELS=(convnet encoder microsoft_ops)
 CARGO_FUZZ_VERSION=0.13.2
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -151,7 +151,7 @@ for name in "${MODELS[@]}"; do
     hash=$( { cat "$script" "$ROOT/scripts/models/common.py"; printf '%s' "$venv_want"; } \
         | sha256sum | cut -d' ' -f1)
     out="$models_dir/$name"
-    if [[ -f "$out/.mxc-stamp" && "$(cat "$out/.mxc-stamp")" == "$hash" && -f "$out/model.onnx" ]]; then
+    if [[ -f "$out/.mxc-stamp" && "$(cat "$out/.mxc-stamp")" == "$hash" ]]; then
         skip "model $name present"
         continue
     fi

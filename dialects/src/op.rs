@@ -48,6 +48,17 @@ op_kinds! {
     Reciprocal => "reciprocal", 1..=1;
     Floor => "floor", 1..=1;
     Ceil => "ceil", 1..=1;
+    Sin => "sin", 1..=1;
+    Cos => "cos", 1..=1;
+    Tan => "tan", 1..=1;
+    Asin => "asin", 1..=1;
+    Acos => "acos", 1..=1;
+    Atan => "atan", 1..=1;
+    BitAnd => "bit_and", 2..=2;
+    BitOr => "bit_or", 2..=2;
+    BitXor => "bit_xor", 2..=2;
+    ShiftLeft => "shift_left", 2..=2;
+    ShiftRight => "shift_right", 2..=2;
     Relu => "relu", 1..=1;
     LeakyRelu => "leaky_relu", 1..=1;
     Sigmoid => "sigmoid", 1..=1;
@@ -80,6 +91,7 @@ op_kinds! {
     Concat => "concat", 1..=4096;
     Slice => "slice", 1..=1;
     Gather => "gather", 2..=2;
+    Scatter => "scatter", 3..=3;
     Expand => "expand", 1..=1;
     ReduceMean => "reduce_mean", 1..=1;
     ReduceSum => "reduce_sum", 1..=1;
@@ -116,6 +128,17 @@ impl OpKind {
                 | Reciprocal
                 | Floor
                 | Ceil
+                | Sin
+                | Cos
+                | Tan
+                | Asin
+                | Acos
+                | Atan
+                | BitAnd
+                | BitOr
+                | BitXor
+                | ShiftLeft
+                | ShiftRight
                 | Relu
                 | LeakyRelu
                 | Sigmoid
@@ -130,7 +153,10 @@ impl OpKind {
     /// a few instructions: exponentials, logarithms, powers, the logistic function and kin.
     pub fn is_transcendental(self) -> bool {
         use OpKind::*;
-        matches!(self, Exp | Log | Pow | Sigmoid | Tanh | Erf | Gelu)
+        matches!(
+            self,
+            Exp | Log | Pow | Sigmoid | Tanh | Erf | Gelu | Sin | Cos | Tan | Asin | Acos | Atan
+        )
     }
 
     /// Ops whose kernel computes each result element once, at its full index, after reading

@@ -291,7 +291,7 @@ pub fn flops(op: &OpSite) -> f64 {
             .map_or(1.0, |&n| n as f64)
     };
     match op.kind {
-        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => 0.0,
+        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => 0.0,
         // B^T d B on each 6x6 patch of each channel, A^T X A on each tile's 6x6 products,
         // G g G^T on each filter: about the additions and multiplications written out
         WinogradInput => 6.0 * out,
@@ -299,13 +299,13 @@ pub fn flops(op: &OpSite) -> f64 {
         WinogradWeights => 4.0 * out,
         // a fused op's arithmetic is its body's (`kernel_flops`)
         Fused => 0.0,
-        Exp | Log | Erf | Tanh | Sigmoid | Pow => 8.0 * out,
+        Exp | Log | Erf | Tanh | Sigmoid | Pow | Sin | Cos | Tan | Asin | Acos | Atan => 8.0 * out,
         // x / sqrt(2), erf, + 1, * 0.5, * x; tanh form: x * x, * x, * c, + x, * k, tanh, + 1,
         // * 0.5, * x (the chains they replace)
         Gelu if op.attrs.str("approximate") == Ok("tanh") => 16.0 * out,
         Gelu => 12.0 * out,
         Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
-        | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip => out,
+        | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => out,
         Softmax => 5.0 * out,
         // per score: the dot product of q and k, the softmax's steps (as `softmax`), and its
         // share of the product with v

@@ -12,6 +12,7 @@ mod explain;
 mod folding;
 mod layout;
 mod limits;
+mod microsoft_ops;
 mod models;
 mod mxr;
 mod node_suite;

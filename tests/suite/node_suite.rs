@@ -2,7 +2,9 @@
 //! `mxc run` on the ref and cpu targets. A case passes on a target when its outputs match the
 //! suite's; on cpu (rewritten by the rewrite engine, its kernels split across threads) they
 //! must also match ref's, the unrewritten oracle on one thread, closely. Prints a scoreboard per target and fails when a case listed
-//! in `tests/node_expected_pass.txt` does not pass on both targets.
+//! in `tests/node_expected_pass.txt` does not pass on both targets. `MXC_NODE_CASES=gather,nllloss`
+//! runs only the cases whose names contain one of the comma-separated words (while working on
+//! an op; the report then covers only those).
 
 use crate::common::{cache_dir, data_files, mismatch, read_pb, repo, run_case};
 use mxc_dialects::Tensor;
@@ -86,12 +88,16 @@ fn onnx_node_suite() {
         .filter(|p| p.join("model.onnx").is_file())
         .collect();
     cases.sort();
+    let only = std::env::var("MXC_NODE_CASES").ok();
+    let chosen = |name: &str| only.as_deref().is_none_or(|w| w.split(',').any(|w| name.contains(w)));
+    cases.retain(|p| chosen(&p.file_name().unwrap().to_string_lossy()));
     let expected_text =
         std::fs::read_to_string(repo().join("tests/node_expected_pass.txt")).expect("tests/node_expected_pass.txt");
     let expected: BTreeSet<&str> = expected_text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| chosen(l))
         .collect();
 
     let results: Mutex<Vec<(String, [Outcome; 2])>> = Mutex::new(Vec::new());

@@ -1,5 +1,6 @@
 //! Evaluation of the element-wise ops: broadcasting arithmetic, comparisons, `where`, `not`
-//! and the exactly rounded unary functions (`neg`, `abs`, `sqrt`, `reciprocal`, `floor`, `ceil`).
+//! the bit operations, and the unary functions (`neg`, `abs`, `sqrt`, `reciprocal`, `floor`,
+//! `ceil` exactly rounded; the trigonometric ones from f64, rounded once).
 
 use super::index::broadcast_offsets;
 use crate::tensor::{f16_to_f32, f32_to_bf16, f32_to_f16};
@@ -51,6 +52,13 @@ fn signed_op(kind: OpKind, a: i64, b: i64) -> i64 {
         OpKind::Div if b == 0 => 0,
         OpKind::Div => a.wrapping_div(b),
         OpKind::Max => a.max(b),
+        OpKind::BitAnd => a & b,
+        OpKind::BitOr => a | b,
+        OpKind::BitXor => a ^ b,
+        // bits shifted past the type's width are dropped when the result is stored
+        OpKind::ShiftLeft if (0..64).contains(&b) => a << b,
+        OpKind::ShiftLeft => 0,
+        OpKind::ShiftRight => a >> b.clamp(0, 63),
         _ => a.min(b),
     }
 }
@@ -63,11 +71,17 @@ fn unsigned_op(kind: OpKind, a: u64, b: u64) -> u64 {
         OpKind::Div if b == 0 => 0,
         OpKind::Div => a / b,
         OpKind::Max => a.max(b),
+        OpKind::BitAnd => a & b,
+        OpKind::BitOr => a | b,
+        OpKind::BitXor => a ^ b,
+        OpKind::ShiftLeft if b < 64 => a << b,
+        OpKind::ShiftRight if b < 64 => a >> b,
+        OpKind::ShiftLeft | OpKind::ShiftRight => 0,
         _ => a.min(b),
     }
 }
 
-/// `add`, `sub`, `mul`, `div`, `max` and `min`.
+/// `add`, `sub`, `mul`, `div`, `max`, `min` and the bit operations.
 pub fn arithmetic(kind: OpKind, a: &Tensor, b: &Tensor, out: &TensorType) -> Tensor {
     let pairs = broadcast_offsets(a.shape(), &out.shape)
         .into_iter()
@@ -140,6 +154,12 @@ pub fn unary(kind: OpKind, x: &Tensor) -> Tensor {
             OpKind::Sqrt => v.sqrt(),
             OpKind::Reciprocal => 1.0 / v,
             OpKind::Floor => v.floor(),
+            OpKind::Sin => v.sin(),
+            OpKind::Cos => v.cos(),
+            OpKind::Tan => v.tan(),
+            OpKind::Asin => v.asin(),
+            OpKind::Acos => v.acos(),
+            OpKind::Atan => v.atan(),
             _ => v.ceil(),
         };
         Tensor::from_f64s(dtype, shape, &x.to_f64_vec().into_iter().map(f).collect::<Vec<_>>())

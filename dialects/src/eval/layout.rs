@@ -130,6 +130,50 @@ pub fn gather(data: &Tensor, indices: &Tensor, axis: usize, out: &TensorType) ->
     Ok(pick(data, &offsets, out))
 }
 
+/// `scatter`: `data` with each update combined into the flat position its index names, in
+/// order (an index out of range is an error here, as `gather`'s is).
+pub fn scatter(data: &Tensor, indices: &Tensor, updates: &Tensor, reduction: &str) -> Result<Tensor, String> {
+    let n = data.len() as i64;
+    let positions: Vec<usize> = indices
+        .to_i64_vec()
+        .into_iter()
+        .map(|i| {
+            let j = if i < 0 { i + n } else { i };
+            usize::try_from(j)
+                .ok()
+                .filter(|&j| (j as i64) < n)
+                .ok_or_else(|| format!("index {i} is out of range for {n} elements"))
+        })
+        .collect::<Result<_, _>>()?;
+    let (dtype, shape) = (data.dtype(), data.shape().to_vec());
+    if dtype.is_float() {
+        let mut v = data.to_f64_vec();
+        for (&p, u) in positions.iter().zip(updates.to_f64_vec()) {
+            v[p] = match reduction {
+                "add" => v[p] + u,
+                "mul" => v[p] * u,
+                "max" => super::elementwise::float_max(v[p], u, true),
+                "min" => super::elementwise::float_max(v[p], u, false),
+                _ => u,
+            };
+        }
+        return Ok(Tensor::from_f64s(dtype, shape, &v));
+    }
+    let mut v = data.to_i64_vec();
+    for (&p, u) in positions.iter().zip(updates.to_i64_vec()) {
+        v[p] = match reduction {
+            "add" => v[p].wrapping_add(u),
+            "mul" => v[p].wrapping_mul(u),
+            "max" if dtype.is_unsigned_int() => (v[p] as u64).max(u as u64) as i64,
+            "min" if dtype.is_unsigned_int() => (v[p] as u64).min(u as u64) as i64,
+            "max" => v[p].max(u),
+            "min" => v[p].min(u),
+            _ => u,
+        };
+    }
+    Ok(Tensor::from_i64s(dtype, shape, &v))
+}
+
 pub fn expand(x: &Tensor, out: &TensorType) -> Tensor {
     pick(x, &broadcast_offsets(x.shape(), &out.shape), out)
 }

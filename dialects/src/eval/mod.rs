@@ -75,6 +75,7 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
             | Concat
             | Slice
             | Gather
+            | Scatter
             | Expand
             | Pack
             | WinogradWeights
@@ -95,6 +96,17 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
             | Reciprocal
             | Floor
             | Ceil
+            | Sin
+            | Cos
+            | Tan
+            | Asin
+            | Acos
+            | Atan
+            | BitAnd
+            | BitOr
+            | BitXor
+            | ShiftLeft
+            | ShiftRight
             | ReduceSum
             | ReduceMean
             | ReduceMax
@@ -119,13 +131,18 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
         Concat => layout::concat(ops, attrs.int("axis")? as usize, out),
         Slice => Ok(layout::slice(ops[0], attrs.ints("starts")?, attrs.ints("steps")?, out)),
         Gather => layout::gather(ops[0], ops[1], attrs.int("axis")? as usize, out),
+        Scatter => layout::scatter(ops[0], ops[1], ops[2], attrs.str("reduction")?),
         Expand => Ok(layout::expand(ops[0], out)),
         Pack => Ok(layout::pack(ops[0], out)),
         WinogradWeights => Ok(winograd_weights(ops[0], out)),
-        Add | Sub | Mul | Div | Max | Min => Ok(elementwise::arithmetic(kind, ops[0], ops[1], out)),
+        Add | Sub | Mul | Div | Max | Min | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => {
+            Ok(elementwise::arithmetic(kind, ops[0], ops[1], out))
+        }
         Equal | Less | Greater => Ok(elementwise::compare(kind, ops[0], ops[1], out)),
         Where => Ok(elementwise::select(ops[0], ops[1], ops[2], out)),
-        Not | Neg | Abs | Sqrt | Reciprocal | Floor | Ceil => Ok(elementwise::unary(kind, ops[0])),
+        Not | Neg | Abs | Sqrt | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan => {
+            Ok(elementwise::unary(kind, ops[0]))
+        }
         ReduceSum | ReduceMean | ReduceMax => Ok(reduce::reduce(kind, ops[0], attrs.ints("axes")?, out)),
         _ => Err(format!("{kind} is not evaluable")),
     }

@@ -32,6 +32,20 @@ pub fn arithmetic(ops: &[TensorType]) -> Result<TensorType, String> {
     ))
 }
 
+/// The bit operations (`bit_and`, `bit_or`, `bit_xor`, and the shifts, which move the bits
+/// of the first operand by the second, logically for unsigned types and arithmetically for
+/// signed ones) take two integer operands of one type.
+pub fn bitwise(ops: &[TensorType]) -> Result<TensorType, String> {
+    same_dtype(&ops[0], &ops[1], "operands")?;
+    if !ops[0].dtype.is_int() {
+        return Err(format!("operands must be integers, got {}", ops[0].dtype));
+    }
+    Ok(TensorType::new(
+        ops[0].dtype,
+        broadcast_shapes(&ops[0].shape, &ops[1].shape)?,
+    ))
+}
+
 /// `pow` lets the exponent have its own numeric type; the result has the base's.
 pub fn pow(ops: &[TensorType]) -> Result<TensorType, String> {
     if ops[0].dtype == DType::Bool || ops[1].dtype == DType::Bool {

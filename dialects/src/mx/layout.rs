@@ -4,10 +4,11 @@
 //! a permutation `perm`; `concat` and `gather` a non-negative `axis`; `slice` carries
 //! `starts`, `ends` and `steps` for every dimension, already clamped, so that element `i`
 //! of dimension `d` reads index `starts[d] + i * steps[d]` (an `end` of -1 means "down to 0"
-//! for a negative step). `gather` indices may be negative, counting from the end of the axis.
+//! for a negative step). `gather` indices may be negative, counting from the end of the axis;
+//! `scatter` carries its `reduction`.
 
 use super::{broadcast_shapes, check_axis, same_dtype};
-use crate::{Attrs, TensorType};
+use crate::{Attrs, DType, TensorType};
 
 pub fn reshape(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let shape = attrs.dims("shape")?;
@@ -96,6 +97,36 @@ pub fn gather(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     shape.extend(&indices.shape);
     shape.extend(&data.shape[axis + 1..]);
     Ok(data.with_shape(shape))
+}
+
+/// The ways `scatter` combines an update with the value it lands on.
+pub const SCATTER_REDUCTIONS: [&str; 5] = ["none", "add", "mul", "max", "min"];
+
+/// `scatter(data, indices, updates)`: a copy of `data` with `updates[j]` written at flat
+/// position `indices[j]` of it (negative positions count from the end, others out of range
+/// are clamped), in order of `j`, combined with what is there by `reduction`.
+pub fn scatter(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (data, indices, updates) = (&ops[0], &ops[1], &ops[2]);
+    let reduction = attrs.str("reduction")?;
+    if !SCATTER_REDUCTIONS.contains(&reduction) {
+        return Err(format!(
+            "reduction must be one of {SCATTER_REDUCTIONS:?}, got {reduction:?}"
+        ));
+    }
+    if !indices.dtype.is_int() || indices.rank() != 1 {
+        return Err(format!("indices must be a vector of integers, got {indices}"));
+    }
+    if updates.shape != indices.shape {
+        return Err(format!(
+            "updates {:?} must have the shape of indices {:?}",
+            updates.shape, indices.shape
+        ));
+    }
+    same_dtype(data, updates, "data and updates")?;
+    if data.dtype == DType::Bool && reduction != "none" {
+        return Err(format!("reduction {reduction:?} of bool tensors"));
+    }
+    Ok(data.clone())
 }
 
 pub fn expand(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {

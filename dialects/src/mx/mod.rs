@@ -12,6 +12,7 @@ mod reduce;
 pub mod winograd;
 
 pub use elementwise::broadcast_shapes;
+pub use layout::SCATTER_REDUCTIONS;
 
 use crate::{Attrs, OpKind, TensorType};
 
@@ -46,10 +47,11 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Cast => one(operands[0].with_dtype(attrs.dtype("to")?)),
         Add | Sub | Mul | Div | Max | Min => elementwise::arithmetic(operands).map(|t| vec![t]),
         Pow => elementwise::pow(operands).map(|t| vec![t]),
+        BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => elementwise::bitwise(operands).map(|t| vec![t]),
         Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
         Where => elementwise::select(operands).map(|t| vec![t]),
         Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
-        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil => {
+        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan => {
             elementwise::float_unary(&operands[0]).map(|t| vec![t])
         }
         Gelu => elementwise::gelu(&operands[0], attrs).map(|t| vec![t]),
@@ -82,6 +84,7 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Concat => layout::concat(operands, attrs).map(|t| vec![t]),
         Slice => layout::slice(&operands[0], attrs).map(|t| vec![t]),
         Gather => layout::gather(operands, attrs).map(|t| vec![t]),
+        Scatter => layout::scatter(operands, attrs).map(|t| vec![t]),
         Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
         ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
         Fused => Err("takes its result types from its body (see `mx::fused::infer`)".into()),
@@ -119,12 +122,14 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
         BatchNorm => &["epsilon"],
         LayerNorm => &["axis", "epsilon"],
         Reshape | Expand => &["shape"],
+        Scatter => &["reduction"],
         Transpose => &["perm"],
         Slice => &["ends", "starts", "steps"],
         ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
         Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
-        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf | Clip | MatMul
-        | GlobalAveragePool | WinogradWeights | Fused => &[],
+        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd | BitOr
+        | BitXor | ShiftLeft | ShiftRight | Relu | Sigmoid | Tanh | Erf | Clip | MatMul | GlobalAveragePool
+        | WinogradWeights | Fused => &[],
     }
 }
 

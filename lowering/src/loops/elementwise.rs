@@ -143,6 +143,17 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         Tanh => e.math("tanh", &x[0]),
         Floor => e.math("floor", &x[0]),
         Ceil => e.math("ceil", &x[0]),
+        Sin => e.math("sin", &x[0]),
+        Cos => e.math("cos", &x[0]),
+        Tan => e.math("tan", &x[0]),
+        Asin => e.math("asin", &x[0]),
+        Acos => e.math("acos", &x[0]),
+        Atan => e.math("atan", &x[0]),
+        BitAnd => e.and(&x[0], &x[1]),
+        BitOr => e.int_op("ori", &x[0], &x[1]),
+        BitXor => e.int_op("xori", &x[0], &x[1]),
+        ShiftLeft => shift(e, true, &x[0], &x[1]),
+        ShiftRight => shift(e, false, &x[0], &x[1]),
         Neg => e.neg(&x[0]),
         Abs => e.abs(&x[0]),
         Reciprocal => {
@@ -169,6 +180,31 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         }
         // identity and cast: the conversion happens on the store
         _ => x[0].clone(),
+    }
+}
+
+/// `x` shifted by `amount` bits (left, or right: logically for unsigned types, arithmetically
+/// for signed ones). An amount outside `0..width`, which LLVM leaves undefined, shifts every
+/// bit out: 0, or the sign's fill for a signed right shift.
+fn shift(e: &mut Emitter, left: bool, x: &V, amount: &V) -> V {
+    let ty = x.ty;
+    let (zero, width) = (e.zero(ty), e.int(ty, ty.bits() as i64));
+    let below_width = e.cmp(Cmp::Lt, amount, &width);
+    let not_negative = e.cmp(Cmp::Ge, amount, &zero);
+    let in_range = e.and(&below_width, &not_negative);
+    let top = e.int(ty, ty.bits() as i64 - 1);
+    let safe = e.select(&in_range, amount, &top);
+    let arithmetic = !left && ty.is_signed();
+    let op = match (left, arithmetic) {
+        (true, _) => "shli",
+        (false, true) => "shrsi",
+        (false, false) => "shrui",
+    };
+    let shifted = e.int_op(op, x, &safe);
+    if arithmetic {
+        shifted
+    } else {
+        e.select(&in_range, &shifted, &zero)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Data-movement ops: reshape (a flat copy), transpose, concat, slice, gather (negative
-//! indices count from the end), expand (a broadcasting copy) and pack (a matrix in panels of
-//! columns, zero-padded).
+//! indices count from the end), scatter (a copy, then the updates in order, on one thread),
+//! expand (a broadcasting copy) and pack (a matrix in panels of columns, zero-padded).
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
@@ -31,6 +31,7 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         }
         OpKind::Concat => concat(e, attrs.int("axis")? as usize, ins, out),
         OpKind::Gather => gather(e, attrs.int("axis")? as usize, &ins[0], &ins[1], out),
+        OpKind::Scatter => scatter(e, attrs.str("reduction")?, &ins[0], &ins[1], &ins[2], out),
         OpKind::Pack => pack(e, &ins[0], out),
         _ => return Err(format!("{kind} is not a data-movement op")),
     }
@@ -175,6 +176,46 @@ fn gather(e: &mut Emitter, axis: usize, data: &Buf, indices: &Buf, out: &Buf) {
         from.extend_from_slice(&idx[axis + q..]);
         let v = e.load(data, &from);
         e.store(out, idx, &v);
+    });
+}
+
+/// `out` = `data`, then `updates[j]` combined by `reduction` into flat position `indices[j]`
+/// (wrapped when negative, clamped to the buffer), `j` in order. The whole kernel is one
+/// iteration of its parallel loop: updates may land on one position, so they are not split
+/// across threads, and they follow the copy.
+fn scatter(e: &mut Emitter, reduction: &str, data: &Buf, indices: &Buf, updates: &Buf, out: &Buf) {
+    let (src, dst) = (e.flat(data), e.flat(out));
+    let n = dst.len() as i64;
+    e.nest(&[1], |e, _| {
+        e.for_each(dst.len(), |e, i| {
+            let v = e.load(&src, std::slice::from_ref(&i));
+            e.store(&dst, &[i], &v);
+        });
+        e.for_each(indices.len(), |e, j| {
+            let raw = e.read(indices, std::slice::from_ref(&j));
+            let i = e.convert(&raw, Ty::Index);
+            let zero = e.idx(0);
+            let negative = e.cmp(Cmp::Lt, &i, &zero);
+            let wrapped = e.lin(&[(&i, 1)], n);
+            let i = e.select(&negative, &wrapped, &i);
+            let last = e.idx((n - 1).max(0));
+            let i = e.max(&i, &zero);
+            let at = [e.min(&i, &last)];
+            let update = e.read(updates, &[j]);
+            let v = match reduction {
+                "none" => update,
+                combine => {
+                    let old = e.read(&dst, &at);
+                    match combine {
+                        "add" => e.add(&old, &update),
+                        "mul" => e.mul(&old, &update),
+                        "max" => e.max(&old, &update),
+                        _ => e.min(&old, &update),
+                    }
+                }
+            };
+            e.write(&dst, &at, &v);
+        });
     });
 }
 

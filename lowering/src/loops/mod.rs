@@ -166,7 +166,8 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
     match kind {
         Constant => Err("constants have no kernel".into()),
         Identity | Cast | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt
-        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
+        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd | BitOr
+        | BitXor | ShiftLeft | ShiftRight | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
             elementwise::lower(e, kind, attrs, ins, outs)
         }
         Conv | ConvTranspose | ConvNhwc | ConvNhwcPacked => conv::lower(e, kind, attrs, ins, outs),
@@ -175,7 +176,9 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         }
         Gemm | MatMul | MatMulPacked => matmul::lower(e, kind, attrs, ins, outs),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
-        Reshape | Transpose | Concat | Slice | Gather | Expand | Pack => layout::lower(e, kind, attrs, ins, outs),
+        Reshape | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => {
+            layout::lower(e, kind, attrs, ins, outs)
+        }
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
         WinogradInput | WinogradWeights | WinogradOutput => winograd::lower(e, kind, attrs, ins, outs),
         Attention => attention::lower(e, attrs, ins, outs),

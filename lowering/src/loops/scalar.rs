@@ -171,6 +171,11 @@ impl Emitter {
         self.binary("andi", "andi", a, b)
     }
 
+    /// An integer `arith` op on two integers of the same type (`ori`, `xori`, `shli`, ...).
+    pub fn int_op(&mut self, op: &str, a: &V, b: &V) -> V {
+        self.binary(op, op, a, b)
+    }
+
     /// Logical not of an `i1`.
     pub fn not(&mut self, a: &V) -> V {
         let t = self.int(Ty::I1, 1);

@@ -27,9 +27,8 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
     match kind {
         // fused kernels have their own tests (`fused.rs`)
         Constant | Fused => vec![],
-        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Relu | Sigmoid | Tanh | Erf => {
-            plain(vec![t(d, &[2, 3])])
-        }
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos
+        | Atan | Relu | Sigmoid | Tanh | Erf => plain(vec![t(d, &[2, 3])]),
         Gelu => ["none", "tanh"]
             .iter()
             .map(|a| (vec![t(d, &[2, 3])], attrs(&[("approximate", Attr::Str(a.to_string()))])))
@@ -39,7 +38,8 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
             .iter()
             .map(|&to| (vec![t(d, &[2, 3])], attrs(&[("to", Attr::DType(to))])))
             .collect(),
-        Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater => plain(vec![t(d, &[2, 3]), t(d, &[3])]),
+        Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | BitAnd | BitOr | BitXor | ShiftLeft
+        | ShiftRight => plain(vec![t(d, &[2, 3]), t(d, &[3])]),
         Pow => vec![
             (vec![t(d, &[2, 3]), t(d, &[3])], Attrs::new()),
             (vec![t(d, &[2, 3]), t(DType::I32, &[])], Attrs::new()),
@@ -168,6 +168,13 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
             (vec![t(d, &[3, 4]), t(DType::U8, &[2, 2])], attrs(&[("axis", i(0))])),
         ],
         Expand => vec![(vec![t(d, &[3, 1])], attrs(&[("shape", ints(&[2, 3, 4]))]))],
+        Scatter => ["none", "add", "mul", "max", "min"]
+            .iter()
+            .map(|r| {
+                let operands = vec![t(d, &[3, 4]), t(DType::I64, &[5]), t(d, &[5])];
+                (operands, attrs(&[("reduction", Attr::Str(r.to_string()))]))
+            })
+            .collect(),
         ReduceMean | ReduceSum | ReduceMax => vec![
             (
                 vec![t(d, &[2, 3, 4])],
@@ -185,7 +192,7 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
 /// libm functions kernels may call (everything else must be inline or an LLVM intrinsic).
 const LIBM: &[&str] = &[
     "expf", "exp", "logf", "log", "erff", "erf", "tanhf", "tanh", "powf", "pow", "floorf", "floor", "ceilf", "ceil",
-    "sqrtf", "sqrt",
+    "sqrtf", "sqrt", "sinf", "sin", "cosf", "cos", "tanf", "tan", "asinf", "asin", "acosf", "acos", "atanf", "atan",
 ];
 
 fn declared_functions(ir: &str) -> Vec<String> {
@@ -257,10 +264,12 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
         .filter(|k| !matches!(k, OpKind::Constant | OpKind::Fused))
     {
         let dtypes = covered.get(&kind).cloned().unwrap_or_default();
-        let wanted: &[DType] = if kind == OpKind::Not {
-            &[DType::Bool]
-        } else {
-            &[DType::F16, DType::BF16, DType::F32, DType::F64]
+        let wanted: &[DType] = match kind {
+            OpKind::Not => &[DType::Bool],
+            OpKind::BitAnd | OpKind::BitOr | OpKind::BitXor | OpKind::ShiftLeft | OpKind::ShiftRight => {
+                &[DType::I8, DType::I64, DType::U8, DType::U64]
+            }
+            _ => &[DType::F16, DType::BF16, DType::F32, DType::F64],
         };
         assert!(
             wanted.iter().all(|w| dtypes.contains(w)),
@@ -273,6 +282,7 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
         OpKind::Div,
         OpKind::Pow,
         OpKind::Gather,
+        OpKind::Scatter,
         OpKind::MatMul,
         OpKind::ReduceMax,
         OpKind::Cast,

@@ -141,8 +141,14 @@ impl Ctx<'_> {
     /// Imports the nodes of a subgraph (a branch of `If`) into this graph, where it sees the
     /// values of the enclosing graph, and returns the values of its outputs.
     pub fn inline_subgraph(&mut self, g: &GraphProto) -> Result<Vec<ValueId>, String> {
+        self.apply_subgraph(g, &[])
+    }
+
+    /// Like `inline_subgraph`, for a subgraph that takes inputs (a function-like attribute,
+    /// as `FlexAttention`'s `score_mod`): its first inputs are bound to `inputs`.
+    pub fn apply_subgraph(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, String> {
         self.imp
-            .inline(g)
+            .inline(g, inputs)
             .map_err(|e| format!("in subgraph \"{}\": {e}", g.name()))
     }
 }

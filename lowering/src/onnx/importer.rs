@@ -215,12 +215,20 @@ impl Importer {
         Ok(())
     }
 
-    /// Imports a subgraph's nodes into the current graph and returns its output values; the
-    /// names it defines go out of scope afterwards.
-    pub fn inline(&mut self, g: &GraphProto) -> Result<Vec<ValueId>, ImportError> {
+    /// Imports a subgraph's nodes into the current graph, its first inputs bound to `inputs`
+    /// (checked against the types they declare), and returns its output values; the names it
+    /// defines go out of scope afterwards.
+    pub fn inline(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, ImportError> {
         let saved = self.env.clone();
-        let result = self
-            .add_initializers(g)
+        let result = g
+            .input
+            .iter()
+            .zip(inputs)
+            .try_for_each(|(vi, &v)| {
+                self.env.insert(vi.name().to_string(), v);
+                self.check_declared(vi, v)
+            })
+            .and_then(|()| self.add_initializers(g))
             .and_then(|()| self.import_nodes(&g.node))
             .and_then(|()| {
                 g.output

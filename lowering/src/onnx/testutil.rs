@@ -104,10 +104,11 @@ pub fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributePro
     }
 }
 
-/// A model of one graph at `opset` of the default domain.
+/// A model of one graph at `opset` of the default domain (and of other domains it imports).
 pub struct ModelBuilder {
     pub graph: GraphProto,
     pub opset: i64,
+    pub domains: Vec<(String, i64)>,
 }
 
 impl ModelBuilder {
@@ -118,7 +119,14 @@ impl ModelBuilder {
                 ..Default::default()
             },
             opset,
+            domains: vec![],
         }
+    }
+
+    /// Also imports `domain` at `version` (for ops outside the default domain).
+    pub fn domain(mut self, domain: &str, version: i64) -> Self {
+        self.domains.push((domain.into(), version));
+        self
     }
 
     pub fn input(mut self, name: &str, ty: DataType, dims: &[i64]) -> Self {
@@ -148,10 +156,13 @@ impl ModelBuilder {
     pub fn bytes(self) -> Vec<u8> {
         ModelProto {
             ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(self.opset),
-            }],
+            opset_import: std::iter::once((String::new(), self.opset))
+                .chain(self.domains)
+                .map(|(domain, version)| OperatorSetIdProto {
+                    domain: Some(domain),
+                    version: Some(version),
+                })
+                .collect(),
             graph: Some(self.graph),
             ..Default::default()
         }

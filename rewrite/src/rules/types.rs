@@ -134,7 +134,7 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             dtype: Known::Is(DType::Bool),
             rank: joined_rank(),
         },
-        Add | Sub | Mul | Div | Pow | Max | Min => Sig {
+        Add | Sub | Mul | Div | Pow | Max | Min | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => Sig {
             dtype: operands[0].dtype.clone(),
             rank: joined_rank(),
         },

@@ -181,7 +181,7 @@ fn softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {
 }
 
 /// `d - log(sum(exp(d)))` along the axis, with `d = x - max(x)` (the stable form).
-fn log_softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {
+pub fn log_softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {
     let over = Attrs::new()
         .with("axes", Attr::Ints(vec![axis as i64]))
         .with("keepdims", Attr::Int(1));
@@ -209,16 +209,25 @@ fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     )?])
 }
 
-/// `clip(alpha * x + beta, 0, 1)`.
 fn hard_sigmoid(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let (alpha, beta) = (
         ctx.node.float("alpha", 0.2)? as f64,
         ctx.node.float("beta", 0.5)? as f64,
     );
+    Ok(vec![hard_sigmoid_of(ctx, x, alpha, beta)?])
+}
+
+/// `clip(alpha * x + beta, 0, 1)`.
+pub fn hard_sigmoid_of(ctx: &mut Ctx, x: ValueId, alpha: f64, beta: f64) -> Result<ValueId, String> {
     let mut e = Expr::new(ctx, x);
     let a = e.affine(alpha, x, beta)?;
-    Ok(vec![e.clamp(a, 0.0, 1.0)?])
+    e.clamp(a, 0.0, 1.0)
+}
+
+/// `a * x + b` for scalars `a` and `b`.
+pub fn affine(ctx: &mut Ctx, a: f64, x: ValueId, b: f64) -> Result<ValueId, String> {
+    Expr::new(ctx, x).affine(a, x, b)
 }
 
 /// `x * clip(x / 6 + 1/2, 0, 1)`.
@@ -232,29 +241,42 @@ fn hard_swish(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 fn softplus(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    Ok(vec![Expr::new(ctx, x).softplus(x)?])
+    Ok(vec![softplus_of(ctx, x)?])
+}
+
+/// `log(exp(x) + 1)`.
+pub fn softplus_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
+    Expr::new(ctx, x).softplus(x)
+}
+
+fn softsign(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    Ok(vec![softsign_of(ctx, x)?])
 }
 
 /// `x / (1 + |x|)`.
-fn softsign(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let x = ctx.input(0)?;
+pub fn softsign_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
     let mut e = Expr::new(ctx, x);
     let a = e.op(OpKind::Abs, &[x])?;
     let d = e.affine(1.0, a, 1.0)?;
-    Ok(vec![e.op(OpKind::Div, &[x, d])?])
+    e.op(OpKind::Div, &[x, d])
 }
 
-/// `alpha * (exp(x) - 1)` where `x < 0`, else `x`.
 fn elu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    Ok(vec![elu_of(ctx, x, alpha)?])
+}
+
+/// `alpha * (exp(x) - 1)` where `x < 0`, else `x`.
+pub fn elu_of(ctx: &mut Ctx, x: ValueId, alpha: f64) -> Result<ValueId, String> {
     let mut e = Expr::new(ctx, x);
     let ex = e.op(OpKind::Exp, &[x])?;
     let em1 = e.affine(1.0, ex, -1.0)?;
     let neg = e.affine(alpha, em1, 0.0)?;
     let zero = e.k(0.0);
     let c = e.op(OpKind::Less, &[x, zero])?;
-    Ok(vec![e.op(OpKind::Where, &[c, neg, x])?])
+    e.op(OpKind::Where, &[c, neg, x])
 }
 
 /// `gamma * x` where `x > 0`, else `gamma * (alpha * exp(x) - alpha)`.
@@ -286,15 +308,19 @@ fn celu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![e.op(OpKind::Add, &[pos, neg])?])
 }
 
-/// `x` where `x > alpha`, else 0.
 fn thresholded_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let alpha = ctx.node.float("alpha", 1.0)? as f64;
+    Ok(vec![thresholded_relu_of(ctx, x, alpha)?])
+}
+
+/// `x` where `x > alpha`, else 0.
+pub fn thresholded_relu_of(ctx: &mut Ctx, x: ValueId, alpha: f64) -> Result<ValueId, String> {
     let mut e = Expr::new(ctx, x);
     let t = e.k(alpha);
     let c = e.op(OpKind::Greater, &[x, t])?;
     let zero = e.k(0.0);
-    Ok(vec![e.op(OpKind::Where, &[c, x, zero])?])
+    e.op(OpKind::Where, &[c, x, zero])
 }
 
 /// `slope * x` where `x < 0`, else `x`.

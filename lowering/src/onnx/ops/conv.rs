@@ -1,15 +1,18 @@
 //! Convolutions: `Conv` and `ConvTranspose`, with `auto_pad`, `output_shape` and
-//! `output_padding` resolved to explicit pads and output padding.
+//! `output_padding` resolved to explicit pads and output padding; `Col2Im` as a transposed
+//! convolution that adds each column's entries into its block.
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::axes::ints;
-use super::padding::{check_extents, kernel_shape, per_dim, sizes, split_total, window};
-use mxc_dialects::{Attr, OpKind, ValueId};
+use super::padding::{check_extents, explicit_pads, kernel_shape, per_dim, sizes, split_total, window};
+use super::shape::reshape;
+use mxc_dialects::{Attr, Attrs, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Conv", conv);
     r.add_all("ConvTranspose", conv_transpose);
+    r.add_all("Col2Im", col_to_image);
 }
 
 /// The operands (X, W and the optional bias B) and the spatial extents of X and of the kernel.
@@ -39,10 +42,16 @@ fn operands(ctx: &Ctx) -> Result<Operands, String> {
 
 fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let Operands { values, input, kernel } = operands(ctx)?;
-    let attrs = window(&ctx.node, &input, &kernel)?
-        .attrs()
-        .with("group", Attr::Int(ctx.node.int("group", 1)?));
+    let attrs = conv_attrs(ctx, &input, &kernel)?;
     Ok(vec![ctx.build1(OpKind::Conv, values, attrs)?])
+}
+
+/// The attributes of an `mx.conv` of spatial extents `input` with a kernel of `kernel`, from
+/// the node's window attributes and `group` (`Conv`, `ConvInteger`, `QLinearConv`).
+pub fn conv_attrs(ctx: &Ctx, input: &[usize], kernel: &[usize]) -> Result<Attrs, String> {
+    Ok(window(&ctx.node, input, kernel)?
+        .attrs()
+        .with("group", Attr::Int(ctx.node.int("group", 1)?)))
 }
 
 /// ConvTranspose. The full output of dim i has `s*(in-1) + output_padding + (k-1)*d + 1`
@@ -110,6 +119,62 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         .with("output_padding", ints(&output_padding))
         .with("group", Attr::Int(node.int("group", 1)?));
     Ok(vec![ctx.build1(OpKind::ConvTranspose, values, attrs)?])
+}
+
+/// `Col2Im`: input `[N, C * K, L]` holds, for each of the `L` block positions (a grid over the
+/// image, row-major), the `K` entries of a block of each channel; overlapping entries add up.
+/// That is a transposed convolution of the grid `[N, C * K, blocks...]`, `C` groups, whose
+/// one-hot weights send entry `k` of a block to its offset `k` in the kernel window.
+fn col_to_image(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let image: Vec<usize> = sizes("image_shape", &ctx.const_input(1, "image_shape")?.to_i64_vec(), 1)?;
+    let block: Vec<usize> = sizes("block_shape", &ctx.const_input(2, "block_shape")?.to_i64_vec(), 1)?;
+    let n = image.len();
+    if block.len() != n {
+        return Err(format!(
+            "block_shape {block:?} and image_shape {image:?} differ in rank"
+        ));
+    }
+    let shape = ctx.ty(x).shape.clone();
+    let per_block: usize = block.iter().product();
+    if shape.len() != 3 || !shape[1].is_multiple_of(per_block) {
+        return Err(format!("input must be [N, C * {per_block}, L], got shape {shape:?}"));
+    }
+    let channels = shape[1] / per_block;
+    let node = &ctx.node;
+    let (strides, dilations, pads) = (
+        per_dim(node, "strides", n)?,
+        per_dim(node, "dilations", n)?,
+        explicit_pads(node, n)?,
+    );
+    let grid: Vec<usize> = (0..n)
+        .map(|d| {
+            let span = dilations[d] * (block[d] - 1) + 1;
+            (image[d] + pads[d] + pads[d + n])
+                .checked_sub(span)
+                .map(|room| room / strides[d] + 1)
+        })
+        .collect::<Option<_>>()
+        .ok_or(format!("blocks {block:?} do not fit image {image:?}"))?;
+    if grid.iter().product::<usize>() != shape[2] {
+        return Err(format!("{} blocks given, image {image:?} holds {grid:?}", shape[2]));
+    }
+    let mut grid_shape = shape[..2].to_vec();
+    grid_shape.extend(&grid);
+    let x = reshape(ctx, x, &grid_shape)?;
+    let mut weight_shape = vec![shape[1], 1];
+    weight_shape.extend(&block);
+    let weights: Vec<f64> = (0..shape[1])
+        .flat_map(|row| (0..per_block).map(move |k| f64::from(u8::from(k == row % per_block))))
+        .collect();
+    let w = ctx.constant(Tensor::from_f64s(ctx.ty(x).dtype, weight_shape, &weights));
+    let attrs = Attrs::new()
+        .with("dilations", ints(&dilations))
+        .with("group", Attr::Int(channels as i64))
+        .with("output_padding", ints(&vec![0; n]))
+        .with("pads", ints(&pads))
+        .with("strides", ints(&strides));
+    Ok(vec![ctx.build1(OpKind::ConvTranspose, vec![x, w], attrs)?])
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Element-wise arithmetic and math: `Add`, `Sub`, `Mul`, `Div`, `Pow`, `Mod` (of integers),
+//! Element-wise arithmetic and math: `Add`, `Sub`, `Mul`, `Div`, `Pow`, `Mod` (of integers; of
+//! floats in `math`),
 //! the variadic `Max`, `Min`, `Sum`, `Mean`, and the unary functions (`Sqrt`, `Exp`, `Erf`,
-//! `Relu`, ...).
+//! `Relu`, the trigonometric functions, ...).
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
@@ -32,6 +33,12 @@ pub fn register(r: &mut Registry) {
         ("Sigmoid", sigmoid),
         ("Tanh", tanh),
         ("Relu", relu),
+        ("Sin", sin),
+        ("Cos", cos),
+        ("Tan", tan),
+        ("Asin", asin),
+        ("Acos", acos),
+        ("Atan", atan),
     ] {
         r.add_all(op, parse);
     }
@@ -48,7 +55,8 @@ macro_rules! by_kind {
 by_kind!(binary: add => Add, sub => Sub, mul => Mul, div => Div, pow => Pow);
 by_kind!(variadic: max => Max, min => Min, sum => Add);
 by_kind!(unary: sqrt => Sqrt, exp => Exp, log => Log, neg => Neg, abs => Abs, reciprocal => Reciprocal,
-    floor => Floor, ceil => Ceil, erf => Erf, sigmoid => Sigmoid, tanh => Tanh, relu => Relu);
+    floor => Floor, ceil => Ceil, erf => Erf, sigmoid => Sigmoid, tanh => Tanh, relu => Relu, sin => Sin,
+    cos => Cos, tan => Tan, asin => Asin, acos => Acos, atan => Atan);
 
 /// The two operands of a binary op. Before opset 7, `broadcast = 1` with an `axis` aligns B's
 /// dims with A's from that axis on; B is reshaped so that numpy broadcasting does the same.
@@ -98,10 +106,13 @@ fn mean(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// (`fmod = 1`); with `fmod = 0` the result takes the sign of `b`, so a non-zero `r` whose
 /// sign differs from `b`'s gets `b` added.
 fn modulo(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    if ctx.ty(ctx.input(0)?).dtype.is_float() {
+        return super::math::float_modulo(ctx);
+    }
     let (a, b) = binary_operands(ctx)?;
     let dtype = ctx.ty(a).dtype;
     if !dtype.is_int() {
-        return Err(format!("Mod of {dtype} is not supported (only integers)"));
+        return Err(format!("Mod of {dtype} is not supported (only integers and floats)"));
     }
     let mut op = |kind: OpKind, operands: &[ValueId]| ctx.build1(kind, operands.to_vec(), Attrs::new());
     let q = op(OpKind::Div, &[a, b])?;

@@ -1,6 +1,7 @@
 //! `Pad`: constant padding as a `concat` with blocks of the pad value (negative pads crop with
 //! a `slice`); `edge`, `reflect` and `wrap` as a `gather` along each padded axis with the
-//! index each output position reads.
+//! index each output position reads. `CenterCropPad` is a centred constant pad (negative
+//! amounts crop).
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
@@ -12,6 +13,7 @@ use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Pad", pad);
+    r.add_all("CenterCropPad", center_crop_pad);
 }
 
 /// The padding of one axis (negative amounts crop).
@@ -79,6 +81,38 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![x])
 }
 
+/// Each listed axis cropped or padded with zeros to the extent `shape` gives it, centred:
+/// the first `(difference) / 2` (rounded down) positions are removed or added at the start.
+fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let mut x = ctx.input(0)?;
+    let ty = ctx.ty(x).clone();
+    let targets = ctx.const_input(1, "shape")?.to_i64_vec();
+    let list = match ctx.node.opt_ints("axes")? {
+        Some(list) => list,
+        None => (0..ty.rank() as i64).collect(),
+    };
+    if list.len() != targets.len() {
+        return Err(format!("shape {targets:?} has not one entry per axis of {list:?}"));
+    }
+    let zero = ctx.scalar(ty.dtype, 0.0);
+    for (&a, &target) in list.iter().zip(&targets) {
+        let axis = axes::axis(a, ty.rank())?;
+        if target < 0 {
+            return Err(format!("shape {targets:?} has a negative extent"));
+        }
+        let difference = target - ty.shape[axis] as i64;
+        let begin = if difference >= 0 {
+            difference / 2
+        } else {
+            -(-difference / 2)
+        };
+        if difference != 0 {
+            x = constant_pad(ctx, x, zero, axis, begin, difference - begin)?;
+        }
+    }
+    Ok(vec![x])
+}
+
 /// The pad value as a scalar of x's type: the `constant_value` input (the `value` attribute
 /// before opset 11), 0 when absent.
 fn pad_value(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
@@ -97,7 +131,7 @@ fn pad_value(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
     }
 }
 
-fn constant_pad(
+pub fn constant_pad(
     ctx: &mut Ctx,
     x: ValueId,
     value: ValueId,

@@ -1,13 +1,15 @@
 //! Reductions: `ReduceSum`, `ReduceMean`, `ReduceMax`, `ReduceMin` (of floats and bools,
 //! through `reduce_max`), and `ReduceL1`, `ReduceL2`,
 //! `ReduceSumSquare`, `ReduceLogSum`, `ReduceLogSumExp` as element-wise ops around a
-//! `reduce_sum`. Axes are an attribute until the op's opset that made them an input (13 for
+//! `reduce_sum`; `ReduceProd` as halves multiplied until one is left. Axes are an attribute until the op's opset that made them an input (13 for
 //! `ReduceSum`, 18 for the others); no axes means all of them, unless `noop_with_empty_axes`.
 
 use super::super::ctx::Ctx;
 use super::super::registry::{ParseFn, Registry};
 use super::axes;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, ValueId};
+use super::layout::{concat_values, slice_value, DimSlice};
+use super::shape::reshape;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
     for (op, parse) in [
@@ -15,6 +17,7 @@ pub fn register(r: &mut Registry) {
         ("ReduceMean", reduce_mean),
         ("ReduceMax", reduce_max),
         ("ReduceMin", reduce_min),
+        ("ReduceProd", reduce_prod),
         ("ReduceL1", reduce_l1),
         ("ReduceL2", reduce_l2),
         ("ReduceSumSquare", reduce_sum_square),
@@ -28,7 +31,18 @@ pub fn register(r: &mut Registry) {
 /// Builds `kind` over the axes the node names (from opset `input_since` an input), or
 /// returns `x` unchanged for an empty list with `noop_with_empty_axes`.
 fn reduce(ctx: &mut Ctx, kind: OpKind, x: ValueId, input_since: i64) -> Result<ValueId, String> {
-    let rank = ctx.ty(x).rank();
+    let Some((list, keepdims)) = reduced_axes(ctx, ctx.ty(x).rank(), input_since)? else {
+        return Ok(x);
+    };
+    let attrs = Attrs::new()
+        .with("axes", axes::ints(&list))
+        .with("keepdims", Attr::Int(keepdims as i64));
+    ctx.build1(kind, vec![x], attrs)
+}
+
+/// The axes the node reduces and `keepdims`, or `None` for an empty list with
+/// `noop_with_empty_axes`.
+fn reduced_axes(ctx: &Ctx, rank: usize, input_since: i64) -> Result<Option<(Vec<usize>, bool)>, String> {
     let given = if ctx.opset < input_since {
         ctx.node.opt_ints("axes")?
     } else {
@@ -38,13 +52,75 @@ fn reduce(ctx: &mut Ctx, kind: OpKind, x: ValueId, input_since: i64) -> Result<V
     let keepdims = ctx.node.int("keepdims", 1)? != 0;
     let list = match given {
         Some(list) if !list.is_empty() => axes::axes(&list, rank)?,
-        _ if noop => return Ok(x),
+        _ if noop => return Ok(None),
         _ => (0..rank).collect(),
     };
-    let attrs = Attrs::new()
-        .with("axes", axes::ints(&list))
-        .with("keepdims", Attr::Int(keepdims as i64));
-    ctx.build1(kind, vec![x], attrs)
+    Ok(Some((list, keepdims)))
+}
+
+/// The product over the reduced axes: they are moved last and merged, and the two halves of
+/// the merged axis multiplied until one entry is left (an odd extent is padded with a 1).
+fn reduce_prod(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let ty = ctx.ty(x).clone();
+    if ty.dtype == DType::Bool {
+        return Err("cannot reduce a bool tensor".into());
+    }
+    let Some((list, keepdims)) = reduced_axes(ctx, ty.rank(), 18)? else {
+        return Ok(vec![x]);
+    };
+    let kept: Vec<usize> = (0..ty.rank()).filter(|d| !list.contains(d)).collect();
+    let out_shape: Vec<usize> = (0..ty.rank())
+        .filter_map(|d| match (list.contains(&d), keepdims) {
+            (false, _) => Some(ty.shape[d]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    let rows: usize = kept.iter().map(|&d| ty.shape[d]).product();
+    let mut n: usize = list.iter().map(|&d| ty.shape[d]).product();
+    if n == 0 {
+        let ones = vec![1.0; out_shape.iter().product()];
+        return Ok(vec![ctx.constant(Tensor::from_f64s(ty.dtype, out_shape, &ones))]);
+    }
+    let perm: Vec<usize> = kept.iter().chain(&list).copied().collect();
+    let moved = ctx.transpose(x, &perm)?;
+    let mut v = reshape(ctx, moved, &[rows, n])?;
+    while n > 1 {
+        if n % 2 == 1 {
+            let one = ctx.constant(Tensor::from_f64s(ty.dtype, vec![rows, 1], &vec![1.0; rows]));
+            v = concat_values(ctx, vec![v, one], 1)?;
+            n += 1;
+        }
+        let half = (n / 2) as i64;
+        let low = slice_value(
+            ctx,
+            v,
+            &[(
+                1,
+                DimSlice {
+                    start: 0,
+                    end: half,
+                    step: 1,
+                },
+            )],
+        )?;
+        let high = slice_value(
+            ctx,
+            v,
+            &[(
+                1,
+                DimSlice {
+                    start: half,
+                    end: 2 * half,
+                    step: 1,
+                },
+            )],
+        )?;
+        v = ctx.op(OpKind::Mul, &[low, high])?;
+        n /= 2;
+    }
+    Ok(vec![reshape(ctx, v, &out_shape)?])
 }
 
 fn unary(ctx: &mut Ctx, kind: OpKind, x: ValueId) -> Result<ValueId, String> {

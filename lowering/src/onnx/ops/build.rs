@@ -1,0 +1,56 @@
+//! Building blocks for parsers that decompose an ONNX op into several mx ops: attribute-free
+//! ops, scalars, casts, reductions over a list of axes, transposes and index ramps.
+
+use super::super::ctx::Ctx;
+use super::axes;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+
+impl Ctx<'_> {
+    /// An op that takes no attributes (element-wise arithmetic, comparisons, `where`, ...).
+    pub fn op(&mut self, kind: OpKind, operands: &[ValueId]) -> Result<ValueId, String> {
+        self.build1(kind, operands.to_vec(), Attrs::new())
+    }
+
+    /// `v` converted to `dtype` (no op when it already has it).
+    pub fn cast(&mut self, v: ValueId, dtype: DType) -> Result<ValueId, String> {
+        if self.ty(v).dtype == dtype {
+            return Ok(v);
+        }
+        self.build1(OpKind::Cast, vec![v], Attrs::new().with("to", Attr::DType(dtype)))
+    }
+
+    /// A reduction (`reduce_sum`, `reduce_mean`, `reduce_max`) of `v` over `over` (sorted
+    /// and distinct).
+    pub fn reduce(&mut self, kind: OpKind, v: ValueId, over: &[usize], keepdims: bool) -> Result<ValueId, String> {
+        let attrs = Attrs::new()
+            .with("axes", axes::ints(over))
+            .with("keepdims", Attr::Int(keepdims as i64));
+        self.build1(kind, vec![v], attrs)
+    }
+
+    /// `v` with its axes permuted: result axis `i` is `v`'s axis `perm[i]`.
+    pub fn transpose(&mut self, v: ValueId, perm: &[usize]) -> Result<ValueId, String> {
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return Ok(v);
+        }
+        self.build1(OpKind::Transpose, vec![v], Attrs::new().with("perm", axes::ints(perm)))
+    }
+
+    /// The indices `0..n` of `dtype` laid along `axis` of a rank-`rank` shape whose other
+    /// dims are 1, so that they broadcast against a tensor with `n` entries on that axis.
+    pub fn ramp(&mut self, n: usize, axis: usize, rank: usize, dtype: DType) -> ValueId {
+        let mut shape = vec![1; rank];
+        shape[axis] = n;
+        let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        self.constant(Tensor::from_f64s(dtype, shape, &values))
+    }
+
+    /// `v` where it is not negative, `v + extent` where it is: an ONNX index counted from the
+    /// end made non-negative (`extent` broadcasts against `v`).
+    pub fn wrap_negative(&mut self, v: ValueId, extent: ValueId) -> Result<ValueId, String> {
+        let zero = self.scalar(self.ty(v).dtype, 0.0);
+        let negative = self.op(OpKind::Less, &[v, zero])?;
+        let wrapped = self.op(OpKind::Add, &[v, extent])?;
+        self.op(OpKind::Where, &[negative, wrapped, v])
+    }
+}

@@ -1,0 +1,372 @@
+//! Linear quantisation to and from the integer types, exact to the spec: `QuantizeLinear`
+//! (`round_half_even(x / scale) + zero_point`, saturated to the output type),
+//! `DequantizeLinear` (`(x - zero_point) * scale`), per tensor, per axis or in blocks along
+//! an axis; `DynamicQuantizeLinear` (u8 with the scale and zero point of the data's range);
+//! and the integer products `MatMulInteger`, `ConvInteger`, `QLinearMatMul`, `QLinearConv`,
+//! whose sums are computed in f64, which holds every sum of products of 8- and 16-bit
+//! integers exactly.
+
+use super::super::ctx::Ctx;
+use super::super::registry::Registry;
+use super::super::tensor::require_dtype;
+use super::conv::conv_attrs;
+use super::math::round_half_even;
+use super::shape::reshape;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+
+pub fn register(r: &mut Registry) {
+    r.add_all("QuantizeLinear", quantize_linear);
+    r.add_all("DequantizeLinear", dequantize_linear);
+    r.add_all("DynamicQuantizeLinear", dynamic_quantize_linear);
+    r.add_all("MatMulInteger", matmul_integer);
+    r.add_all("QLinearMatMul", qlinear_matmul);
+    r.add_all("ConvInteger", conv_integer);
+    r.add_all("QLinearConv", qlinear_conv);
+}
+
+/// The type integer products are summed in.
+const EXACT: DType = DType::F64;
+
+/// The lowest and highest values of an integer type.
+fn int_range(dtype: DType) -> Result<(f64, f64), String> {
+    Ok(match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => (0.0, u8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::U16 => (0.0, u16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => (0.0, u32::MAX.into()),
+        other => return Err(format!("quantisation to {other} is not supported (only integer types)")),
+    })
+}
+
+/// The type a float computation on `dtype` runs in: f64 stays, everything else is f32.
+fn float_for(dtype: DType) -> DType {
+    if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
+
+/// A scale or zero point made to broadcast against `x`: a single value as a scalar, a vector
+/// along `axis` (per axis), or with `block_size`, blocks of that many entries of `axis`
+/// sharing one value (a `gather` repeating each).
+fn broadcast_param(ctx: &mut Ctx, p: ValueId, x_shape: &[usize], axis: i64, block: usize) -> Result<ValueId, String> {
+    let shape = ctx.ty(p).shape.clone();
+    if block == 0 && shape.iter().product::<usize>() == 1 {
+        return reshape(ctx, p, &[]);
+    }
+    // the axis matters (and must be valid) only for the per-axis and blocked forms
+    let axis = super::axes::axis(axis, x_shape.len())?;
+    let n = x_shape[axis];
+    if block > 0 {
+        let blocks = n.div_ceil(block);
+        let mut expected = x_shape.to_vec();
+        expected[axis] = blocks;
+        if shape != expected {
+            return Err(format!(
+                "a blocked parameter of shape {shape:?} does not fit input {x_shape:?} in blocks of {block}"
+            ));
+        }
+        let index: Vec<i64> = (0..n).map(|i| (i / block) as i64).collect();
+        let index = ctx.constant(Tensor::from_i64s(DType::I64, vec![n], &index));
+        return ctx.build1(
+            OpKind::Gather,
+            vec![p, index],
+            Attrs::new().with("axis", Attr::Int(axis as i64)),
+        );
+    }
+    if shape != [n] {
+        return Err(format!(
+            "a parameter of shape {shape:?} is neither a single value nor one per entry of axis {axis} ({n})"
+        ));
+    }
+    let mut along = vec![1; x_shape.len()];
+    along[axis] = n;
+    reshape(ctx, p, &along)
+}
+
+/// The axis and block size of the per-axis and blocked forms.
+fn layout(ctx: &Ctx) -> Result<(i64, usize), String> {
+    let axis = ctx.node.int("axis", 1)?;
+    let block = ctx.node.int("block_size", 0)?;
+    let block = usize::try_from(block).map_err(|_| format!("block_size {block} is negative"))?;
+    Ok((axis, block))
+}
+
+/// The integer type of a node's output: the zero point's, else `output_dtype`, else u8.
+fn output_type(ctx: &Ctx, zero_point: Option<ValueId>) -> Result<DType, String> {
+    let asked = match ctx.node.int("output_dtype", 0)? {
+        0 => None,
+        code => Some(require_dtype(code as i32)?),
+    };
+    match (zero_point.map(|z| ctx.ty(z).dtype), asked) {
+        (Some(z), Some(a)) if z != a => Err(format!("output_dtype {a} differs from the zero point's type {z}")),
+        (Some(z), _) => Ok(z),
+        (None, Some(a)) => Ok(a),
+        (None, None) => Ok(DType::U8),
+    }
+}
+
+/// `saturate(round_half_even(scaled) + zero_point)` in type `out`, from a float `scaled`.
+fn to_integer(ctx: &mut Ctx, scaled: ValueId, zero_point: Option<ValueId>, out: DType) -> Result<ValueId, String> {
+    let (lo, hi) = int_range(out)?;
+    let wide = ctx.ty(scaled).dtype;
+    let mut y = round_half_even(ctx, scaled)?;
+    if let Some(z) = zero_point {
+        let z = ctx.cast(z, wide)?;
+        y = ctx.op(OpKind::Add, &[y, z])?;
+    }
+    let (lo, hi) = (ctx.scalar(wide, lo), ctx.scalar(wide, hi));
+    let y = ctx.op(OpKind::Max, &[y, lo])?;
+    let y = ctx.op(OpKind::Min, &[y, hi])?;
+    ctx.cast(y, out)
+}
+
+fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    let zero_point = ctx.opt_input(2);
+    let shape = ctx.ty(x).shape.clone();
+    let (axis, block) = layout(ctx)?;
+    let out = output_type(ctx, zero_point)?;
+    // `saturate` concerns the float8 outputs only, which are refused by `int_range`
+    ctx.node.without_effect(&["saturate"]);
+    let wide = float_for(ctx.ty(x).dtype);
+    if let Some(precision) = ctx.node.opt_int("precision")?.filter(|&p| p != 0) {
+        if require_dtype(precision as i32)? != wide {
+            return Err(format!(
+                "precision {precision} is not supported (only the input's float type)"
+            ));
+        }
+    }
+    let scale = broadcast_param(ctx, scale, &shape, axis, block)?;
+    let zero_point = zero_point
+        .map(|z| broadcast_param(ctx, z, &shape, axis, block))
+        .transpose()?;
+    let (xw, sw) = (ctx.cast(x, wide)?, ctx.cast(scale, wide)?);
+    let scaled = ctx.op(OpKind::Div, &[xw, sw])?;
+    Ok(vec![to_integer(ctx, scaled, zero_point, out)?])
+}
+
+/// `(x - zero_point)` in float type `wide`.
+fn centred(ctx: &mut Ctx, x: ValueId, zero_point: Option<ValueId>, wide: DType) -> Result<ValueId, String> {
+    let xw = ctx.cast(x, wide)?;
+    match zero_point {
+        Some(z) => {
+            let z = ctx.cast(z, wide)?;
+            ctx.op(OpKind::Sub, &[xw, z])
+        }
+        None => Ok(xw),
+    }
+}
+
+fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    let zero_point = ctx.opt_input(2);
+    let shape = ctx.ty(x).shape.clone();
+    int_range(ctx.ty(x).dtype)?;
+    let (axis, block) = layout(ctx)?;
+    let out = match ctx.node.int("output_dtype", 0)? {
+        0 => ctx.ty(scale).dtype,
+        code => require_dtype(code as i32)?,
+    };
+    let scale = broadcast_param(ctx, scale, &shape, axis, block)?;
+    let zero_point = zero_point
+        .map(|z| broadcast_param(ctx, z, &shape, axis, block))
+        .transpose()?;
+    let wide = float_for(out);
+    let c = centred(ctx, x, zero_point, wide)?;
+    let s = ctx.cast(scale, wide)?;
+    let y = ctx.op(OpKind::Mul, &[c, s])?;
+    Ok(vec![ctx.cast(y, out)?])
+}
+
+/// u8 quantisation over the range of `x` widened to include 0: the scale is
+/// `(max - min) / 255`, the zero point `saturate(round(-min / scale))`.
+fn dynamic_quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let ty = ctx.ty(x).clone();
+    if ty.dtype != DType::F32 {
+        return Err(format!("input of {} is not supported (only f32)", ty.dtype));
+    }
+    let all: Vec<usize> = (0..ty.rank()).collect();
+    let zero = ctx.scalar(DType::F32, 0.0);
+    let top = ctx.reduce(OpKind::ReduceMax, x, &all, false)?;
+    let top = ctx.op(OpKind::Max, &[top, zero])?;
+    let negated = ctx.op(OpKind::Neg, &[x])?;
+    let minus_bottom = ctx.reduce(OpKind::ReduceMax, negated, &all, false)?;
+    let minus_bottom = ctx.op(OpKind::Max, &[minus_bottom, zero])?;
+    let range = ctx.op(OpKind::Add, &[top, minus_bottom])?;
+    let steps = ctx.scalar(DType::F32, 255.0);
+    let scale = ctx.op(OpKind::Div, &[range, steps])?;
+    let zero_at = ctx.op(OpKind::Div, &[minus_bottom, scale])?;
+    let zero_point = to_integer(ctx, zero_at, None, DType::U8)?;
+    let scaled = ctx.op(OpKind::Div, &[x, scale])?;
+    let y = to_integer(ctx, scaled, Some(zero_point), DType::U8)?;
+    Ok(vec![y, scale, zero_point])
+}
+
+/// A zero point of a matrix operand made to broadcast: a single value, or one per row of `a`
+/// (`per_row`) or per column of `b`.
+fn matrix_zero_point(ctx: &mut Ctx, z: ValueId, per_row: bool) -> Result<ValueId, String> {
+    let n = ctx.ty(z).num_elements();
+    if n == 1 {
+        return reshape(ctx, z, &[]);
+    }
+    if per_row {
+        reshape(ctx, z, &[n, 1])
+    } else {
+        reshape(ctx, z, &[n])
+    }
+}
+
+/// `(a - a_zero) @ (b - b_zero)`, exactly, as f64.
+fn exact_product(
+    ctx: &mut Ctx,
+    a: ValueId,
+    a_zero: Option<ValueId>,
+    b: ValueId,
+    b_zero: Option<ValueId>,
+) -> Result<ValueId, String> {
+    for v in [a, b] {
+        int_range(ctx.ty(v).dtype)?;
+    }
+    let a_zero = a_zero.map(|z| matrix_zero_point(ctx, z, true)).transpose()?;
+    let b_zero = b_zero.map(|z| matrix_zero_point(ctx, z, false)).transpose()?;
+    let a = centred(ctx, a, a_zero, EXACT)?;
+    let b = centred(ctx, b, b_zero, EXACT)?;
+    ctx.op(OpKind::MatMul, &[a, b])
+}
+
+fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let product = exact_product(ctx, a, ctx.opt_input(2), b, ctx.opt_input(3))?;
+    Ok(vec![ctx.cast(product, DType::I32)?])
+}
+
+/// `saturate(round(sum * a_scale * b_scale / y_scale) + y_zero)`: an exact integer sum
+/// requantised to the output's type.
+fn requantise(ctx: &mut Ctx, sum: ValueId, scales: [ValueId; 3], y_zero: ValueId) -> Result<ValueId, String> {
+    let [a_scale, b_scale, y_scale] = scales.map(|s| ctx.cast(s, EXACT));
+    let (a_scale, b_scale, y_scale) = (a_scale?, b_scale?, y_scale?);
+    let product = ctx.op(OpKind::Mul, &[a_scale, b_scale])?;
+    let multiplier = ctx.op(OpKind::Div, &[product, y_scale])?;
+    let scaled = ctx.op(OpKind::Mul, &[sum, multiplier])?;
+    let out = ctx.ty(y_zero).dtype;
+    to_integer(ctx, scaled, Some(y_zero), out)
+}
+
+fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let [a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero] = [0, 1, 2, 3, 4, 5, 6, 7].map(|i| ctx.input(i));
+    let sum = exact_product(ctx, a?, Some(a_zero?), b?, Some(b_zero?))?;
+    let a_scale = matrix_zero_point(ctx, a_scale?, true)?;
+    let b_scale = matrix_zero_point(ctx, b_scale?, false)?;
+    let y_zero = reshape(ctx, y_zero?, &[])?;
+    Ok(vec![requantise(ctx, sum, [a_scale, b_scale, y_scale?], y_zero)?])
+}
+
+/// `conv(x - x_zero, w - w_zero)` exactly, as f64; `w_zero` is a single value or one per
+/// output channel.
+fn exact_conv(
+    ctx: &mut Ctx,
+    x: ValueId,
+    x_zero: Option<ValueId>,
+    w: ValueId,
+    w_zero: Option<ValueId>,
+) -> Result<ValueId, String> {
+    let (xs, ws) = (ctx.ty(x).shape.clone(), ctx.ty(w).shape.clone());
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(format!(
+            "x must be N x C x spatial... and w of the same rank, got {xs:?} and {ws:?}"
+        ));
+    }
+    int_range(ctx.ty(x).dtype)?;
+    int_range(ctx.ty(w).dtype)?;
+    let kernel = super::padding::kernel_shape(&ctx.node, Some(&ws[2..]))?;
+    let attrs = conv_attrs(ctx, &xs[2..], &kernel)?;
+    let x_zero = x_zero.map(|z| reshape(ctx, z, &[])).transpose()?;
+    let w_zero = w_zero.map(|z| per_output_channel(ctx, z, ws.len())).transpose()?;
+    let x = centred(ctx, x, x_zero, EXACT)?;
+    let w = centred(ctx, w, w_zero, EXACT)?;
+    ctx.build1(OpKind::Conv, vec![x, w], attrs)
+}
+
+/// A single value as a scalar, or one value per output channel shaped [M, 1, ...].
+fn per_output_channel(ctx: &mut Ctx, v: ValueId, rank: usize) -> Result<ValueId, String> {
+    let n = ctx.ty(v).num_elements();
+    if n == 1 {
+        return reshape(ctx, v, &[]);
+    }
+    let mut shape = vec![1; rank];
+    shape[0] = n;
+    reshape(ctx, v, &shape)
+}
+
+fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let sum = exact_conv(ctx, x, ctx.opt_input(2), w, ctx.opt_input(3))?;
+    Ok(vec![ctx.cast(sum, DType::I32)?])
+}
+
+fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let [x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero] = [0, 1, 2, 3, 4, 5, 6, 7].map(|i| ctx.input(i));
+    let mut sum = exact_conv(ctx, x?, Some(x_zero?), w?, Some(w_zero?))?;
+    let rank = ctx.ty(sum).rank();
+    if let Some(bias) = ctx.opt_input(8) {
+        let bias = ctx.cast(bias, EXACT)?;
+        let mut shape = vec![1; rank];
+        shape[1] = ctx.ty(bias).num_elements();
+        let bias = reshape(ctx, bias, &shape)?;
+        sum = ctx.op(OpKind::Add, &[sum, bias])?;
+    }
+    let w_scale = w_scale?;
+    let w_scale = match ctx.ty(w_scale).num_elements() {
+        1 => reshape(ctx, w_scale, &[])?,
+        m => {
+            let mut shape = vec![1; rank];
+            shape[1] = m;
+            reshape(ctx, w_scale, &shape)?
+        }
+    };
+    let x_scale = reshape(ctx, x_scale?, &[])?;
+    let y_zero = reshape(ctx, y_zero?, &[])?;
+    Ok(vec![requantise(ctx, sum, [x_scale, w_scale, y_scale?], y_zero)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::*;
+    use mxc_dialects::eval::run;
+    use mxc_dialects::Tensor;
+
+    #[test]
+    fn quantisation_rounds_ties_to_even_and_saturates() {
+        let g = ModelBuilder::new(21)
+            .input("x", DataType::Float, &[5])
+            .init(f32_tensor("s", &[], &[2.0]))
+            .node(node("QuantizeLinear", &["x", "s"], &["y"], vec![]))
+            .output("y")
+            .import()
+            .unwrap();
+        let x = Tensor::from_f32s(vec![5], &[1.0, 3.0, 5.0, -4.0, 1000.0]);
+        assert_eq!(run(&g, &[x]).unwrap()[0].to_f64_vec(), [0.0, 2.0, 2.0, 0.0, 255.0]);
+    }
+
+    #[test]
+    fn a_float8_zero_point_is_refused_by_name() {
+        let err = ModelBuilder::new(21)
+            .input("x", DataType::Float, &[5])
+            .init(f32_tensor("s", &[], &[2.0]))
+            .node(node(
+                "QuantizeLinear",
+                &["x", "s"],
+                &["y"],
+                vec![int_attr("output_dtype", 17)],
+            ))
+            .output("y")
+            .error();
+        assert!(err.contains("FLOAT8E4M3FN"), "{err}");
+    }
+}
