@@ -103,27 +103,34 @@ pub fn slice(x: &Tensor, starts: &[i64], steps: &[i64], out: &TensorType) -> Ten
     pick(x, &offsets, out)
 }
 
-/// `out[a..., i..., b...] = data[a..., indices[i...], b...]`, negative indices counting from
-/// the end of the axis.
-pub fn gather(data: &Tensor, indices: &Tensor, axis: usize, out: &TensorType) -> Result<Tensor, String> {
-    let extent = data.shape()[axis] as i64;
-    let resolved: Vec<usize> = indices
+/// `indices` as positions in `0..extent`, negative ones counting from the end; one out of
+/// range is an error naming `what` it indexes.
+fn resolve_indices(indices: &Tensor, extent: usize, what: &str) -> Result<Vec<usize>, String> {
+    let n = extent as i64;
+    indices
         .to_i64_vec()
         .into_iter()
         .map(|i| {
-            let j = if i < 0 { i + extent } else { i };
+            let j = if i < 0 { i + n } else { i };
             usize::try_from(j)
                 .ok()
-                .filter(|&j| (j as i64) < extent)
-                .ok_or_else(|| format!("index {i} is out of range for axis {axis} of extent {extent}"))
+                .filter(|&j| j < extent)
+                .ok_or_else(|| format!("index {i} is out of range for {what}"))
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// `out[a..., i..., b...] = data[a..., indices[i...], b...]`, negative indices counting from
+/// the end of the axis.
+pub fn gather(data: &Tensor, indices: &Tensor, axis: usize, out: &TensorType) -> Result<Tensor, String> {
+    let extent = data.shape()[axis];
+    let resolved = resolve_indices(indices, extent, &format!("axis {axis} of extent {extent}"))?;
     let outer: usize = data.shape()[..axis].iter().product();
     let inner: usize = data.shape()[axis + 1..].iter().product();
     let mut offsets = Vec::with_capacity(out.num_elements());
     for o in 0..outer {
         for &j in &resolved {
-            let base = (o * extent as usize + j) * inner;
+            let base = (o * extent + j) * inner;
             offsets.extend(base..base + inner);
         }
     }
@@ -133,18 +140,8 @@ pub fn gather(data: &Tensor, indices: &Tensor, axis: usize, out: &TensorType) ->
 /// `scatter`: `data` with each update combined into the flat position its index names, in
 /// order (an index out of range is an error here, as `gather`'s is).
 pub fn scatter(data: &Tensor, indices: &Tensor, updates: &Tensor, reduction: &str) -> Result<Tensor, String> {
-    let n = data.len() as i64;
-    let positions: Vec<usize> = indices
-        .to_i64_vec()
-        .into_iter()
-        .map(|i| {
-            let j = if i < 0 { i + n } else { i };
-            usize::try_from(j)
-                .ok()
-                .filter(|&j| (j as i64) < n)
-                .ok_or_else(|| format!("index {i} is out of range for {n} elements"))
-        })
-        .collect::<Result<_, _>>()?;
+    let n = data.len();
+    let positions = resolve_indices(indices, n, &format!("{n} elements"))?;
     let (dtype, shape) = (data.dtype(), data.shape().to_vec());
     if dtype.is_float() {
         let mut v = data.to_f64_vec();

@@ -95,7 +95,7 @@ fn leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 }
 
 /// The lowest and highest values of `dtype` (±infinity for floats when `infinite`).
-fn limits(dtype: DType, infinite: bool) -> (Tensor, Tensor) {
+pub fn limits(dtype: DType, infinite: bool) -> (Tensor, Tensor) {
     let (lo, hi): (i64, i64) = match dtype {
         DType::I8 => (i8::MIN.into(), i8::MAX.into()),
         DType::I16 => (i16::MIN.into(), i16::MAX.into()),

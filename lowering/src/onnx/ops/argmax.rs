@@ -6,6 +6,7 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
+use super::activation::limits;
 use super::axes;
 use super::index::take_along_axis;
 use super::layout::concat_values;
@@ -102,7 +103,7 @@ fn top_k(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         return Err(format!("TopK of {} is not supported", ty.dtype));
     }
     let keys = if largest { x } else { ctx.op(OpKind::Neg, &[x])? };
-    let lowest = ctx.constant(lowest_of(ty.dtype));
+    let lowest = ctx.constant(limits(ty.dtype, true).0);
     let ramp = ctx.ramp(n, axis, ty.rank(), DType::I64);
     let mut taken: Option<ValueId> = None;
     let (mut values, mut indices) = (Vec::new(), Vec::new());
@@ -138,20 +139,6 @@ fn top_k(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         concat_values(ctx, values, axis)?,
         concat_values(ctx, indices, axis)?,
     ])
-}
-
-/// The lowest value of `dtype` as a scalar (-inf for floats).
-fn lowest_of(dtype: DType) -> Tensor {
-    if dtype.is_float() {
-        return Tensor::from_f64s(dtype, vec![], &[f64::NEG_INFINITY]);
-    }
-    let bits = dtype.size() * 8;
-    let lowest = if dtype.is_unsigned_int() {
-        0
-    } else {
-        i64::MIN >> (64 - bits)
-    };
-    Tensor::from_i64s(dtype, vec![], &[lowest])
 }
 
 /// The lowest position along `axis` that `marked` marks (kept, extent 1), as i64.

@@ -1,9 +1,20 @@
 //! Building blocks for parsers that decompose an ONNX op into several mx ops: attribute-free
-//! ops, scalars, casts, reductions over a list of axes, transposes and index ramps.
+//! ops, scalars, casts, reductions over a list of axes, transposes, index ramps, and the float
+//! type computations run in.
 
 use super::super::ctx::Ctx;
 use super::axes;
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+
+/// The type a float computation on `dtype` runs in: f64 stays, every other type (the
+/// half-precision floats, integers) is computed in f32.
+pub fn float_compute_type(dtype: DType) -> DType {
+    if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
 
 impl Ctx<'_> {
     /// An op that takes no attributes (element-wise arithmetic, comparisons, `where`, ...).

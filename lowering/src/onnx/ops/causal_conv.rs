@@ -8,6 +8,7 @@
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
 use super::axes::ints;
+use super::build::float_compute_type;
 use super::layout::{concat_values, slice_value, DimSlice};
 use mxc_dialects::{Attr, Attrs, DType, OpKind, ValueId};
 
@@ -101,7 +102,7 @@ fn zeros(ctx: &mut Ctx, dtype: DType, shape: &[usize]) -> Result<ValueId, String
 /// `x * sigmoid(x)`, in f32 when `x` has a narrower float type.
 fn silu_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
     let dtype = ctx.ty(x).dtype;
-    let wide = ctx.cast(x, if dtype == DType::F64 { dtype } else { DType::F32 })?;
+    let wide = ctx.cast(x, float_compute_type(dtype))?;
     let gate = ctx.op(OpKind::Sigmoid, &[wide])?;
     let y = ctx.op(OpKind::Mul, &[wide, gate])?;
     ctx.cast(y, dtype)

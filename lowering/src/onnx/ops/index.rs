@@ -420,9 +420,8 @@ mod tests {
         assert!(err.contains("indices of rank 1 for data of rank 2"), "{err}");
     }
 
-    #[test]
-    fn scatter_nd_adds_duplicate_rows_in_order() {
-        let g = ModelBuilder::new(18)
+    fn scatter_nd(reduction: &str) -> ModelBuilder {
+        ModelBuilder::new(18)
             .input("x", DataType::Float, &[3, 2])
             .input("i", DataType::Int64, &[3, 1])
             .input("u", DataType::Float, &[3, 2])
@@ -430,27 +429,19 @@ mod tests {
                 "ScatterND",
                 &["x", "i", "u"],
                 &["y"],
-                vec![str_attr("reduction", "add")],
+                vec![str_attr("reduction", reduction)],
             ))
             .output("y")
-            .import()
-            .unwrap();
+    }
+
+    #[test]
+    fn scatter_nd_adds_duplicate_rows_in_order() {
+        let g = scatter_nd("add").import().unwrap();
         let x = floats(&[3, 2], &[1., 1., 1., 1., 1., 1.]);
         let u = floats(&[3, 2], &[1., 2., 3., 4., 5., 6.]);
         let y = run(&g, &[x, ints(&[3, 1], &[0, -1, 0]), u]).unwrap();
         assert_eq!(y[0].to_f64_vec(), [7., 9., 1., 1., 4., 5.]);
-        let err = ModelBuilder::new(18)
-            .input("x", DataType::Float, &[3, 2])
-            .input("i", DataType::Int64, &[3, 1])
-            .input("u", DataType::Float, &[3, 2])
-            .node(node(
-                "ScatterND",
-                &["x", "i", "u"],
-                &["y"],
-                vec![str_attr("reduction", "sub")],
-            ))
-            .output("y")
-            .error();
+        let err = scatter_nd("sub").error();
         assert!(err.contains("reduction \"sub\" is not one of"), "{err}");
     }
 }

@@ -4,6 +4,7 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::build::float_compute_type;
 use super::elementwise::binary_operands;
 use mxc_dialects::{DType, OpKind, ValueId};
 
@@ -170,7 +171,7 @@ pub fn float_modulo(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     }
     let (a, b) = binary_operands(ctx)?;
     let dtype = ctx.ty(a).dtype;
-    let wide = if dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let wide = float_compute_type(dtype);
     let (a, b) = (ctx.cast(a, wide)?, ctx.cast(b, wide)?);
     let quotient = ctx.op(OpKind::Div, &[a, b])?;
     let zero = ctx.scalar(wide, 0.0);

@@ -9,6 +9,8 @@
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::super::tensor::require_dtype;
+use super::activation::limits;
+use super::build::float_compute_type;
 use super::conv::conv_attrs;
 use super::math::round_half_even;
 use super::shape::reshape;
@@ -28,25 +30,15 @@ pub fn register(r: &mut Registry) {
 const EXACT: DType = DType::F64;
 
 /// The lowest and highest values of an integer type.
+/// (64-bit integers are left out: f64 arithmetic does not hold all of them.)
 fn int_range(dtype: DType) -> Result<(f64, f64), String> {
-    Ok(match dtype {
-        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::U8 => (0.0, u8::MAX.into()),
-        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::U16 => (0.0, u16::MAX.into()),
-        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::U32 => (0.0, u32::MAX.into()),
-        other => return Err(format!("quantisation to {other} is not supported (only integer types)")),
-    })
-}
-
-/// The type a float computation on `dtype` runs in: f64 stays, everything else is f32.
-fn float_for(dtype: DType) -> DType {
-    if dtype == DType::F64 {
-        DType::F64
-    } else {
-        DType::F32
+    if !dtype.is_int() || dtype.size() > 4 {
+        return Err(format!(
+            "quantisation to {dtype} is not supported (only integer types up to 32 bits)"
+        ));
     }
+    let (lo, hi) = limits(dtype, false);
+    Ok((lo.get_f64(0), hi.get_f64(0)))
 }
 
 /// A scale or zero point made to broadcast against `x`: a single value as a scalar, a vector
@@ -132,7 +124,7 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let out = output_type(ctx, zero_point)?;
     // `saturate` concerns the float8 outputs only, which are refused by `int_range`
     ctx.node.without_effect(&["saturate"]);
-    let wide = float_for(ctx.ty(x).dtype);
+    let wide = float_compute_type(ctx.ty(x).dtype);
     if let Some(precision) = ctx.node.opt_int("precision")?.filter(|&p| p != 0) {
         if require_dtype(precision as i32)? != wide {
             return Err(format!(
@@ -175,7 +167,7 @@ fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let zero_point = zero_point
         .map(|z| broadcast_param(ctx, z, &shape, axis, block))
         .transpose()?;
-    let wide = float_for(out);
+    let wide = float_compute_type(out);
     let c = centred(ctx, x, zero_point, wide)?;
     let s = ctx.cast(scale, wide)?;
     let y = ctx.op(OpKind::Mul, &[c, s])?;

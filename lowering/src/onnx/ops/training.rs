@@ -5,7 +5,8 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
-use mxc_dialects::{DType, OpKind, ValueId};
+use super::build::float_compute_type;
+use mxc_dialects::{OpKind, ValueId};
 
 const DOMAIN: &str = "ai.onnx.preview.training";
 
@@ -129,7 +130,7 @@ fn adam(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     // past the first step the rate is corrected for the momentums' bias:
     // r * sqrt(1 - beta^t) / (1 - alpha^t)
     let dtype = ctx.ty(r).dtype;
-    let wide = if dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let wide = float_compute_type(dtype);
     let tf = ctx.cast(t, wide)?;
     let bias = |ctx: &mut Ctx, base: f64| -> Result<ValueId, String> {
         let base = ctx.scalar(wide, base);
