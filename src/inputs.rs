@@ -103,10 +103,14 @@ pub fn complete_with(
         Fill::Constant(_) => 0,
     });
     for b in &program.inputs {
-        if given.contains_key(&b.name) {
+        let ty = &program.buffers[b.buffer].ty;
+        if let Some(value) = given.get_mut(&b.name) {
+            // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
+            if let Some(retyped) = value.as_stood_in_for(ty.dtype) {
+                *value = retyped;
+            }
             continue;
         }
-        let ty = &program.buffers[b.buffer].ty;
         ty.check_limit(mxc_dialects::max_tensor_bytes()?)
             .map_err(|e| anyhow::anyhow!("input `{}`: cannot make a value: {e}", b.name))?;
         let n = ty.num_elements();

@@ -3,6 +3,7 @@
 mod explain;
 mod inputs;
 mod json;
+mod opt;
 mod perf;
 mod progress;
 mod report;
@@ -46,6 +47,19 @@ enum Command {
         format: show::Format,
         #[command(flatten)]
         shapes: Shapes,
+        #[command(flatten)]
+        rules: RuleFiles,
+    },
+    /// Rewrite a program in mx IR text as a target does, to try rules without a model (docs/rules.md).  Example: mxc opt tests/rules/fold-conv-batch-norm.mx --target cpu
+    Opt {
+        /// A graph in the mx IR's textual form (what `mxc read` prints); `-` reads standard input
+        file: PathBuf,
+        /// The target whose rewrites to run (ref rewrites nothing)
+        #[arg(long, default_value = "cpu")]
+        target: Target,
+        /// text: mx IR; mlir: the loop level (MLIR that mlir-opt-22 reads); json; dot (Graphviz)
+        #[arg(long, value_enum, default_value = "text")]
+        format: show::Format,
         #[command(flatten)]
         rules: RuleFiles,
     },
@@ -302,6 +316,15 @@ fn run(cli: Cli) -> Result<()> {
                 None => bail!("--rules needs --target: rules rewrite the graph a target lowers"),
             };
             print!("{}", show::render(&shown, format, target.unwrap_or(Target::Ref))?);
+            Ok(())
+        }
+        Command::Opt {
+            file,
+            target,
+            format,
+            rules,
+        } => {
+            print!("{}", opt::run(&file, target, &rules.compile_options()?, format)?);
             Ok(())
         }
         Command::Perf { program, iterations } => {

@@ -1,5 +1,6 @@
 //! Element types of tensors, with their byte sizes and textual names.
 
+use crate::narrow::MiniFloat;
 use std::fmt;
 
 /// The element type of a tensor.
@@ -18,10 +19,27 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    /// 8-bit floats (OCP FP8): 4 exponent and 3 mantissa bits, no infinities.
+    F8E4M3FN,
+    /// Like `F8E4M3FN` with bias 8, no negative zero, and 0x80 its only NaN.
+    F8E4M3FNUZ,
+    /// 8-bit floats: 5 exponent and 2 mantissa bits, IEEE infinities and NaNs.
+    F8E5M2,
+    /// Like `F8E5M2` with bias 16, no infinities or negative zero, and 0x80 its only NaN.
+    F8E5M2FNUZ,
+    /// Powers of two 2^-127 ..= 2^127 (a biased exponent; 0xff is NaN), for block scales.
+    F8E8M0FNU,
+    /// 4-bit floats: 2 exponent bits, 1 mantissa bit, no infinities or NaNs (±0.5 .. ±6).
+    F4E2M1FN,
+    /// 4-bit and 2-bit integers, one byte per element in memory.
+    I4,
+    U4,
+    I2,
+    U2,
 }
 
 impl DType {
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 23] = [
         DType::Bool,
         DType::I8,
         DType::I16,
@@ -35,15 +53,37 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0FNU,
+        DType::F4E2M1FN,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
 
-    /// Bytes one element takes in memory (bool is one byte).
+    /// Bytes one element takes in memory (bool and the types narrower than 8 bits take one).
     pub fn size(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0FNU => 1,
+            DType::F4E2M1FN | DType::I4 | DType::U4 | DType::I2 | DType::U2 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::U64 | DType::F64 => 8,
+        }
+    }
+
+    /// Bits in an element's ONNX encoding: what `mx.bitcast` keeps (bool is a byte; the narrow
+    /// types their width, though mxc keeps them one per byte).
+    pub fn bits(self) -> usize {
+        match self {
+            DType::F4E2M1FN | DType::I4 | DType::U4 => 4,
+            DType::I2 | DType::U2 => 2,
+            d => 8 * d.size(),
         }
     }
 
@@ -63,6 +103,16 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0FNU => "f8e8m0fnu",
+            DType::F4E2M1FN => "f4e2m1fn",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
         }
     }
 
@@ -71,15 +121,62 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64) || self.is_narrow_float()
+    }
+
+    /// The floats narrower than 16 bits (stored as bytes, computed on in f32).
+    pub fn is_narrow_float(self) -> bool {
+        self.minifloat().is_some() || self == DType::F8E8M0FNU
+    }
+
+    /// The format of the 8- and 4-bit floats with sign, exponent and mantissa (all but E8M0).
+    pub fn minifloat(self) -> Option<MiniFloat> {
+        Some(match self {
+            DType::F8E4M3FN => MiniFloat::E4M3FN,
+            DType::F8E4M3FNUZ => MiniFloat::E4M3FNUZ,
+            DType::F8E5M2 => MiniFloat::E5M2,
+            DType::F8E5M2FNUZ => MiniFloat::E5M2FNUZ,
+            DType::F4E2M1FN => MiniFloat::E2M1,
+            _ => return None,
+        })
+    }
+
+    /// The width and signedness of the integers narrower than a byte (kept one per byte).
+    pub fn narrow_int(self) -> Option<(u32, bool)> {
+        match self {
+            DType::I4 => Some((4, true)),
+            DType::U4 => Some((4, false)),
+            DType::I2 => Some((2, true)),
+            DType::U2 => Some((2, false)),
+            _ => None,
+        }
+    }
+
+    /// The type numpy files hold this one's bytes as, numpy having no bf16 and no narrow
+    /// types: bf16 as its bits (u16), the narrow floats as their codes (u8), the narrow
+    /// integers as the byte mxc keeps each in (i8 or u8); every other type is its own.
+    pub fn numpy_stand_in(self) -> DType {
+        match self {
+            DType::BF16 => DType::U16,
+            DType::I4 | DType::I2 => DType::I8,
+            DType::U4 | DType::U2 => DType::U8,
+            d if d.is_narrow_float() => DType::U8,
+            d => d,
+        }
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+        matches!(
+            self,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::I4 | DType::I2
+        )
     }
 
     pub fn is_unsigned_int(self) -> bool {
-        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+        matches!(
+            self,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::U4 | DType::U2
+        )
     }
 
     pub fn is_int(self) -> bool {

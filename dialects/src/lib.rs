@@ -6,6 +6,7 @@ mod dtype;
 pub mod eval;
 mod graph;
 pub mod mx;
+pub mod narrow;
 mod op;
 pub mod program;
 pub mod tensor;

@@ -28,6 +28,7 @@ op_kinds! {
     Constant => "constant", 0..=0;
     Identity => "identity", 1..=1;
     Cast => "cast", 1..=1;
+    BitCast => "bitcast", 1..=1;
     Add => "add", 2..=2;
     Sub => "sub", 2..=2;
     Mul => "mul", 2..=2;

@@ -1,5 +1,6 @@
 //! Constant tensor data: a type plus little-endian element bytes, shared cheaply.
 
+use crate::narrow::{e8m0_decode, e8m0_encode, wrap_int};
 use crate::{DType, TensorType};
 use std::sync::Arc;
 
@@ -150,7 +151,11 @@ impl Tensor {
             DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
             DType::F16 => f16_to_f32(u16::from_le_bytes(b.try_into().unwrap())) as f64,
             DType::BF16 => f32::from_bits((u16::from_le_bytes(b.try_into().unwrap()) as u32) << 16) as f64,
-            _ => self.get_i64(i) as f64,
+            DType::F8E8M0FNU => e8m0_decode(b[0]) as f64,
+            d => match d.minifloat() {
+                Some(format) => format.decode(b[0]) as f64,
+                None => self.get_i64(i) as f64,
+            },
         }
     }
 
@@ -159,15 +164,15 @@ impl Tensor {
         let s = self.dtype().size();
         let b = &self.bytes()[i * s..(i + 1) * s];
         match self.dtype() {
-            DType::Bool | DType::U8 => b[0] as i64,
-            DType::I8 => b[0] as i8 as i64,
+            DType::Bool | DType::U8 | DType::U4 | DType::U2 => b[0] as i64,
+            DType::I8 | DType::I4 | DType::I2 => b[0] as i8 as i64,
             DType::I16 => i16::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::U16 => u16::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::I64 => i64::from_le_bytes(b.try_into().unwrap()),
             DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as i64,
-            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => self.get_f64(i) as i64,
+            _ => self.get_f64(i) as i64,
         }
     }
 
@@ -184,6 +189,16 @@ impl Tensor {
 
     pub fn to_i64_vec(&self) -> Vec<i64> {
         (0..self.len()).map(|i| self.get_i64(i)).collect()
+    }
+
+    /// The same bytes as a tensor of `dtype`, where `dtype` is the type this tensor's stands in
+    /// for in numpy files (`DType::numpy_stand_in`): a bf16 or narrow-typed value read from
+    /// `.npy`. `None` for any other pair of types.
+    pub fn as_stood_in_for(&self, dtype: DType) -> Option<Tensor> {
+        (dtype != self.dtype() && dtype.numpy_stand_in() == self.dtype()).then(|| Tensor {
+            ty: TensorType::new(dtype, self.shape().to_vec()),
+            data: self.data.clone(),
+        })
     }
 
     /// Same data under another shape with the same element count.
@@ -226,13 +241,17 @@ pub fn store_float(dtype: DType, v: f64, out: &mut [u8]) {
         DType::F64 => out[..8].copy_from_slice(&v.to_le_bytes()),
         DType::F16 => out[..2].copy_from_slice(&f32_to_f16(v as f32).to_le_bytes()),
         DType::BF16 => out[..2].copy_from_slice(&f32_to_bf16(v as f32).to_le_bytes()),
-        other => panic!("{other} is not a float type"),
+        DType::F8E8M0FNU => out[0] = e8m0_encode(v as f32),
+        other => match other.minifloat() {
+            Some(format) => out[0] = format.encode(v as f32),
+            None => panic!("{other} is not a float type"),
+        },
     }
 }
 
 fn encode_f64(dtype: DType, v: f64, out: &mut Vec<u8>) {
     match dtype {
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+        d if d.is_float() => {
             let at = out.len();
             out.resize(at + dtype.size(), 0);
             store_float(dtype, v, &mut out[at..]);
@@ -249,7 +268,11 @@ fn encode_i64(dtype: DType, v: i64, out: &mut Vec<u8>) {
         DType::I16 | DType::U16 => out.extend((v as u16).to_le_bytes()),
         DType::I32 | DType::U32 => out.extend((v as u32).to_le_bytes()),
         DType::I64 | DType::U64 => out.extend(v.to_le_bytes()),
-        DType::F16 | DType::BF16 | DType::F32 | DType::F64 => encode_f64(dtype, v as f64, out),
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            let (bits, signed) = dtype.narrow_int().expect("a narrow integer type");
+            out.push(wrap_int(v, bits, signed) as u8)
+        }
+        _ => encode_f64(dtype, v as f64, out),
     }
 }
 

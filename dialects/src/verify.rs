@@ -1,7 +1,7 @@
 //! The verifier: a graph is valid when every operand is defined before use, every op's
 //! recorded result types are the ones its type rule gives, and the ports are well formed.
 
-use crate::{mx, Def, Graph, IrError, OpKind};
+use crate::{mx, Def, Graph, IrError, Op, OpKind};
 use std::collections::HashSet;
 
 pub fn verify(g: &Graph) -> Result<(), IrError> {
@@ -29,23 +29,7 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 return Err(at(format!("operand %{} is used before it is defined", v.0)));
             }
         }
-        let operand_types: Vec<_> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
-        let inferred = match op.kind {
-            OpKind::Fused if op.attrs.0.is_empty() => mx::fused::infer(op.body.as_deref(), &operand_types),
-            OpKind::Fused => Err("takes no attributes".to_string()),
-            _ if op.body.is_some() => Err("only mx.fused has a body".to_string()),
-            kind => mx::infer(kind, &operand_types, &op.attrs),
-        }
-        .map_err(at)?;
-        let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
-        if inferred != recorded {
-            let show = |ts: &[crate::TensorType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(at(format!(
-                "result types ({}) differ from the inferred ({})",
-                show(&recorded),
-                show(&inferred)
-            )));
-        }
+        check_types(g, op).map_err(at)?;
         for (r, v) in op.results.iter().enumerate() {
             if g.def(*v) != (Def::Op { op: i, result: r }) {
                 return Err(at(format!("result {r} is not bound to this op")));
@@ -61,6 +45,28 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         if !defined.get(p.value.index()).copied().unwrap_or(false) {
             return Err(IrError::Graph(format!("output `{}` is not defined", p.name)));
         }
+    }
+    Ok(())
+}
+
+/// Whether `op` (of `g`, its operands defined) type-checks and records the result types its
+/// type rule gives; the parser calls it on each op as it reads it, to name the op's line.
+pub(crate) fn check_types(g: &Graph, op: &Op) -> Result<(), String> {
+    let operand_types: Vec<_> = op.operands.iter().map(|v| g.ty(*v).clone()).collect();
+    let inferred = match op.kind {
+        OpKind::Fused if op.attrs.0.is_empty() => mx::fused::infer(op.body.as_deref(), &operand_types),
+        OpKind::Fused => Err("takes no attributes".to_string()),
+        _ if op.body.is_some() => Err("only mx.fused has a body".to_string()),
+        kind => mx::infer(kind, &operand_types, &op.attrs),
+    }?;
+    let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();
+    if inferred != recorded {
+        let show = |ts: &[crate::TensorType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+        return Err(format!(
+            "result types ({}) differ from the inferred ({})",
+            show(&recorded),
+            show(&inferred)
+        ));
     }
     Ok(())
 }

@@ -6,13 +6,15 @@ use std::path::Path;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
+/// The descriptor of the numpy type that holds `dtype` (`DType::numpy_stand_in`: numpy has no
+/// bf16 and no narrow types; such a tensor is written as the bytes mxc holds it in).
 fn descr(dtype: DType) -> &'static str {
-    match dtype {
+    match dtype.numpy_stand_in() {
         DType::Bool => "|b1",
         DType::I8 => "|i1",
         DType::U8 => "|u1",
         DType::I16 => "<i2",
-        DType::U16 | DType::BF16 => "<u2", // numpy has no bfloat16: its raw bits
+        DType::U16 => "<u2",
         DType::I32 => "<i4",
         DType::U32 => "<u4",
         DType::I64 => "<i8",
@@ -20,6 +22,7 @@ fn descr(dtype: DType) -> &'static str {
         DType::F16 => "<f2",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
+        other => unreachable!("{other} has a numpy stand-in"),
     }
 }
 

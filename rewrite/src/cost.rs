@@ -291,7 +291,7 @@ pub fn flops(op: &OpSite) -> f64 {
             .map_or(1.0, |&n| n as f64)
     };
     match op.kind {
-        Constant | Identity | Reshape | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => 0.0,
+        Constant | Identity | Reshape | BitCast | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => 0.0,
         // B^T d B on each 6x6 patch of each channel, A^T X A on each tile's 6x6 products,
         // G g G^T on each filter: about the additions and multiplications written out
         WinogradInput => 6.0 * out,

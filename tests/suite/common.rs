@@ -1,6 +1,6 @@
 //! Shared helpers: where the test data lives, running the `mxc` binary, comparing tensors.
 
-use mxc_dialects::{DType, Tensor};
+use mxc_dialects::Tensor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -161,13 +161,11 @@ pub fn run_case(model: &Path, set: &Path, target: &str, extra: &[&str], out_dir:
         .collect()
 }
 
-/// `.npy` has no bfloat16: mxc writes its raw bits as u16, read back here as bf16 where the
-/// reference is bf16.
+/// `.npy` has no bfloat16 and no narrow types: mxc writes their bytes as a numpy type
+/// (`DType::numpy_stand_in`), read back here as the reference's type.
 fn as_reference_type(actual: Tensor, expected: &Tensor) -> Tensor {
-    match (actual.dtype(), expected.dtype()) {
-        (DType::U16, DType::BF16) if actual.shape() == expected.shape() => {
-            Tensor::from_bytes(expected.ty.clone(), actual.bytes().to_vec()).expect("same size")
-        }
+    match actual.as_stood_in_for(expected.dtype()) {
+        Some(t) if t.shape() == expected.shape() => t,
         _ => actual,
     }
 }

@@ -1,10 +1,13 @@
-//! The ONNX backend node suite (onnx 1.22.0's `backend/test/data/node`), run through
-//! `mxc run` on the ref and cpu targets. A case passes on a target when its outputs match the
-//! suite's; on cpu (rewritten by the rewrite engine, its kernels split across threads) they
-//! must also match ref's, the unrewritten oracle on one thread, closely. Prints a scoreboard per target and fails when a case listed
-//! in `tests/node_expected_pass.txt` does not pass on both targets. `MXC_NODE_CASES=gather,nllloss`
-//! runs only the cases whose names contain one of the comma-separated words (while working on
-//! an op; the report then covers only those).
+//! The ONNX backend test data (onnx 1.22.0's `backend/test/data`) run through `mxc run` on
+//! the ref and cpu targets: the node suite (`node`, one op per case) and the model sets
+//! `simple`, `pytorch-converted` and `pytorch-operator`. A case passes on a target when its
+//! outputs match the data's; on cpu (rewritten by the rewrite engine, its kernels split across
+//! threads) they must also match ref's, the unrewritten oracle on one thread, closely. Prints a
+//! scoreboard per target and fails when a case listed in `tests/node_expected_pass.txt` (the
+//! node suite) or `tests/model_sets_expected_pass.txt` (the model sets: every case onnxruntime
+//! passes, `scripts/ort_backend_sets.py`) does not pass on both targets.
+//! `MXC_NODE_CASES=gather,nllloss` runs only the cases whose names contain one of the
+//! comma-separated words (while working on an op; the report then covers only those).
 
 use crate::common::{cache_dir, data_files, mismatch, read_pb, repo, run_case};
 use mxc_dialects::Tensor;
@@ -80,19 +83,46 @@ fn tempfile_dir() -> tempfile::TempDir {
 
 #[test]
 fn onnx_node_suite() {
-    let root = cache_dir("onnx-backend-tests/node");
-    let mut cases: Vec<_> = std::fs::read_dir(&root)
-        .expect("node suite folder")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("model.onnx").is_file())
-        .collect();
+    run_suite(&["node"], "tests/node_expected_pass.txt", "node-suite-report.txt");
+}
+
+#[test]
+fn onnx_model_sets() {
+    run_suite(
+        &["simple", "pytorch-converted", "pytorch-operator"],
+        "tests/model_sets_expected_pass.txt",
+        "model-sets-report.txt",
+    );
+}
+
+/// Every case of the backend-data folders `sets` (named `case` for one folder, `set/case` for
+/// several), on both targets: prints the scoreboard, writes every case that did not pass with
+/// its reason to `target/<report>`, and fails if a case of the `expected` list does not pass.
+fn run_suite(sets: &[&str], expected_file: &str, report_file: &str) {
+    let name_of = |set: &str, case: &Path| {
+        let case = case.file_name().unwrap().to_string_lossy();
+        if sets.len() == 1 {
+            case.into_owned()
+        } else {
+            format!("{set}/{case}")
+        }
+    };
+    let mut cases: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for set in sets {
+        let root = cache_dir(&format!("onnx-backend-tests/{set}"));
+        let entries = std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.join("model.onnx").is_file() {
+                cases.push((name_of(set, &path), path));
+            }
+        }
+    }
     cases.sort();
     let only = std::env::var("MXC_NODE_CASES").ok();
     let chosen = |name: &str| only.as_deref().is_none_or(|w| w.split(',').any(|w| name.contains(w)));
-    cases.retain(|p| chosen(&p.file_name().unwrap().to_string_lossy()));
+    cases.retain(|(name, _)| chosen(name));
     let expected_text =
-        std::fs::read_to_string(repo().join("tests/node_expected_pass.txt")).expect("tests/node_expected_pass.txt");
+        std::fs::read_to_string(repo().join(expected_file)).unwrap_or_else(|e| panic!("{expected_file}: {e}"));
     let expected: BTreeSet<&str> = expected_text
         .lines()
         .map(str::trim)
@@ -110,10 +140,9 @@ fn onnx_node_suite() {
                     *n += 1;
                     *n - 1
                 };
-                let Some(case) = cases.get(i) else { break };
+                let Some((name, case)) = cases.get(i) else { break };
                 let outcomes = run_one(case);
-                let name = case.file_name().unwrap().to_string_lossy().into_owned();
-                results.lock().unwrap().push((name, outcomes));
+                results.lock().unwrap().push((name.clone(), outcomes));
             });
         }
     });
@@ -124,7 +153,8 @@ fn onnx_node_suite() {
     let mut passing_both = Vec::new();
     let mut report = String::new();
     show(&format!(
-        "node suite ({} cases; unsupported ops and element types count as skipped):",
+        "{} ({} cases; unsupported ops and element types count as skipped):",
+        sets.join(", "),
         results.len()
     ));
     for (t, target) in TARGETS.iter().enumerate() {
@@ -154,7 +184,7 @@ fn onnx_node_suite() {
             report.push('\n');
         }
     }
-    let report_path = repo().join("target/node-suite-report.txt");
+    let report_path = repo().join("target").join(report_file);
     if std::fs::write(&report_path, &report).is_ok() {
         show(&format!(
             "every case that did not pass, with its reason: {}",
@@ -165,7 +195,7 @@ fn onnx_node_suite() {
     let new: Vec<&&str> = listed.difference(&expected).collect();
     if !new.is_empty() {
         show(&format!(
-            "{} cases pass on both targets but are not in tests/node_expected_pass.txt",
+            "{} cases pass on both targets but are not in {expected_file}",
             new.len()
         ));
         for n in &new {

@@ -12,6 +12,7 @@ pub fn round_to(dtype: DType, v: f64) -> f64 {
         DType::F32 => v as f32 as f64,
         DType::F16 => f16_to_f32(f32_to_f16(v as f32)) as f64,
         DType::BF16 => f32::from_bits((f32_to_bf16(v as f32) as u32) << 16) as f64,
+        d if d.is_narrow_float() => Tensor::from_f64s(d, vec![], &[v]).get_f64(0),
         _ => v,
     }
 }

@@ -1,12 +1,32 @@
-//! Evaluation of the data-movement ops: transpose, concat, slice, gather and expand
+//! Evaluation of the data-movement ops: transpose, concat, slice, gather, expand and bitcast
 //! (reshape, identity and cast need no index arithmetic and live in `mod.rs`).
 
 use super::index::{broadcast_offsets, map_positions, pick, strided_offsets};
-use crate::{strides_of, Tensor, TensorType};
+use crate::narrow::wrap_int;
+use crate::{strides_of, DType, Tensor, TensorType};
 
 /// The tile side of a transpose that moves the source's contiguous axis: 16 x 16 elements,
 /// whose source rows and result rows stay in the cache while the tile is copied.
 const TILE: usize = 16;
+
+/// `x`'s bits as elements of `to`, as wide as `x`'s: bytes as they are, except that a narrow
+/// element keeps its low bits, re-extended as `to` holds them, and a bool is a nonzero byte.
+pub fn bitcast(x: &Tensor, to: DType) -> Tensor {
+    let bytes = if to.size() == 1 {
+        let low_bits = ((1u16 << to.bits()) - 1) as u8;
+        x.bytes()
+            .iter()
+            .map(|&b| match to.narrow_int() {
+                Some((bits, signed)) => wrap_int(b as i64, bits, signed) as u8,
+                None if to == DType::Bool => (b != 0) as u8,
+                None => b & low_bits,
+            })
+            .collect()
+    } else {
+        x.bytes().to_vec()
+    };
+    Tensor::from_bytes(TensorType::new(to, x.shape().to_vec()), bytes).expect("a type of the same width")
+}
 
 pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     let strides = strides_of(x.shape());

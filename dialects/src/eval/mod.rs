@@ -70,6 +70,7 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
         kind,
         Identity
             | Cast
+            | BitCast
             | Reshape
             | Transpose
             | Concat
@@ -126,6 +127,7 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
     match kind {
         Identity => Ok(ops[0].clone()),
         Cast => Ok(ops[0].cast(out.dtype)),
+        BitCast => Ok(layout::bitcast(ops[0], out.dtype)),
         Reshape => Ok(ops[0].reshaped(out.shape.clone())),
         Transpose => Ok(layout::transpose(ops[0], &attrs.dims("perm")?, out)),
         Concat => layout::concat(ops, attrs.int("axis")? as usize, out),

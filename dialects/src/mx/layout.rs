@@ -5,7 +5,7 @@
 //! `starts`, `ends` and `steps` for every dimension, already clamped, so that element `i`
 //! of dimension `d` reads index `starts[d] + i * steps[d]` (an `end` of -1 means "down to 0"
 //! for a negative step). `gather` indices may be negative, counting from the end of the axis;
-//! `scatter` carries its `reduction`.
+//! `scatter` carries its `reduction`; `bitcast` the element type `to` of the same width.
 
 use super::{broadcast_shapes, check_axis, same_dtype};
 use crate::{Attrs, DType, TensorType};
@@ -135,4 +135,18 @@ pub fn expand(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
         return Err(format!("{:?} does not expand to {shape:?}", x.shape));
     }
     Ok(x.with_shape(shape))
+}
+
+/// `bitcast`: the same bits as elements of type `to`, which must be as wide (`DType::bits`).
+pub fn bitcast(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+    let to = attrs.dtype("to")?;
+    if to.bits() != x.dtype.bits() {
+        return Err(format!(
+            "cannot reinterpret {} ({} bits) as {to} ({} bits)",
+            x.dtype,
+            x.dtype.bits(),
+            to.bits()
+        ));
+    }
+    Ok(x.with_dtype(to))
 }

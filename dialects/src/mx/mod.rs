@@ -45,6 +45,7 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Constant => one(attrs.tensor("value")?.ty.clone()),
         Identity => one(operands[0].clone()),
         Cast => one(operands[0].with_dtype(attrs.dtype("to")?)),
+        BitCast => layout::bitcast(&operands[0], attrs).map(|t| vec![t]),
         Add | Sub | Mul | Div | Max | Min => elementwise::arithmetic(operands).map(|t| vec![t]),
         Pow => elementwise::pow(operands).map(|t| vec![t]),
         BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => elementwise::bitwise(operands).map(|t| vec![t]),
@@ -97,7 +98,7 @@ pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
     use OpKind::*;
     match kind {
         Constant => &["value"],
-        Cast => &["to"],
+        Cast | BitCast => &["to"],
         LeakyRelu => &["alpha"],
         Gelu => &["approximate"],
         Softmax | Concat | Gather => &["axis"],

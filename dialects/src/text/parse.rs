@@ -1,4 +1,5 @@
-//! Parsing the textual form back into a verified graph.
+//! Parsing the textual form back into a verified graph; an op that does not type-check is an
+//! error at its line.
 
 use super::lexer::{lex, Tok, Token};
 use super::MAX_NESTING;
@@ -224,6 +225,7 @@ impl Parser {
     }
 
     fn op(&mut self, g: &mut Graph) -> Result<(), IrError> {
+        let start = self.pos;
         let mut names = vec![self.value_name()?];
         while self.eat(',') {
             names.push(self.value_name()?);
@@ -272,6 +274,10 @@ impl Parser {
         };
         let results = g.push_op(kind, operands, attrs, types);
         g.ops.last_mut().expect("just pushed").body = body;
+        if let Err(message) = crate::verify::check_types(g, g.ops.last().expect("just pushed")) {
+            self.pos = start;
+            return self.error(format!("{kind}: {message}"));
+        }
         for (name, v) in names.into_iter().zip(results) {
             self.define(name, v)?;
         }

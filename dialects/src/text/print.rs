@@ -127,8 +127,8 @@ fn float(v: f64) -> String {
 
 fn element(t: &Tensor, i: usize) -> String {
     match t.dtype() {
-        DType::F32 | DType::F16 | DType::BF16 => format!("{:?}", t.get_f64(i) as f32),
         DType::F64 => format!("{:?}", t.get_f64(i)),
+        d if d.is_float() => format!("{:?}", t.get_f64(i) as f32),
         DType::U64 => (t.get_i64(i) as u64).to_string(),
         _ => t.get_i64(i).to_string(),
     }

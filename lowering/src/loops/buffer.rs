@@ -1,6 +1,6 @@
 //! Kernel arguments as memrefs: their MLIR types, element loads and stores, the conversion
-//! between an element's storage type and the type kernels compute in, numpy-style
-//! broadcasting reads, and flat 1-D views.
+//! between an element's storage type and the type kernels compute in (`half.rs` and
+//! `narrow.rs` hold the conversions), numpy-style broadcasting reads, and flat 1-D views.
 //!
 //! A buffer without elements is declared `memref<0xT>` (MLIR's bare-pointer convention
 //! rejects a zero extent after the first dimension) and never touched: no loop around an
@@ -12,12 +12,20 @@ use super::vector::index_list;
 use mxc_dialects::DType;
 use std::rc::Rc;
 
-/// The MLIR type an element is stored as (`bool` is `i1`, one byte in memory).
+/// The MLIR type an element is stored as (`bool` is `i1`, one byte in memory; the narrow
+/// floats are their bytes, the narrow integers one per byte).
 pub fn storage_ty(dtype: DType) -> Ty {
     let int = |bits, signed| Ty::Int { bits, signed };
     match dtype {
         DType::Bool => Ty::I1,
-        DType::I8 => int(8, true),
+        DType::I8 | DType::I4 | DType::I2 => int(8, true),
+        DType::U4 | DType::U2 => int(8, false),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0FNU
+        | DType::F4E2M1FN => int(8, false),
         DType::I16 => int(16, true),
         DType::I32 => int(32, true),
         DType::I64 => int(64, true),
@@ -32,10 +40,12 @@ pub fn storage_ty(dtype: DType) -> Ty {
     }
 }
 
-/// The type kernels compute in for elements of `dtype`: f16 and bf16 widen to f32.
+/// The type kernels compute in for elements of `dtype`: f16, bf16 and the narrow floats
+/// widen to f32.
 pub fn compute_ty(dtype: DType) -> Ty {
     match storage_ty(dtype) {
         Ty::F16 | Ty::BF16 => Ty::F32,
+        _ if dtype.is_narrow_float() => Ty::F32,
         t => t,
     }
 }
@@ -147,6 +157,7 @@ impl Emitter {
         match v.ty {
             Ty::F16 => self.f16_to_f32(&v),
             Ty::BF16 => self.bf16_to_f32(&v),
+            _ if buf.dtype.is_narrow_float() => self.decode_narrow_float(&v, buf.dtype),
             _ => v,
         }
     }
@@ -160,12 +171,21 @@ impl Emitter {
             return self.write(&epilogue.out, idx, &y);
         }
         let v = self.convert(v, buf.ty());
-        let v = match storage_ty(buf.dtype) {
-            Ty::F16 => self.f32_to_f16(&v),
-            Ty::BF16 => self.f32_to_bf16(&v),
-            _ => v,
-        };
+        let v = self.as_stored(&v, buf.dtype);
         self.store(buf, idx, &v);
+    }
+
+    /// A value of `dtype`'s compute type as `dtype` stores it.
+    fn as_stored(&mut self, v: &V, dtype: DType) -> V {
+        match storage_ty(dtype) {
+            Ty::F16 => self.f32_to_f16(v),
+            Ty::BF16 => self.f32_to_bf16(v),
+            _ if dtype.is_narrow_float() => self.encode_narrow_float(v, dtype),
+            _ => match dtype.narrow_int() {
+                Some(width) => self.wrap_narrow_int(v, width),
+                None => v.clone(),
+            },
+        }
     }
 
     /// `v` as it would read back after a store as `dtype`: converted (ONNX Cast) to the compute
@@ -173,16 +193,12 @@ impl Emitter {
     /// round them here, so they compute the numbers the unfused kernels do.
     pub fn round_to(&mut self, v: &V, dtype: DType) -> V {
         let v = self.convert(v, compute_ty(dtype));
+        let stored = self.as_stored(&v, dtype);
         match storage_ty(dtype) {
-            Ty::F16 => {
-                let h = self.f32_to_f16(&v);
-                self.f16_to_f32(&h)
-            }
-            Ty::BF16 => {
-                let h = self.f32_to_bf16(&v);
-                self.bf16_to_f32(&h)
-            }
-            _ => v,
+            Ty::F16 => self.f16_to_f32(&stored),
+            Ty::BF16 => self.bf16_to_f32(&stored),
+            _ if dtype.is_narrow_float() => self.decode_narrow_float(&stored, dtype),
+            _ => stored,
         }
     }
 

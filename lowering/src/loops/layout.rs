@@ -1,12 +1,13 @@
-//! Data-movement ops: reshape (a flat copy), transpose, concat, slice, gather (negative
-//! indices count from the end), scatter (a copy, then the updates in order, on one thread),
-//! expand (a broadcasting copy) and pack (a matrix in panels of columns, zero-padded).
+//! Data-movement ops: reshape (a flat copy), bitcast (a flat copy of the bits), transpose,
+//! concat, slice, gather (negative indices count from the end), scatter (a copy, then the
+//! updates in order, on one thread), expand (a broadcasting copy) and pack (a matrix in panels
+//! of columns, zero-padded).
 
-use super::buffer::Buf;
+use super::buffer::{storage_ty, Buf};
 use super::emit::{Emitter, Ty, V};
 use super::rows;
 use super::scalar::Cmp;
-use mxc_dialects::{Attrs, OpKind};
+use mxc_dialects::{Attrs, DType, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
     let out = &outs[0];
@@ -15,6 +16,14 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
             let (src, dst) = (e.flat(&ins[0]), e.flat(out));
             e.for_each(dst.len(), |e, i| {
                 let v = e.load(&src, std::slice::from_ref(&i));
+                e.store(&dst, &[i], &v);
+            });
+        }
+        OpKind::BitCast => {
+            let (src, dst) = (e.flat(&ins[0]), e.flat(out));
+            e.for_each(dst.len(), |e, i| {
+                let v = e.load(&src, std::slice::from_ref(&i));
+                let v = reinterpret(e, &v, out.dtype);
                 e.store(&dst, &[i], &v);
             });
         }
@@ -36,6 +45,23 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         _ => return Err(format!("{kind} is not a data-movement op")),
     }
     Ok(())
+}
+
+/// A stored element's bits as the storage of `to` (as wide: `mx.bitcast`), as
+/// `mxc_dialects::eval` reinterprets them: narrow elements keep their low bits, re-extended as
+/// `to` holds them; a bool is a nonzero byte.
+fn reinterpret(e: &mut Emitter, v: &V, to: DType) -> V {
+    let ty = storage_ty(to);
+    let v = if v.ty.is_float() || ty.is_float() {
+        e.bitcast(v, ty)
+    } else {
+        e.convert(v, ty)
+    };
+    match to.narrow_int() {
+        Some(width) => e.wrap_narrow_int(&v, width),
+        None if to.size() == 1 && to.bits() < 8 => e.bits_const("andi", &v, (1 << to.bits()) - 1),
+        None => v,
+    }
 }
 
 /// `out` = the operands one after the other along `axis`. With dimensions before the axis,

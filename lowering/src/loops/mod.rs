@@ -21,6 +21,7 @@ mod half;
 mod layout;
 mod llvm;
 mod matmul;
+mod narrow;
 mod norm;
 mod pool;
 mod reduce;
@@ -176,7 +177,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         }
         Gemm | MatMul | MatMulPacked => matmul::lower(e, kind, attrs, ins, outs),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
-        Reshape | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => {
+        Reshape | BitCast | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => {
             layout::lower(e, kind, attrs, ins, outs)
         }
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),

@@ -38,6 +38,11 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
             .iter()
             .map(|&to| (vec![t(d, &[2, 3])], attrs(&[("to", Attr::DType(to))])))
             .collect(),
+        BitCast => DType::ALL
+            .iter()
+            .filter(|to| to.bits() == d.bits())
+            .map(|&to| (vec![t(d, &[2, 3])], attrs(&[("to", Attr::DType(to))])))
+            .collect(),
         Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | BitAnd | BitOr | BitXor | ShiftLeft
         | ShiftRight => plain(vec![t(d, &[2, 3]), t(d, &[3])]),
         Pow => vec![

@@ -2,7 +2,7 @@
 //! values of operands (looking through constants, foldable ops and specialised inputs), and a
 //! builder that folds ops on small constants as it goes.
 
-use super::importer::Importer;
+use super::importer::{Importer, Sequence};
 use super::node::NodeView;
 use super::proto::GraphProto;
 use super::tensor::decode_tensor;
@@ -25,6 +25,10 @@ pub struct Ctx<'a> {
     pub(super) imp: &'a mut Importer,
     pub node: NodeView<'a>,
     pub(super) inputs: Vec<Option<ValueId>>,
+    /// The node's inputs that are sequences (`None` for tensors and absent inputs).
+    pub(super) sequence_inputs: Vec<Option<Sequence>>,
+    /// The node's outputs that are sequences, by output position.
+    pub(super) sequence_outputs: Vec<(usize, Sequence)>,
     /// The opset version of the node's domain in this model.
     pub opset: i64,
 }
@@ -51,6 +55,19 @@ impl Ctx<'_> {
     /// Input `i`, which the op requires.
     pub fn input(&self, i: usize) -> Result<ValueId, String> {
         self.opt_input(i).ok_or_else(|| format!("missing input #{i}"))
+    }
+
+    /// Input `i` as a sequence.
+    pub fn sequence_input(&self, i: usize) -> Result<&Sequence, String> {
+        self.sequence_inputs
+            .get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| format!("input #{i} is not a sequence"))
+    }
+
+    /// Makes output `k` the sequence `s` (the parser returns no value for it).
+    pub fn set_sequence_output(&mut self, k: usize, s: Sequence) {
+        self.sequence_outputs.push((k, s));
     }
 
     /// All inputs of a variadic op; none may be left empty.

@@ -10,14 +10,25 @@ use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto}
 use super::registry::{Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
-use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
 use std::path::PathBuf;
+
+/// An ONNX sequence whose length is known at import: its tensors, in order
+/// (`ops/sequence.rs`).
+#[derive(Clone, Debug)]
+pub struct Sequence {
+    /// The element type, also of an empty sequence.
+    pub dtype: DType,
+    pub elements: Vec<ValueId>,
+}
 
 /// The state of one import: the graph being built and the ONNX names in scope.
 pub struct Importer {
     pub graph: Graph,
     env: HashMap<String, ValueId>,
+    /// The sequences in scope, by name (their tensors are values of `env`'s graph).
+    sequences: HashMap<String, Sequence>,
     opsets: HashMap<String, i64>,
     pub specialized: HashMap<ValueId, Tensor>,
     pub model_dir: Option<PathBuf>,
@@ -50,6 +61,7 @@ pub fn import_model(
     let mut imp = Importer {
         graph: Graph::new(g.name()),
         env: HashMap::new(),
+        sequences: HashMap::new(),
         opsets,
         specialized: HashMap::new(),
         model_dir,
@@ -138,6 +150,8 @@ impl Importer {
             let v = self.graph.add_input(name, ty.clone());
             self.env.insert(name.to_string(), v);
             if let Some(t) = opts.specialize.get(name) {
+                // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
+                let t = &t.as_stood_in_for(ty.dtype).unwrap_or_else(|| t.clone());
                 if t.ty != ty {
                     return Err(err(format!(
                         "the value given to specialise it is a {} but the input is a {ty}",
@@ -185,6 +199,7 @@ impl Importer {
             .iter()
             .map(|name| match name.as_str() {
                 "" => Ok(None),
+                _ if self.sequences.contains_key(name) => Ok(None),
                 _ => self
                     .env
                     .get(name)
@@ -192,19 +207,32 @@ impl Importer {
                     .ok_or_else(|| node_err(&label, format!("input \"{name}\" is not defined before this node"))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let sequence_inputs = node
+            .input
+            .iter()
+            .map(|name| self.sequences.get(name).cloned())
+            .collect();
         let mut ctx = Ctx {
             imp: self,
             node: super::node::NodeView::new(node),
             inputs,
+            sequence_inputs,
+            sequence_outputs: Vec::new(),
             opset,
         };
         let outputs = parse(&mut ctx).map_err(|m| node_err(&label, m))?;
+        let sequence_outputs = std::mem::take(&mut ctx.sequence_outputs);
         if let [first, ..] = ctx.node.unread()[..] {
             let message = format!("attribute `{first}` is not supported (the parser does not read it)");
             return Err(node_err(&label, message));
         }
+        for (k, sequence) in sequence_outputs {
+            if let Some(name) = node.output.get(k).filter(|n| !n.is_empty()) {
+                self.sequences.insert(name.clone(), sequence);
+            }
+        }
         for (k, name) in node.output.iter().enumerate() {
-            if name.is_empty() {
+            if name.is_empty() || self.sequences.contains_key(name) {
                 continue;
             }
             let v = outputs
@@ -219,7 +247,7 @@ impl Importer {
     /// (checked against the types they declare), and returns its output values; the names it
     /// defines go out of scope afterwards.
     pub fn inline(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, ImportError> {
-        let saved = self.env.clone();
+        let saved = (self.env.clone(), self.sequences.clone());
         let result = g
             .input
             .iter()
@@ -236,14 +264,18 @@ impl Importer {
                     .map(|o| self.produced(o.name()))
                     .collect::<Result<Vec<_>, _>>()
             });
-        self.env = saved;
+        (self.env, self.sequences) = saved;
         result
     }
 
     fn produced(&self, name: &str) -> Result<ValueId, ImportError> {
+        let message = match self.sequences.contains_key(name) {
+            true => "is a sequence: sequences are supported inside a graph, not as its outputs",
+            false => "is an output but no node, initializer or input defines it",
+        };
         self.env.get(name).copied().ok_or_else(|| ImportError::Value {
             value: name.to_string(),
-            message: "is an output but no node, initializer or input defines it".into(),
+            message: message.into(),
         })
     }
 

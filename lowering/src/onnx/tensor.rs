@@ -5,6 +5,7 @@ use super::external::read_external;
 use super::proto::tensor_proto::{DataLocation, DataType};
 use super::proto::TensorProto;
 use super::ImportError;
+use mxc_dialects::narrow::wrap_int;
 use mxc_dialects::{DType, Tensor, TensorType};
 use std::path::Path;
 
@@ -24,6 +25,16 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         DataType::Uint32 => DType::U32,
         DataType::Uint64 => DType::U64,
         DataType::Bfloat16 => DType::BF16,
+        DataType::Float8e4m3fn => DType::F8E4M3FN,
+        DataType::Float8e4m3fnuz => DType::F8E4M3FNUZ,
+        DataType::Float8e5m2 => DType::F8E5M2,
+        DataType::Float8e5m2fnuz => DType::F8E5M2FNUZ,
+        DataType::Float8e8m0 => DType::F8E8M0FNU,
+        DataType::Float4e2m1 => DType::F4E2M1FN,
+        DataType::Int4 => DType::I4,
+        DataType::Uint4 => DType::U4,
+        DataType::Int2 => DType::I2,
+        DataType::Uint2 => DType::U2,
         _ => return None,
     })
 }
@@ -80,12 +91,25 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
     check_size(&shape).map_err(&err)?;
     let ty = TensorType::new(dtype, shape);
     let count = ty.num_elements();
+    // 4- and 2-bit elements come packed, the first in the low bits of a byte
+    let packed = packed_bits(dtype).map(|bits| (bits, (count * bits as usize).div_ceil(8)));
+    let stored = packed.map_or(count, |(_, bytes)| bytes);
     let bytes = if t.data_location() == DataLocation::External {
         read_external(t, model_dir)?
     } else if let Some(raw) = &t.raw_data {
         raw.clone()
     } else {
-        typed_field_bytes(t, dtype, count).map_err(&err)?
+        typed_field_bytes(t, dtype, stored).map_err(&err)?
+    };
+    let bytes = match packed {
+        Some((_, size)) if bytes.len() != size => {
+            return Err(err(format!(
+                "holds {} bytes, but {count} elements of {dtype} take {size} packed",
+                bytes.len()
+            )))
+        }
+        Some((bits, _)) => unpack(&bytes, bits, count, dtype.narrow_int()),
+        None => bytes,
     };
     if bytes.len() != ty.num_bytes() {
         return Err(err(format!(
@@ -97,7 +121,32 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
     Tensor::from_bytes(ty, bytes).ok_or_else(|| err("data does not match its type".into()))
 }
 
-/// The little-endian bytes of the values held in the typed field that fits `dtype`.
+/// The width of the element types ONNX packs several to a byte.
+fn packed_bits(dtype: DType) -> Option<u32> {
+    match dtype {
+        DType::I4 | DType::U4 | DType::F4E2M1FN => Some(4),
+        DType::I2 | DType::U2 => Some(2),
+        _ => None,
+    }
+}
+
+/// `count` elements of `bits` each, unpacked from `packed` to one per byte; integers
+/// (`int`: their width and signedness) are sign-extended, floats keep their code.
+fn unpack(packed: &[u8], bits: u32, count: usize, int: Option<(u32, bool)>) -> Vec<u8> {
+    let per_byte = (8 / bits) as usize;
+    (0..count)
+        .map(|i| {
+            let code = (packed[i / per_byte] >> ((i % per_byte) as u32 * bits)) & ((1 << bits) - 1);
+            match int {
+                Some((bits, signed)) => wrap_int(code as i64, bits, signed) as u8,
+                None => code,
+            }
+        })
+        .collect()
+}
+
+/// The little-endian bytes of the values held in the typed field that fits `dtype` (for the
+/// packed types, the packed bytes, one per entry).
 fn typed_field_bytes(t: &TensorProto, dtype: DType, count: usize) -> Result<Vec<u8>, String> {
     let (held, bytes): (usize, Vec<u8>) = match dtype {
         DType::F32 => (
@@ -129,7 +178,18 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, count: usize) -> Result<Vec<
             t.int32_data.len(),
             t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect(),
         ),
-        DType::I8 | DType::U8 => (t.int32_data.len(), t.int32_data.iter().map(|&v| v as u8).collect()),
+        DType::I8
+        | DType::U8
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0FNU
+        | DType::F4E2M1FN
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => (t.int32_data.len(), t.int32_data.iter().map(|&v| v as u8).collect()),
         DType::Bool => (
             t.int32_data.len(),
             t.int32_data.iter().map(|&v| (v != 0) as u8).collect(),
@@ -188,6 +248,29 @@ mod tests {
         let mut t = proto(DataType::Bfloat16, &[1]);
         t.int32_data = vec![0x3fc0]; // 1.5
         assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![1.5]));
+    }
+
+    #[test]
+    fn packed_and_eight_bit_types_decode() {
+        // -1, 7, -8 as int4: 0xf, 0x7, 0x8 packed low nibble first
+        let mut t = proto(DataType::Int4, &[3]);
+        t.raw_data = Some(vec![0x7f, 0x08]);
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![-1, 7, -8]));
+        let mut t = proto(DataType::Uint2, &[5]);
+        t.int32_data = vec![0b1110_0100, 0b11];
+        assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![0, 1, 2, 3, 3]));
+        let mut t = proto(DataType::Float4e2m1, &[2]);
+        t.raw_data = Some(vec![0xf1]);
+        assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![0.5, -6.0]));
+        let mut t = proto(DataType::Float8e4m3fn, &[2]);
+        t.int32_data = vec![0x7e, 0xb8];
+        assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![448.0, -1.0]));
+        let mut t = proto(DataType::Int4, &[3]);
+        t.raw_data = Some(vec![0x7f]);
+        assert_eq!(
+            decode(&t),
+            Err("tensor \"t\": holds 1 bytes, but 3 elements of i4 take 2 packed".into())
+        );
     }
 
     #[test]

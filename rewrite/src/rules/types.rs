@@ -123,7 +123,7 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
     };
     use OpKind::*;
     match op.kind {
-        Cast => Sig {
+        Cast | BitCast => Sig {
             dtype: match attr(op, "to") {
                 Some(Lit::DType(d)) => Known::Is(*d),
                 _ => Known::Unknown,

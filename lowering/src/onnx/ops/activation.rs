@@ -6,6 +6,7 @@ use super::super::ctx::Ctx;
 use super::super::registry::{ParseFn, Registry, LATEST};
 use super::axes;
 use super::shape::reshape;
+use mxc_dialects::narrow::Specials;
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -94,7 +95,7 @@ fn leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     )?])
 }
 
-/// The lowest and highest values of `dtype` (±infinity for floats when `infinite`).
+/// The lowest and highest values of `dtype` (±infinity for floats that have it when `infinite`).
 pub fn limits(dtype: DType, infinite: bool) -> (Tensor, Tensor) {
     let (lo, hi): (i64, i64) = match dtype {
         DType::I8 => (i8::MIN.into(), i8::MAX.into()),
@@ -106,13 +107,26 @@ pub fn limits(dtype: DType, infinite: bool) -> (Tensor, Tensor) {
         DType::U32 => (0, u32::MAX.into()),
         DType::U64 => (0, -1), // the bit pattern of u64::MAX
         DType::Bool => (0, 1),
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            let (bits, signed) = dtype.narrow_int().expect("a narrow integer");
+            match signed {
+                true => (-(1 << (bits - 1)), (1 << (bits - 1)) - 1),
+                false => (0, (1 << bits) - 1),
+            }
+        }
+        DType::F8E8M0FNU => {
+            // powers of two, no sign
+            let t = |v: f64| Tensor::from_f64s(dtype, vec![], &[v]);
+            return (t(2f64.powi(-127)), t(2f64.powi(127)));
+        }
         _ => {
             let max = match dtype {
-                _ if infinite => f64::INFINITY,
+                // E5M2's infinity (the other narrow floats have none)
+                _ if infinite && dtype.minifloat().is_none_or(|f| f.specials == Specials::Ieee) => f64::INFINITY,
                 DType::F16 => 65504.0,
                 DType::BF16 => 3.3895313892515355e38,
                 DType::F32 => f32::MAX as f64,
-                _ => f64::MAX,
+                d => d.minifloat().map_or(f64::MAX, |f| f.max() as f64),
             };
             let t = |v: f64| Tensor::from_f64s(dtype, vec![], &[v]);
             return (t(-max), t(max));
@@ -325,7 +339,14 @@ pub fn thresholded_relu_of(ctx: &mut Ctx, x: ValueId, alpha: f64) -> Result<Valu
 
 /// `slope * x` where `x < 0`, else `x`.
 fn prelu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let (x, slope) = (ctx.input(0)?, ctx.input(1)?);
+    let (x, mut slope) = (ctx.input(0)?, ctx.input(1)?);
+    let x_shape = ctx.ty(x).shape.clone();
+    if ctx.opset < 7 && ctx.ty(slope).shape.len() == 1 && x_shape.len() >= 2 && ctx.ty(slope).shape[0] == x_shape[1] {
+        // before opset 7 a slope per channel lies along axis 1
+        let mut along = vec![1; x_shape.len() - 1];
+        along[0] = x_shape[1];
+        slope = reshape(ctx, slope, &along)?;
+    }
     let mut e = Expr::new(ctx, x);
     let zero = e.k(0.0);
     let c = e.op(OpKind::Less, &[x, zero])?;

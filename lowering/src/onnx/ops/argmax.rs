@@ -142,7 +142,7 @@ fn top_k(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 }
 
 /// The lowest position along `axis` that `marked` marks (kept, extent 1), as i64.
-fn first_marked(ctx: &mut Ctx, marked: ValueId, ramp: ValueId, n: usize, axis: usize) -> Result<ValueId, String> {
+pub fn first_marked(ctx: &mut Ctx, marked: ValueId, ramp: ValueId, n: usize, axis: usize) -> Result<ValueId, String> {
     let negated = ctx.op(OpKind::Neg, &[ramp])?;
     let none = ctx.scalar(DType::I64, -(n as f64));
     let candidates = ctx.op(OpKind::Where, &[marked, negated, none])?;

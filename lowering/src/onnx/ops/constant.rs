@@ -1,19 +1,16 @@
-//! Constants and type conversion: `Constant`, `ConstantOfShape`, `EyeLike` and a constant
-//! `Range` become `mx.constant`; `Cast`, `CastLike`; and the inference-time identities
-//! `Identity` and `Dropout`.
+//! Constants: `Constant`, `ConstantOfShape`, `EyeLike` and a constant `Range` become
+//! `mx.constant`; and the inference-time identities `Identity` and `Dropout`.
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::super::tensor::{check_constant, require_dtype};
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{DType, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Constant", constant);
     r.add_all("ConstantOfShape", constant_of_shape);
     r.add_all("EyeLike", eye_like);
     r.add_all("Range", range);
-    r.add_all("Cast", cast);
-    r.add_all("CastLike", cast_like);
     r.add_all("Identity", identity);
     r.add_all("Dropout", dropout);
 }
@@ -137,36 +134,6 @@ fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         Tensor::from_i64s(dtype, vec![n], &values)
     };
     Ok(vec![ctx.constant(t)])
-}
-
-fn cast_to(ctx: &mut Ctx, x: ValueId, dtype: DType) -> Result<Vec<ValueId>, String> {
-    if ctx.ty(x).dtype == dtype {
-        return Ok(vec![x]);
-    }
-    Ok(vec![ctx.build1(
-        OpKind::Cast,
-        vec![x],
-        Attrs::new().with("to", Attr::DType(dtype)),
-    )?])
-}
-
-/// `saturate` (opset 19) and `round_mode` (opset 24) concern conversions to the float8 and
-/// float4 types only, which mxc does not have (`require_dtype` refuses them).
-const FLOAT8_ONLY: [&str; 2] = ["saturate", "round_mode"];
-
-fn cast(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let x = ctx.input(0)?;
-    let code = ctx.node.opt_int("to")?.ok_or("missing attribute `to`")?;
-    let dtype = require_dtype(code as i32)?;
-    ctx.node.without_effect(&FLOAT8_ONLY);
-    cast_to(ctx, x, dtype)
-}
-
-fn cast_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let (x, like) = (ctx.input(0)?, ctx.input(1)?);
-    let dtype = ctx.ty(like).dtype;
-    ctx.node.without_effect(&FLOAT8_ONLY);
-    cast_to(ctx, x, dtype)
 }
 
 fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {

@@ -13,6 +13,9 @@ pub fn register(r: &mut Registry) {
 fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let mut operands = vec![ctx.input(0)?, ctx.input(1)?];
     operands.extend(ctx.opt_input(2));
+    if ctx.opset < 7 {
+        legacy_bias_broadcast(ctx)?;
+    }
     let n = &ctx.node;
     let attrs = Attrs::new()
         .with("alpha", Attr::Float(n.float("alpha", 1.0)? as f64))
@@ -20,6 +23,27 @@ fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         .with("trans_a", Attr::Int((n.int("transA", 0)? != 0) as i64))
         .with("trans_b", Attr::Int((n.int("transB", 0)? != 0) as i64));
     Ok(vec![ctx.build1(OpKind::Gemm, operands, attrs)?])
+}
+
+/// Before opset 7 a bias `C` broadcasts only when `broadcast = 1`; else it has the result's
+/// shape [M, N] (mx broadcasts it in every case, so only a wrong shape needs an error).
+fn legacy_bias_broadcast(ctx: &Ctx) -> Result<(), String> {
+    let broadcast = ctx.node.int("broadcast", 0)? != 0;
+    let Some(c) = ctx.opt_input(2) else {
+        return Ok(());
+    };
+    let (a, b) = (&ctx.ty(ctx.input(0)?).shape, &ctx.ty(ctx.input(1)?).shape);
+    let (trans_a, trans_b) = (ctx.node.int("transA", 0)? != 0, ctx.node.int("transB", 0)? != 0);
+    let rows = if trans_a { a.last() } else { a.first() };
+    let cols = if trans_b { b.first() } else { b.last() };
+    let full = [rows.copied().unwrap_or(0), cols.copied().unwrap_or(0)];
+    let shape = &ctx.ty(c).shape;
+    if !broadcast && shape[..] != full {
+        return Err(format!(
+            "C of shape {shape:?} with broadcast = 0 must have the result's shape {full:?}"
+        ));
+    }
+    Ok(())
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {

@@ -1,13 +1,17 @@
-//! Pooling: `MaxPool` (also of 8- and 16-bit integers, through f32), `AveragePool` (explicit
+//! Pooling: `MaxPool` (also of 8- and 16-bit integers, through f32; with its Indices output,
+//! from the windows gathered whole and the first maximum of each), `AveragePool` (explicit
 //! pads, `auto_pad`, `ceil_mode`, dilations, `count_include_pad`), `GlobalAveragePool`, and `GlobalMaxPool` as a `reduce_max` over the
 //! spatial dims; `LpPool` and `GlobalLpPool` as the p-th root of a sum of `|x|^p` (an average
 //! pool times the window size, or a `reduce_sum`); `MaxUnpool` as a scatter into zeros.
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::tensor::{check_constant, check_size};
+use super::argmax::first_marked;
 use super::axes::ints;
 use super::padding::{kernel_shape, window};
-use mxc_dialects::{Attr, Attrs, DType, OpKind, ValueId};
+use super::shape::reshape;
+use mxc_dialects::{mx, strides_of, Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("MaxPool", max_pool);
@@ -41,24 +45,155 @@ fn pool_attrs(ctx: &Ctx) -> Result<(ValueId, Attrs), String> {
 }
 
 fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    if ctx.wants_output(1) {
-        return Err("the Indices output is not supported".into());
-    }
-    // the layout of the Indices output, refused above
-    ctx.node.without_effect(&["storage_order"]);
+    let column_major = match ctx.node.int("storage_order", 0)? {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(format!(
+                "storage_order {other} is not supported (0 row major, 1 column major)"
+            ))
+        }
+    };
     let (x, attrs) = pool_attrs(ctx)?;
     // Small integers are pooled as f32, which holds every one of them exactly.
     let dtype = ctx.ty(x).dtype;
-    if matches!(dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16) {
-        let xf = cast(ctx, x, DType::F32)?;
-        let y = ctx.build1(OpKind::MaxPool, vec![xf], attrs)?;
-        return Ok(vec![cast(ctx, y, dtype)?]);
+    let pooled = if matches!(dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16) {
+        ctx.cast(x, DType::F32)?
+    } else {
+        x
+    };
+    if !ctx.wants_output(1) {
+        let y = ctx.build1(OpKind::MaxPool, vec![pooled], attrs)?;
+        return Ok(vec![ctx.cast(y, dtype)?]);
     }
-    Ok(vec![ctx.build1(OpKind::MaxPool, vec![x], attrs)?])
+    let (y, indices) = max_pool_with_indices(ctx, pooled, &attrs, column_major)?;
+    Ok(vec![ctx.cast(y, dtype)?, indices])
 }
 
-fn cast(ctx: &mut Ctx, x: ValueId, to: DType) -> Result<ValueId, String> {
-    ctx.build1(OpKind::Cast, vec![x], Attrs::new().with("to", Attr::DType(to)))
+/// `MaxPool`'s two outputs from the windows gathered whole: `[N*C, windows, cells]`, padding
+/// cells set to -inf. Y is their maximum; Indices the position, in the flattened input, of
+/// the first cell (in row-major order of the window) that is not below it and is not padding
+/// (a window holding NaN gives its first cell inside the input).
+fn max_pool_with_indices(
+    ctx: &mut Ctx,
+    x: ValueId,
+    attrs: &Attrs,
+    column_major: bool,
+) -> Result<(ValueId, ValueId), String> {
+    let ty = ctx.ty(x).clone();
+    let out = mx::infer(OpKind::MaxPool, std::slice::from_ref(&ty), attrs)?
+        .remove(0)
+        .shape;
+    let rows = ty.shape[0] * ty.shape[1];
+    let spatial = &ty.shape[2..];
+    let cells = WindowCells::new(spatial, &out[2..], attrs, column_major)?;
+    let (windows, size) = (cells.windows, cells.size);
+    check_size(&[rows, windows, size])?;
+    let table =
+        |ctx: &mut Ctx, dtype, values: &[i64]| ctx.constant(Tensor::from_i64s(dtype, vec![windows, size], values));
+    let read = table(ctx, DType::I64, &cells.read);
+    let inside = table(ctx, DType::Bool, &cells.inside);
+    let position = table(ctx, DType::I64, &cells.position);
+
+    let count: usize = spatial.iter().product();
+    let flat = reshape(ctx, x, &[rows, count])?;
+    let gathered = ctx.build1(
+        OpKind::Gather,
+        vec![flat, read],
+        Attrs::new().with("axis", Attr::Int(1)),
+    )?;
+    let lowest = ctx.scalar(ty.dtype, f64::NEG_INFINITY);
+    let values = ctx.op(OpKind::Where, &[inside, gathered, lowest])?;
+    let top = ctx.reduce(OpKind::ReduceMax, values, &[2], true)?;
+    let below = ctx.op(OpKind::Less, &[values, top])?;
+    let reached = ctx.op(OpKind::Not, &[below])?;
+    let marked = ctx.op(OpKind::Where, &[inside, reached, inside])?;
+    let ramp = ctx.ramp(size, 2, 3, DType::I64);
+    let first = first_marked(ctx, marked, ramp, size, 2)?;
+    let hit = ctx.op(OpKind::Equal, &[ramp, first])?;
+    let none = ctx.scalar(DType::I64, -1.0);
+    let picked = ctx.op(OpKind::Where, &[hit, position, none])?;
+    let within = ctx.reduce(OpKind::ReduceMax, picked, &[2], false)?;
+    // each image and channel starts its own stretch of the flattened input
+    let starts: Vec<i64> = (0..rows).map(|r| (r * count) as i64).collect();
+    let starts = ctx.constant(Tensor::from_i64s(DType::I64, vec![rows, 1], &starts));
+    let index = ctx.op(OpKind::Add, &[within, starts])?;
+    Ok((reshape(ctx, top, &out)?, reshape(ctx, index, &out)?))
+}
+
+/// The cells of every pooling window over one image channel, as `[windows, size]` tables
+/// (windows and cells both in row-major order): where each cell is read from in the
+/// row-major flattened spatial dims (0 for padding), whether it lies inside the input, and
+/// the position it reports as an index (row or column major; -1 for padding).
+struct WindowCells {
+    windows: usize,
+    size: usize,
+    read: Vec<i64>,
+    inside: Vec<i64>,
+    position: Vec<i64>,
+}
+
+impl WindowCells {
+    fn new(input: &[usize], out: &[usize], attrs: &Attrs, column_major: bool) -> Result<WindowCells, String> {
+        let (kernel, strides) = (attrs.dims("kernel")?, attrs.dims("strides")?);
+        let (dilations, pads) = (attrs.dims("dilations")?, attrs.dims("pads")?);
+        let row_strides = strides_of(input);
+        let reported_strides = if column_major {
+            let reversed: Vec<usize> = input.iter().rev().copied().collect();
+            strides_of(&reversed).into_iter().rev().collect()
+        } else {
+            row_strides.clone()
+        };
+        // the tables, with the window and cell coordinates unflattened
+        check_constant(&TensorType::new(DType::I64, [out, &kernel].concat()))?;
+        let windows: usize = out.iter().product();
+        let size: usize = kernel.iter().product();
+        let flat = |at: &[usize], strides: &[usize]| at.iter().zip(strides).map(|(i, s)| (i * s) as i64).sum();
+        let mut cells = WindowCells {
+            windows,
+            size,
+            read: Vec::with_capacity(windows * size),
+            inside: Vec::with_capacity(windows * size),
+            position: Vec::with_capacity(windows * size),
+        };
+        for w in 0..windows {
+            let corner = unravel(w, out);
+            for c in 0..size {
+                let offset = unravel(c, &kernel);
+                // the cell's coordinates in the input, None where it falls in the padding
+                let at: Option<Vec<usize>> = (0..input.len())
+                    .map(|d| {
+                        (corner[d] * strides[d] + offset[d] * dilations[d])
+                            .checked_sub(pads[d])
+                            .filter(|&i| i < input[d])
+                    })
+                    .collect();
+                match at {
+                    Some(at) => {
+                        cells.read.push(flat(&at, &row_strides));
+                        cells.inside.push(1);
+                        cells.position.push(flat(&at, &reported_strides));
+                    }
+                    None => {
+                        cells.read.push(0);
+                        cells.inside.push(0);
+                        cells.position.push(-1);
+                    }
+                }
+            }
+        }
+        Ok(cells)
+    }
+}
+
+/// The coordinates of row-major position `i` in a tensor of `extents`.
+fn unravel(mut i: usize, extents: &[usize]) -> Vec<usize> {
+    let mut at = vec![0; extents.len()];
+    for (a, &e) in at.iter_mut().zip(extents).rev() {
+        *a = i % e;
+        i /= e;
+    }
+    at
 }
 
 fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -196,7 +331,10 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 #[cfg(test)]
 mod tests {
     use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::proto::AttributeProto;
     use super::super::super::testutil::*;
+    use mxc_dialects::eval::run;
+    use mxc_dialects::Tensor;
 
     #[test]
     fn pools_carry_normalised_attributes() {
@@ -222,22 +360,7 @@ mod tests {
     }
 
     #[test]
-    fn max_pool_indices_are_refused_and_bytes_pooled_as_floats() {
-        let err = ModelBuilder::new(12)
-            .input("x", DataType::Float, &[1, 1, 4, 4])
-            .node(node(
-                "MaxPool",
-                &["x"],
-                &["y", "i"],
-                vec![ints_attr("kernel_shape", &[2, 2])],
-            ))
-            .output("y")
-            .output("i")
-            .error();
-        assert_eq!(
-            err,
-            "node #0 (output \"y\") (MaxPool): the Indices output is not supported"
-        );
+    fn bytes_are_max_pooled_as_floats() {
         let text = ModelBuilder::new(12)
             .input("x", DataType::Uint8, &[1, 1, 4, 4])
             .node(node(
@@ -251,6 +374,100 @@ mod tests {
         assert!(
             text.contains("mx.cast %arg0 {to = f32}") && text.contains("{to = u8} : tensor<1x1x3x3xu8>"),
             "{text}"
+        );
+    }
+
+    /// Y and Indices of a MaxPool of `x` (f32, of `shape`) with `attrs`.
+    fn max_pool_with_indices(shape: &[usize], x: &[f32], attrs: Vec<AttributeProto>) -> (Vec<f64>, Vec<i64>) {
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let g = ModelBuilder::new(22)
+            .input("x", DataType::Float, &dims)
+            .node(node("MaxPool", &["x"], &["y", "i"], attrs))
+            .output("y")
+            .output("i")
+            .import()
+            .unwrap();
+        let out = run(&g, &[Tensor::from_f32s(shape.to_vec(), x)]).unwrap();
+        (out[0].to_f64_vec(), out[1].to_i64_vec())
+    }
+
+    // The expected values below are onnxruntime's (and the ONNX reference's).
+
+    #[test]
+    fn indices_take_the_first_maximum_and_never_padding() {
+        let inf = f32::NEG_INFINITY;
+        let (y, i) = max_pool_with_indices(
+            &[1, 2, 5],
+            &[inf, inf, 2., 2., 1., 5., 5., 5., 5., 5.],
+            vec![
+                ints_attr("kernel_shape", &[2]),
+                ints_attr("pads", &[1, 1]),
+                ints_attr("strides", &[2]),
+            ],
+        );
+        assert_eq!(y, [f64::NEG_INFINITY, 2., 2., 5., 5., 5.]);
+        assert_eq!(i, [0, 2, 3, 5, 6, 8]);
+    }
+
+    /// Two images, the second the negation of the first.
+    fn image_and_negation(rows: &[[f32; 5]; 3]) -> Vec<f32> {
+        let first = rows.iter().flatten().copied();
+        first.clone().chain(first.map(|v| -v)).collect()
+    }
+
+    #[test]
+    fn indices_in_column_major_order_with_ceil_mode() {
+        let x = image_and_negation(&[[1., 4., 4., 0., 6.], [2., 4., 3., 3., 6.], [7., 1., 7., 0., 1.]]);
+        let (y, i) = max_pool_with_indices(
+            &[2, 1, 3, 5],
+            &x,
+            vec![
+                ints_attr("kernel_shape", &[2, 2]),
+                ints_attr("strides", &[1, 2]),
+                int_attr("ceil_mode", 1),
+                int_attr("storage_order", 1),
+            ],
+        );
+        assert_eq!(y, [4., 4., 6., 7., 7., 6., -1., 0., -6., -1., 0., -1.]);
+        assert_eq!(i, [3, 6, 12, 2, 8, 13, 15, 24, 27, 20, 26, 29]);
+    }
+
+    #[test]
+    fn indices_with_dilations_and_pads() {
+        let x = image_and_negation(&[[1., 4., 4., 0., 6.], [2., 4., 3., 3., 6.], [7., 1., 7., 0., 1.]]);
+        let (_, i) = max_pool_with_indices(
+            &[2, 1, 3, 5],
+            &x,
+            vec![
+                ints_attr("kernel_shape", &[2, 2]),
+                ints_attr("strides", &[2, 1]),
+                ints_attr("dilations", &[2, 1]),
+                ints_attr("pads", &[1, 0, 0, 1]),
+                int_attr("ceil_mode", 1),
+            ],
+        );
+        assert_eq!(
+            i,
+            [6, 6, 7, 9, 9, 6, 6, 7, 9, 9, 20, 22, 22, 23, 24, 20, 22, 22, 23, 24]
+        );
+    }
+
+    #[test]
+    fn storage_order_must_be_zero_or_one() {
+        let err = ModelBuilder::new(12)
+            .input("x", DataType::Float, &[1, 1, 4, 4])
+            .node(node(
+                "MaxPool",
+                &["x"],
+                &["y", "i"],
+                vec![ints_attr("kernel_shape", &[2, 2]), int_attr("storage_order", 2)],
+            ))
+            .output("y")
+            .output("i")
+            .error();
+        assert!(
+            err.ends_with("storage_order 2 is not supported (0 row major, 1 column major)"),
+            "{err}"
         );
     }
 }

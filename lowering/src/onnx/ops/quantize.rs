@@ -1,5 +1,6 @@
-//! Linear quantisation to and from the integer types, exact to the spec: `QuantizeLinear`
-//! (`round_half_even(x / scale) + zero_point`, saturated to the output type),
+//! Linear quantisation to and from the integer types and the 8- and 4-bit floats, exact to the
+//! spec: `QuantizeLinear` (`round_half_even(x / scale) + zero_point`, saturated to the output
+//! type; for the floats `cast(x / scale + zero_point)`, saturating as `Cast` does),
 //! `DequantizeLinear` (`(x - zero_point) * scale`), per tensor, per axis or in blocks along
 //! an axis; `DynamicQuantizeLinear` (u8 with the scale and zero point of the data's range);
 //! and the integer products `MatMulInteger`, `ConvInteger`, `QLinearMatMul`, `QLinearConv`,
@@ -11,6 +12,7 @@ use super::super::registry::Registry;
 use super::super::tensor::require_dtype;
 use super::activation::limits;
 use super::build::float_compute_type;
+use super::cast::onnx_cast;
 use super::conv::conv_attrs;
 use super::math::round_half_even;
 use super::shape::reshape;
@@ -32,13 +34,19 @@ const EXACT: DType = DType::F64;
 /// The lowest and highest values of an integer type.
 /// (64-bit integers are left out: f64 arithmetic does not hold all of them.)
 fn int_range(dtype: DType) -> Result<(f64, f64), String> {
-    if !dtype.is_int() || dtype.size() > 4 {
-        return Err(format!(
-            "quantisation to {dtype} is not supported (only integer types up to 32 bits)"
-        ));
-    }
+    check_quantized_type(dtype)?;
     let (lo, hi) = limits(dtype, false);
     Ok((lo.get_f64(0), hi.get_f64(0)))
+}
+
+/// Quantised values are integers of up to 32 bits, or 8- and 4-bit floats.
+fn check_quantized_type(dtype: DType) -> Result<(), String> {
+    if (dtype.is_int() && dtype.size() <= 4) || dtype.is_narrow_float() {
+        return Ok(());
+    }
+    Err(format!(
+        "quantisation to {dtype} is not supported (only integer types up to 32 bits and the 8- and 4-bit floats)"
+    ))
 }
 
 /// A scale or zero point made to broadcast against `x`: a single value as a scalar, a vector
@@ -122,8 +130,9 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let shape = ctx.ty(x).shape.clone();
     let (axis, block) = layout(ctx)?;
     let out = output_type(ctx, zero_point)?;
-    // `saturate` concerns the float8 outputs only, which are refused by `int_range`
-    ctx.node.without_effect(&["saturate"]);
+    check_quantized_type(out)?;
+    // `saturate` concerns the 8-bit float outputs only
+    let saturate = ctx.node.int("saturate", 1)? != 0;
     let wide = float_compute_type(ctx.ty(x).dtype);
     if let Some(precision) = ctx.node.opt_int("precision")?.filter(|&p| p != 0) {
         if require_dtype(precision as i32)? != wide {
@@ -138,7 +147,18 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         .transpose()?;
     let (xw, sw) = (ctx.cast(x, wide)?, ctx.cast(scale, wide)?);
     let scaled = ctx.op(OpKind::Div, &[xw, sw])?;
-    Ok(vec![to_integer(ctx, scaled, zero_point, out)?])
+    if !out.is_narrow_float() {
+        return Ok(vec![to_integer(ctx, scaled, zero_point, out)?]);
+    }
+    // to the small floats: `cast(x / scale + zero_point)`, rounded as the cast rounds
+    let shifted = match zero_point {
+        Some(z) => {
+            let z = ctx.cast(z, wide)?;
+            ctx.op(OpKind::Add, &[scaled, z])?
+        }
+        None => scaled,
+    };
+    Ok(vec![onnx_cast(ctx, shifted, out, saturate)?])
 }
 
 /// `(x - zero_point)` in float type `wide`.
@@ -157,7 +177,7 @@ fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
     let zero_point = ctx.opt_input(2);
     let shape = ctx.ty(x).shape.clone();
-    int_range(ctx.ty(x).dtype)?;
+    check_quantized_type(ctx.ty(x).dtype)?;
     let (axis, block) = layout(ctx)?;
     let out = match ctx.node.int("output_dtype", 0)? {
         0 => ctx.ty(scale).dtype,
@@ -347,18 +367,25 @@ mod tests {
     }
 
     #[test]
-    fn a_float8_zero_point_is_refused_by_name() {
-        let err = ModelBuilder::new(21)
-            .input("x", DataType::Float, &[5])
-            .init(f32_tensor("s", &[], &[2.0]))
-            .node(node(
-                "QuantizeLinear",
-                &["x", "s"],
-                &["y"],
-                vec![int_attr("output_dtype", 17)],
-            ))
-            .output("y")
-            .error();
-        assert!(err.contains("FLOAT8E4M3FN"), "{err}");
+    fn quantisation_to_a_float8_type_is_a_saturating_cast_and_to_i64_is_refused() {
+        let model = |out: i64, saturate: i64| {
+            ModelBuilder::new(21)
+                .input("x", DataType::Float, &[5])
+                .init(f32_tensor("s", &[], &[2.0]))
+                .node(node(
+                    "QuantizeLinear",
+                    &["x", "s"],
+                    &["y"],
+                    vec![int_attr("output_dtype", out), int_attr("saturate", saturate)],
+                ))
+                .output("y")
+        };
+        let text = model(DataType::Float8e4m3fn as i64, 1).text();
+        assert!(text.contains("mx.clip"), "{text}");
+        assert!(text.contains("{to = f8e4m3fn} : tensor<5xf8e4m3fn>"), "{text}");
+        let text = model(DataType::Float8e4m3fn as i64, 0).text();
+        assert!(!text.contains("mx.clip"), "{text}");
+        let err = model(DataType::Int64 as i64, 1).error();
+        assert!(err.contains("quantisation to i64 is not supported"), "{err}");
     }
 }

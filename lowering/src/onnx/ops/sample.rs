@@ -87,7 +87,7 @@ fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
+pub(super) enum Mode {
     Nearest,
     Linear,
     Cubic,
@@ -123,18 +123,22 @@ impl Mode {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Padding {
+pub(super) enum Padding {
     Zeros,
     Border,
     Reflection,
 }
 
-/// A GridSample node's settings, with the element type of its grid (the coordinate
-/// arithmetic's) and the number of spatial axes.
-struct Sampler {
+/// A GridSample node's settings (or those of `DeformConv`'s and `RoiAlign`'s bilinear taps),
+/// with the element type of its grid (the coordinate arithmetic's) and the number of spatial
+/// axes.
+pub(super) struct Sampler {
     mode: Mode,
     padding: Padding,
     align_corners: bool,
+    /// Whether the grid holds normalised coordinates (GridSample's); input positions
+    /// (position `i` at `i`, as for `DeformConv` and `RoiAlign`) otherwise.
+    normalised: bool,
     dtype: DType,
     rank: usize,
 }
@@ -183,6 +187,7 @@ fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         mode,
         padding,
         align_corners: flag(ctx, "align_corners")?,
+        normalised: true,
         dtype: gt.dtype,
         rank,
     };
@@ -209,6 +214,19 @@ fn spatial_rank(x: &TensorType, grid: &TensorType, only_2d: bool) -> Result<usiz
 }
 
 impl Sampler {
+    /// A sampler of grids of input positions: the extents' corner positions lie at their
+    /// ends, as with `align_corners`.
+    pub(super) fn at_positions(mode: Mode, padding: Padding, dtype: DType, rank: usize) -> Sampler {
+        Sampler {
+            mode,
+            padding,
+            align_corners: true,
+            normalised: false,
+            dtype,
+            rank,
+        }
+    }
+
     fn scalar(&self, ctx: &mut Ctx, v: f64) -> ValueId {
         ctx.scalar(self.dtype, v)
     }
@@ -243,7 +261,7 @@ impl Sampler {
     }
 
     /// Samples `x` [N, C, spatial...] at the grid's positions: [N, C, out...].
-    fn sample(&self, ctx: &mut Ctx, x: ValueId, grid: ValueId) -> Result<ValueId, String> {
+    pub(super) fn sample(&self, ctx: &mut Ctx, x: ValueId, grid: ValueId) -> Result<ValueId, String> {
         let (xt, gt) = (ctx.ty(x).clone(), ctx.ty(grid).clone());
         let r = self.rank;
         let channels = xt.shape[1];
@@ -294,7 +312,7 @@ impl Sampler {
             stride /= len;
             // the grid lists the coordinates innermost axis first
             let component = self.component(ctx, grid, self.rank - 1 - axis)?;
-            let (index, w) = self.axis_taps(ctx, component, axis, &self.extent(len))?;
+            let (index, w) = self.axis_taps(ctx, component, axis, len)?;
             // integer arithmetic from here: flat indices can pass the integers floats hold
             let index = ctx.cast(index, DType::I64)?;
             let step = ctx.scalar(DType::I64, stride as f64);
@@ -323,17 +341,21 @@ impl Sampler {
         reshape(ctx, c, &target)
     }
 
-    /// The taps along spatial axis `axis` of each normalised coordinate `g`: their input
-    /// indices (integers held as floats) and, unless every weight is 1, their weights, laid
-    /// along the axis's tap axis.
-    fn axis_taps(
+    /// The taps along spatial axis `axis` (of extent `len`) of each coordinate `g`: their
+    /// input indices (integers held as floats) and, unless every weight is 1, their weights,
+    /// laid along the axis's tap axis.
+    pub(super) fn axis_taps(
         &self,
         ctx: &mut Ctx,
         g: ValueId,
         axis: usize,
-        e: &Extent,
+        len: usize,
     ) -> Result<(ValueId, Option<ValueId>), String> {
-        let mut x = self.denormalise(ctx, g, e)?;
+        let e = &self.extent(len);
+        let mut x = match self.normalised {
+            true => self.denormalise(ctx, g, e)?,
+            false => g,
+        };
         if self.mode == Mode::Nearest {
             x = self.round_half_even(ctx, x)?;
         }

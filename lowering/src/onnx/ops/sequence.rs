@@ -1,0 +1,270 @@
+//! ONNX sequences whose length is known when the graph is imported: a sequence is the list of
+//! mx values it holds (`importer::Sequence`), so `SequenceConstruct`, `SequenceEmpty`,
+//! `SequenceInsert`, `SequenceErase`, `SequenceLength`, `SplitToSequence` and
+//! `ConcatFromSequence` cost nothing at run time, and `SequenceAt` picks a value, or, at a
+//! position known only at run time, gathers from the elements stacked (they must share a type).
+//! Insert and erase positions, and split sizes, must be known at import (constants, or the
+//! inputs `mxc run` is given). Sequences as graph inputs or outputs, and sequences whose length
+//! changes at run time (`Loop`), are not supported.
+
+use super::super::ctx::Ctx;
+use super::super::importer::Sequence;
+use super::super::registry::Registry;
+use super::super::tensor::require_dtype;
+use super::axes::axis;
+use super::layout::{concat_values, slice_value, DimSlice};
+use super::shape::reshape;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, ValueId};
+
+pub fn register(r: &mut Registry) {
+    r.add_all("SequenceEmpty", sequence_empty);
+    r.add_all("SequenceConstruct", sequence_construct);
+    r.add_all("SequenceInsert", sequence_insert);
+    r.add_all("SequenceErase", sequence_erase);
+    r.add_all("SequenceAt", sequence_at);
+    r.add_all("SequenceLength", sequence_length);
+    r.add_all("SplitToSequence", split_to_sequence);
+    r.add_all("ConcatFromSequence", concat_from_sequence);
+}
+
+fn sequence_empty(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let dtype = match ctx.node.opt_int("dtype")? {
+        Some(code) => require_dtype(code as i32)?,
+        None => DType::F32,
+    };
+    ctx.set_sequence_output(
+        0,
+        Sequence {
+            dtype,
+            elements: vec![],
+        },
+    );
+    Ok(vec![])
+}
+
+fn sequence_construct(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let elements = ctx.all_inputs()?;
+    let dtype = ctx.ty(elements[0]).dtype;
+    if let Some(&other) = elements.iter().find(|&&v| ctx.ty(v).dtype != dtype) {
+        return Err(format!(
+            "elements of {dtype} and {} in one sequence",
+            ctx.ty(other).dtype
+        ));
+    }
+    ctx.set_sequence_output(0, Sequence { dtype, elements });
+    Ok(vec![])
+}
+
+/// The position input `i`, made non-negative: `None` when absent. `len` is the sequence's
+/// length; insertion may also name the end (`len` itself).
+fn position(ctx: &Ctx, i: usize, len: usize, insert: bool) -> Result<Option<usize>, String> {
+    let Some(p) = ctx.opt_const_input(i, "position")? else {
+        return Ok(None);
+    };
+    let p = p.get_i64(0);
+    let n = len as i64;
+    let last = if insert { n } else { n - 1 };
+    let at = if p < 0 { p + n } else { p };
+    if !(0..=last).contains(&at) {
+        return Err(format!("position {p} is outside a sequence of {len} tensors"));
+    }
+    Ok(Some(at as usize))
+}
+
+fn sequence_insert(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let mut s = ctx.sequence_input(0)?.clone();
+    let x = ctx.input(1)?;
+    if ctx.ty(x).dtype != s.dtype {
+        return Err(format!("inserting {} into a sequence of {}", ctx.ty(x).dtype, s.dtype));
+    }
+    let at = position(ctx, 2, s.elements.len(), true)?.unwrap_or(s.elements.len());
+    s.elements.insert(at, x);
+    ctx.set_sequence_output(0, s);
+    Ok(vec![])
+}
+
+fn sequence_erase(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let mut s = ctx.sequence_input(0)?.clone();
+    if s.elements.is_empty() {
+        return Err("erasing from an empty sequence".into());
+    }
+    let at = position(ctx, 1, s.elements.len(), false)?.unwrap_or(s.elements.len() - 1);
+    s.elements.remove(at);
+    ctx.set_sequence_output(0, s);
+    Ok(vec![])
+}
+
+fn sequence_length(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let n = ctx.sequence_input(0)?.elements.len();
+    Ok(vec![ctx.scalar(DType::I64, n as f64)])
+}
+
+/// The element at a position known at import, or, at one known only at run time, a gather
+/// from the elements stacked along a new first axis.
+fn sequence_at(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let s = ctx.sequence_input(0)?.clone();
+    let p = ctx.input(1)?;
+    if ctx.known(p).is_some() {
+        let at = position(ctx, 1, s.elements.len(), false)?.expect("a known position");
+        return Ok(vec![s.elements[at]]);
+    }
+    let Some(&first) = s.elements.first() else {
+        return Err("reading from an empty sequence".into());
+    };
+    let ty = ctx.ty(first).clone();
+    if s.elements.iter().any(|&v| *ctx.ty(v) != ty) {
+        return Err(
+            "the position is known only at run time and the elements differ in shape (they are read by stacking them)"
+                .into(),
+        );
+    }
+    let stacked_shape: Vec<usize> = [vec![1], ty.shape.clone()].concat();
+    let rows = s
+        .elements
+        .iter()
+        .map(|&v| reshape(ctx, v, &stacked_shape))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stacked = concat_values(ctx, rows, 0)?;
+    let index = reshape(ctx, p, &[])?;
+    Ok(vec![ctx.build1(
+        OpKind::Gather,
+        vec![stacked, index],
+        Attrs::new().with("axis", Attr::Int(0)),
+    )?])
+}
+
+/// `SplitToSequence`: pieces of the sizes `split` gives (one size: pieces of it, the last
+/// smaller), or without it, every entry of the axis (`keepdims = 0` drops the axis then).
+fn split_to_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let shape = ctx.ty(x).shape.clone();
+    let ax = axis(ctx.node.int("axis", 0)?, shape.len())?;
+    let keepdims = ctx.node.int("keepdims", 1)? != 0;
+    let dim = shape[ax];
+    let split = ctx.opt_const_input(1, "split")?;
+    let sizes: Vec<usize> = match &split {
+        None => vec![1; dim],
+        Some(t) if t.shape().is_empty() => {
+            let size = usize::try_from(t.get_i64(0)).ok().filter(|&n| n > 0);
+            let size = size.ok_or_else(|| format!("split {} is not a positive size", t.get_i64(0)))?;
+            (0..dim).step_by(size).map(|start| size.min(dim - start)).collect()
+        }
+        Some(t) => {
+            let sizes = t
+                .to_i64_vec()
+                .into_iter()
+                .map(|n| usize::try_from(n).map_err(|_| format!("split size {n} is negative")))
+                .collect::<Result<Vec<_>, _>>()?;
+            if sizes.iter().sum::<usize>() != dim {
+                return Err(format!("split sizes {sizes:?} do not add up to axis {ax}'s {dim}"));
+            }
+            sizes
+        }
+    };
+    let mut elements = Vec::with_capacity(sizes.len());
+    let mut start = 0;
+    for size in sizes {
+        let bounds = DimSlice {
+            start: start as i64,
+            end: (start + size) as i64,
+            step: 1,
+        };
+        let mut piece = slice_value(ctx, x, &[(ax, bounds)])?;
+        if split.is_none() && !keepdims {
+            let mut squeezed = shape.clone();
+            squeezed.remove(ax);
+            piece = reshape(ctx, piece, &squeezed)?;
+        }
+        elements.push(piece);
+        start += size;
+    }
+    let dtype = ctx.ty(x).dtype;
+    ctx.set_sequence_output(0, Sequence { dtype, elements });
+    Ok(vec![])
+}
+
+/// `ConcatFromSequence`: the elements joined along `axis`, or with `new_axis = 1` stacked
+/// along a new one there.
+fn concat_from_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let s = ctx.sequence_input(0)?.clone();
+    let Some(&first) = s.elements.first() else {
+        return Err("concatenating an empty sequence".into());
+    };
+    let rank = ctx.ty(first).rank();
+    let new_axis = match ctx.node.int("new_axis", 0)? {
+        0 => false,
+        1 => true,
+        other => return Err(format!("new_axis {other} is not 0 or 1")),
+    };
+    let raw = ctx.node.opt_int("axis")?.ok_or("missing attribute `axis`")?;
+    let ax = axis(raw, rank + new_axis as usize)?;
+    let mut parts = s.elements.clone();
+    if new_axis {
+        for v in &mut parts {
+            let mut shape = ctx.ty(*v).shape.clone();
+            shape.insert(ax, 1);
+            *v = reshape(ctx, *v, &shape)?;
+        }
+    }
+    Ok(vec![concat_values(ctx, parts, ax)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::proto::tensor_proto::DataType;
+    use super::super::super::testutil::{i64_tensor, int_attr, node, ModelBuilder};
+
+    fn three_inputs() -> ModelBuilder {
+        ModelBuilder::new(12)
+            .input("x", DataType::Float, &[2])
+            .input("y", DataType::Float, &[2])
+            .input("z", DataType::Float, &[2])
+            .node(node("SequenceConstruct", &["x", "y", "z"], &["s"], vec![]))
+    }
+
+    #[test]
+    fn known_positions_pick_values_at_import() {
+        let text = three_inputs()
+            .init(i64_tensor("p", &[], &[-3]))
+            .node(node("SequenceErase", &["s", "p"], &["t"], vec![]))
+            .node(node("SequenceInsert", &["t", "x"], &["u"], vec![]))
+            .node(node("SequenceLength", &["u"], &["n"], vec![]))
+            .node(node("ConcatFromSequence", &["u"], &["c"], vec![int_attr("axis", 0)]))
+            .output("n")
+            .output("c")
+            .text();
+        // y, z, x joined; the length is a constant
+        assert!(
+            text.contains("mx.concat %arg1, %arg2, %arg0 {axis = 0} : tensor<6xf32>"),
+            "{text}"
+        );
+        assert!(text.contains("dense<[3]> : tensor<i64>"), "{text}");
+    }
+
+    #[test]
+    fn a_run_time_position_gathers_from_the_stacked_elements() {
+        let text = three_inputs()
+            .input("p", DataType::Int64, &[])
+            .node(node("SequenceAt", &["s", "p"], &["e"], vec![]))
+            .output("e")
+            .text();
+        assert!(text.contains("mx.concat"), "{text}");
+        assert!(text.contains("mx.gather"), "{text}");
+        assert!(text.contains("tensor<2xf32>\n  return"), "{text}");
+    }
+
+    #[test]
+    fn bad_positions_and_sequence_outputs_are_refused_by_name() {
+        let err = three_inputs()
+            .init(i64_tensor("p", &[], &[3]))
+            .node(node("SequenceAt", &["s", "p"], &["e"], vec![]))
+            .output("e")
+            .error();
+        assert!(err.contains("position 3 is outside a sequence of 3 tensors"), "{err}");
+        let err = three_inputs().output("s").error();
+        assert!(
+            err.contains("is a sequence: sequences are supported inside a graph, not as its outputs"),
+            "{err}"
+        );
+    }
+}
