@@ -17,7 +17,7 @@ mod verify;
 pub use attr::{Attr, Attrs};
 pub use dtype::DType;
 pub use graph::{Def, Graph, Op, Port, ValueId};
-pub use op::OpKind;
+pub use op::{OpKind, Trait};
 pub use tensor::{SharedBytes, Tensor};
 pub use ty::{max_tensor_bytes, strides_of, SizeError, TensorType, LIMIT_VAR};
 pub use verify::verify;

@@ -1,9 +1,30 @@
-//! The `mx` op kinds: the names they print under and how many operands they take.
+//! The `mx` op kinds, each defined once in the table below: the name it prints under, how
+//! many operands it takes, the attributes it carries, and its traits (what passes may assume of
+//! it). Its type rule is `mx::infer`'s, its evaluation `eval`'s, its kernel `lowering/src/loops`'s
+//! and its cost `rewrite/src/cost.rs`'s: each an exhaustive match, so a new kind is a compile
+//! error until every one of them handles it (docs/adding-an-op.md).
 
 use std::fmt;
 
+/// What the rest of the compiler may assume of an op, declared with it in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trait {
+    /// Computes each result element from the operand elements at the same (numpy broadcast)
+    /// position, with no other memory access: a fused kernel can inline any number.
+    Elementwise,
+    /// Element-wise and computed by a polynomial or rational function (or a call) rather than
+    /// a few instructions: exponentials, logarithms, powers, the logistic function and kin.
+    Transcendental,
+    /// Its kernel computes each result element once, at its full index, after reading its
+    /// operands in its own pattern: a fused kernel may hold one, with element-wise ops applied
+    /// to its result before the store (an epilogue: bias, activation, residual).
+    Anchor,
+    /// `mxc_dialects::eval` computes it, so it folds on constants.
+    Evaluable,
+}
+
 macro_rules! op_kinds {
-    ($($variant:ident => $name:literal, $min:literal..=$max:literal;)*) => {
+    ($($variant:ident => $name:literal, $min:literal..=$max:literal, [$($attr:literal),*], [$($trait:ident),*];)*) => {
         /// Every op of the `mx` dialect.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum OpKind { $($variant),* }
@@ -20,171 +41,116 @@ macro_rules! op_kinds {
             pub fn arity(self) -> (usize, usize) {
                 match self { $(OpKind::$variant => ($min, $max)),* }
             }
+
+            /// The attributes the op carries in normalised form, sorted by name: exactly these,
+            /// no more (the verifier checks it).
+            pub fn attr_names(self) -> &'static [&'static str] {
+                match self { $(OpKind::$variant => &[$($attr),*]),* }
+            }
+
+            /// The op's traits.
+            pub fn traits(self) -> &'static [Trait] {
+                match self { $(OpKind::$variant => &[$(Trait::$trait),*]),* }
+            }
         }
     };
 }
 
+// name, operand counts, attributes (sorted), traits
 op_kinds! {
-    Constant => "constant", 0..=0;
-    Identity => "identity", 1..=1;
-    Cast => "cast", 1..=1;
-    BitCast => "bitcast", 1..=1;
-    Add => "add", 2..=2;
-    Sub => "sub", 2..=2;
-    Mul => "mul", 2..=2;
-    Div => "div", 2..=2;
-    Pow => "pow", 2..=2;
-    Max => "max", 2..=2;
-    Min => "min", 2..=2;
-    Equal => "equal", 2..=2;
-    Less => "less", 2..=2;
-    Greater => "greater", 2..=2;
-    Where => "where", 3..=3;
-    Not => "not", 1..=1;
-    Sqrt => "sqrt", 1..=1;
-    Exp => "exp", 1..=1;
-    Log => "log", 1..=1;
-    Neg => "neg", 1..=1;
-    Abs => "abs", 1..=1;
-    Reciprocal => "reciprocal", 1..=1;
-    Floor => "floor", 1..=1;
-    Ceil => "ceil", 1..=1;
-    Sin => "sin", 1..=1;
-    Cos => "cos", 1..=1;
-    Tan => "tan", 1..=1;
-    Asin => "asin", 1..=1;
-    Acos => "acos", 1..=1;
-    Atan => "atan", 1..=1;
-    BitAnd => "bit_and", 2..=2;
-    BitOr => "bit_or", 2..=2;
-    BitXor => "bit_xor", 2..=2;
-    ShiftLeft => "shift_left", 2..=2;
-    ShiftRight => "shift_right", 2..=2;
-    Relu => "relu", 1..=1;
-    LeakyRelu => "leaky_relu", 1..=1;
-    Sigmoid => "sigmoid", 1..=1;
-    Tanh => "tanh", 1..=1;
-    Erf => "erf", 1..=1;
-    Gelu => "gelu", 1..=1;
-    Clip => "clip", 3..=3;
-    Softmax => "softmax", 1..=1;
-    Conv => "conv", 2..=3;
-    ConvTranspose => "conv_transpose", 2..=3;
-    ConvNhwc => "conv_nhwc", 2..=3;
-    Gemm => "gemm", 2..=3;
-    MatMul => "matmul", 2..=2;
-    MatMulPacked => "matmul_packed", 2..=2;
-    ConvNhwcPacked => "conv_nhwc_packed", 2..=3;
-    Pack => "pack", 1..=1;
-    WinogradInput => "winograd_input", 1..=1;
-    WinogradWeights => "winograd_weights", 1..=1;
-    WinogradOutput => "winograd_output", 1..=1;
-    Attention => "attention", 3..=4;
-    MaxPool => "max_pool", 1..=1;
-    AveragePool => "average_pool", 1..=1;
-    MaxPoolNhwc => "max_pool_nhwc", 1..=1;
-    AveragePoolNhwc => "average_pool_nhwc", 1..=1;
-    GlobalAveragePool => "global_average_pool", 1..=1;
-    BatchNorm => "batch_norm", 5..=5;
-    LayerNorm => "layer_norm", 2..=3;
-    Reshape => "reshape", 1..=1;
-    Transpose => "transpose", 1..=1;
-    Concat => "concat", 1..=4096;
-    Slice => "slice", 1..=1;
-    Gather => "gather", 2..=2;
-    Scatter => "scatter", 3..=3;
-    Expand => "expand", 1..=1;
-    ReduceMean => "reduce_mean", 1..=1;
-    ReduceSum => "reduce_sum", 1..=1;
-    ReduceMax => "reduce_max", 1..=1;
-    Fused => "fused", 1..=4096;
+    Constant => "constant", 0..=0, ["value"], [];
+    Identity => "identity", 1..=1, [], [Elementwise, Evaluable];
+    Cast => "cast", 1..=1, ["to"], [Elementwise, Evaluable];
+    BitCast => "bitcast", 1..=1, ["to"], [Evaluable];
+    Add => "add", 2..=2, [], [Elementwise, Evaluable];
+    Sub => "sub", 2..=2, [], [Elementwise, Evaluable];
+    Mul => "mul", 2..=2, [], [Elementwise, Evaluable];
+    Div => "div", 2..=2, [], [Elementwise, Evaluable];
+    Pow => "pow", 2..=2, [], [Elementwise, Transcendental];
+    Max => "max", 2..=2, [], [Elementwise, Evaluable];
+    Min => "min", 2..=2, [], [Elementwise, Evaluable];
+    Equal => "equal", 2..=2, [], [Elementwise, Evaluable];
+    Less => "less", 2..=2, [], [Elementwise, Evaluable];
+    Greater => "greater", 2..=2, [], [Elementwise, Evaluable];
+    Where => "where", 3..=3, [], [Elementwise, Evaluable];
+    Not => "not", 1..=1, [], [Elementwise, Evaluable];
+    Sqrt => "sqrt", 1..=1, [], [Elementwise, Evaluable];
+    Exp => "exp", 1..=1, [], [Elementwise, Transcendental];
+    Log => "log", 1..=1, [], [Elementwise, Transcendental];
+    Neg => "neg", 1..=1, [], [Elementwise, Evaluable];
+    Abs => "abs", 1..=1, [], [Elementwise, Evaluable];
+    Reciprocal => "reciprocal", 1..=1, [], [Elementwise, Evaluable];
+    Floor => "floor", 1..=1, [], [Elementwise, Evaluable];
+    Ceil => "ceil", 1..=1, [], [Elementwise, Evaluable];
+    Sin => "sin", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    Cos => "cos", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    Tan => "tan", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    Asin => "asin", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    Acos => "acos", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    Atan => "atan", 1..=1, [], [Elementwise, Transcendental, Evaluable];
+    BitAnd => "bit_and", 2..=2, [], [Elementwise, Evaluable];
+    BitOr => "bit_or", 2..=2, [], [Elementwise, Evaluable];
+    BitXor => "bit_xor", 2..=2, [], [Elementwise, Evaluable];
+    ShiftLeft => "shift_left", 2..=2, [], [Elementwise, Evaluable];
+    ShiftRight => "shift_right", 2..=2, [], [Elementwise, Evaluable];
+    Relu => "relu", 1..=1, [], [Elementwise];
+    LeakyRelu => "leaky_relu", 1..=1, ["alpha"], [Elementwise];
+    Sigmoid => "sigmoid", 1..=1, [], [Elementwise, Transcendental];
+    Tanh => "tanh", 1..=1, [], [Elementwise, Transcendental];
+    Erf => "erf", 1..=1, [], [Elementwise, Transcendental];
+    Gelu => "gelu", 1..=1, ["approximate"], [Elementwise, Transcendental];
+    Clip => "clip", 3..=3, [], [Elementwise];
+    Softmax => "softmax", 1..=1, ["axis"], [Anchor];
+    Conv => "conv", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor];
+    ConvTranspose => "conv_transpose", 2..=3, ["dilations", "group", "output_padding", "pads", "strides"], [Anchor];
+    ConvNhwc => "conv_nhwc", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor];
+    Gemm => "gemm", 2..=3, ["alpha", "beta", "trans_a", "trans_b"], [Anchor];
+    MatMul => "matmul", 2..=2, [], [Anchor];
+    MatMulPacked => "matmul_packed", 2..=2, ["n"], [Anchor];
+    ConvNhwcPacked => "conv_nhwc_packed", 2..=3, ["dilations", "group", "kernel", "out_channels", "pads", "strides"], [Anchor];
+    Pack => "pack", 1..=1, ["panel"], [Evaluable];
+    WinogradInput => "winograd_input", 1..=1, ["pads"], [];
+    WinogradWeights => "winograd_weights", 1..=1, [], [Evaluable];
+    WinogradOutput => "winograd_output", 1..=1, ["shape"], [Anchor];
+    Attention => "attention", 3..=4, ["layout", "scale", "zero_nan_rows"], [];
+    MaxPool => "max_pool", 1..=1, ["ceil_mode", "dilations", "kernel", "pads", "strides"], [Anchor];
+    AveragePool => "average_pool", 1..=1, ["ceil_mode", "count_include_pad", "dilations", "kernel", "pads", "strides"], [Anchor];
+    MaxPoolNhwc => "max_pool_nhwc", 1..=1, ["ceil_mode", "dilations", "kernel", "pads", "strides"], [Anchor];
+    AveragePoolNhwc => "average_pool_nhwc", 1..=1, ["ceil_mode", "count_include_pad", "dilations", "kernel", "pads", "strides"], [Anchor];
+    GlobalAveragePool => "global_average_pool", 1..=1, [], [Anchor];
+    BatchNorm => "batch_norm", 5..=5, ["epsilon"], [Anchor];
+    LayerNorm => "layer_norm", 2..=3, ["axis", "epsilon"], [];
+    Reshape => "reshape", 1..=1, ["shape"], [Evaluable];
+    Transpose => "transpose", 1..=1, ["perm"], [Evaluable];
+    Concat => "concat", 1..=4096, ["axis"], [Evaluable];
+    Slice => "slice", 1..=1, ["ends", "starts", "steps"], [Evaluable];
+    Gather => "gather", 2..=2, ["axis"], [Evaluable];
+    Scatter => "scatter", 3..=3, ["reduction"], [Evaluable];
+    Expand => "expand", 1..=1, ["shape"], [Evaluable];
+    ReduceMean => "reduce_mean", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
+    ReduceSum => "reduce_sum", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
+    ReduceMax => "reduce_max", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
+    Fused => "fused", 1..=4096, [], [];
 }
 
 impl OpKind {
-    /// Ops that compute each result element from the operand elements at the same (numpy
-    /// broadcast) position, with no other memory access: a fused kernel can inline any number.
+    pub fn has(self, t: Trait) -> bool {
+        self.traits().contains(&t)
+    }
+
+    /// See `Trait::Elementwise`.
     pub fn is_elementwise(self) -> bool {
-        use OpKind::*;
-        matches!(
-            self,
-            Identity
-                | Cast
-                | Add
-                | Sub
-                | Mul
-                | Div
-                | Pow
-                | Max
-                | Min
-                | Equal
-                | Less
-                | Greater
-                | Where
-                | Not
-                | Sqrt
-                | Exp
-                | Log
-                | Neg
-                | Abs
-                | Reciprocal
-                | Floor
-                | Ceil
-                | Sin
-                | Cos
-                | Tan
-                | Asin
-                | Acos
-                | Atan
-                | BitAnd
-                | BitOr
-                | BitXor
-                | ShiftLeft
-                | ShiftRight
-                | Relu
-                | LeakyRelu
-                | Sigmoid
-                | Tanh
-                | Erf
-                | Gelu
-                | Clip
-        )
+        self.has(Trait::Elementwise)
     }
 
-    /// Element-wise ops computed by a polynomial or rational function (or a call) rather than
-    /// a few instructions: exponentials, logarithms, powers, the logistic function and kin.
+    /// See `Trait::Transcendental`.
     pub fn is_transcendental(self) -> bool {
-        use OpKind::*;
-        matches!(
-            self,
-            Exp | Log | Pow | Sigmoid | Tanh | Erf | Gelu | Sin | Cos | Tan | Asin | Acos | Atan
-        )
+        self.has(Trait::Transcendental)
     }
 
-    /// Ops whose kernel computes each result element once, at its full index, after reading
-    /// its operands in its own pattern: a fused kernel may hold one of them, with element-wise
-    /// ops applied to its result before the store (an epilogue: bias, activation, residual).
+    /// See `Trait::Anchor`.
     pub fn is_fusion_anchor(self) -> bool {
-        use OpKind::*;
-        matches!(
-            self,
-            Conv | ConvTranspose
-                | ConvNhwc
-                | ConvNhwcPacked
-                | Gemm
-                | MatMul
-                | MatMulPacked
-                | WinogradOutput
-                | MaxPool
-                | AveragePool
-                | MaxPoolNhwc
-                | AveragePoolNhwc
-                | GlobalAveragePool
-                | BatchNorm
-                | Softmax
-                | ReduceMean
-                | ReduceSum
-                | ReduceMax
-        )
+        self.has(Trait::Anchor)
     }
 
     pub fn from_name(name: &str) -> Option<OpKind> {

@@ -149,10 +149,10 @@ fn is_preprocessing(kind: OpKind) -> bool {
     )
 }
 
-/// The attributes of an op node, from its attribute leaves (`attr_names(kind)` order).
+/// The attributes of an op node, from its attribute leaves (`OpKind::attr_names` order).
 pub fn node_attrs(egraph: &EGraph<Mx, MxAnalysis>, kind: OpKind, leaves: &[Id]) -> Result<Attrs, String> {
     let mut attrs = Attrs::new();
-    for (name, id) in mx::attr_names(kind).iter().zip(leaves) {
+    for (name, id) in kind.attr_names().iter().zip(leaves) {
         match &egraph[*id].data.kind {
             Kind::Attr(a) => attrs.set(name, a.to_attr()),
             other => return Err(format!("attribute `{name}` is {other}, not an attribute")),

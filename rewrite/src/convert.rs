@@ -8,7 +8,7 @@ use crate::extract::Selection;
 use crate::lang::{AttrValue, ConstValue, KernelBody, Mx};
 use crate::RewriteError;
 use egg::{EGraph, Id, Language};
-use mxc_dialects::{mx, verify, Attr, Graph, OpKind, TensorType, ValueId};
+use mxc_dialects::{verify, Attr, Graph, OpKind, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 
 /// The e-graph of `mx` values.
@@ -85,7 +85,7 @@ pub fn to_egraph_with(g: &Graph, mut analysis: MxAnalysis, explanations: bool) -
             continue;
         }
         let mut children = Vec::new();
-        for name in mx::attr_names(op.kind) {
+        for name in op.kind.attr_names() {
             let attr = op.attrs.get(name).and_then(AttrValue::from_attr);
             let attr = attr.ok_or_else(|| unsupported(format!("attribute `{name}` cannot be an e-graph leaf")))?;
             children.push(add(&mut egraph, Mx::Attr(attr)));
@@ -208,7 +208,7 @@ pub fn to_graph_traced(
             Mx::Op(..) => {
                 let (kind, leaves, operands) = node.split_op().expect("an op");
                 let mut attrs = mxc_dialects::Attrs::new();
-                for (name, leaf) in mx::attr_names(kind).iter().zip(leaves) {
+                for (name, leaf) in kind.attr_names().iter().zip(leaves) {
                     match built.get(&egraph.find(*leaf)) {
                         Some(Built::Attr(a)) => attrs.set(name, a.clone()),
                         _ => return Err(fail(format!("{kind}: attribute `{name}` is not an attribute leaf"))),

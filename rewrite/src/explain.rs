@@ -377,7 +377,7 @@ fn algorithm(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> Option<&'st
     use OpKind::*;
     let (kind, attrs, operands) = node.split_op()?;
     let attr_int = |name: &str| {
-        let at = mxc_dialects::mx::attr_names(kind).iter().position(|n| *n == name)?;
+        let at = kind.attr_names().iter().position(|n| *n == name)?;
         match &egraph[attrs[at]].nodes[0] {
             Mx::Attr(AttrValue::Int(v)) => Some(*v),
             _ => None,

@@ -1,5 +1,5 @@
 //! The `mx` dialect as an egg language. Every op is an e-node whose children are first one
-//! leaf per attribute (in the order of `mx::attr_names`, i.e. sorted by name), then its
+//! leaf per attribute (in the order of `OpKind::attr_names`, i.e. sorted by name), then its
 //! operands; attribute values, constants and graph inputs are leaves. Keeping attributes as
 //! children lets ordinary egg patterns bind them to variables (`(transpose ?x ?perm)`) and
 //! rules compute new ones. A fused kernel (`Mx::Kernel`, added by `fuse.rs`) carries its body
@@ -20,7 +20,7 @@ pub enum Mx {
     Const(ConstValue),
     /// An attribute value (a leaf child of the op that carries it).
     Attr(AttrValue),
-    /// An op: `mx::attr_names(kind).len()` attribute leaves, then the operands.
+    /// An op: `kind.attr_names().len()` attribute leaves, then the operands.
     Op(OpKind, Vec<Id>),
     /// Result `n` of a multi-result op (the only child).
     Result(u32, [Id; 1]),
@@ -33,7 +33,7 @@ impl Mx {
     pub fn split_op(&self) -> Option<(OpKind, &[Id], &[Id])> {
         match self {
             Mx::Op(kind, children) => {
-                let n = mxc_dialects::mx::attr_names(*kind).len();
+                let n = kind.attr_names().len();
                 Some((*kind, &children[..n], &children[n..]))
             }
             _ => None,

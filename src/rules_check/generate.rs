@@ -6,7 +6,7 @@
 //! are written for them.
 
 use crate::inputs::SplitMix64;
-use mxc_dialects::{mx, Attr, Attrs, DType, OpKind, Tensor, TensorType};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType};
 
 /// The shapes instances are built around; operands get variants of one of them. Shapes with
 /// equal extents let a wrong permutation or reshape keep its type, so the engine applies it.
@@ -178,7 +178,7 @@ pub fn attributes(g: &mut Gen, kind: OpKind, operands: &[TensorType]) -> Attrs {
         let group = if depthwise { channels.unwrap_or(1) } else { 1 };
         attrs.set("group", Attr::Int(group as i64));
     }
-    for name in mx::attr_names(kind) {
+    for name in kind.attr_names() {
         if attrs.get(name).is_none() {
             attrs.set(name, attribute(g, name, kind, shape));
         }

@@ -21,7 +21,7 @@ mod layout;
 mod reduce;
 
 use crate::tensor::store_float;
-use crate::{mx, Attrs, Graph, OpKind, Tensor, TensorType, ValueId};
+use crate::{mx, Attrs, Graph, OpKind, Tensor, TensorType, Trait, ValueId};
 
 /// Runs graph `g` on `inputs` (one per graph input, in order), op by op with `eval`: its
 /// outputs, or an error naming the first op that is not evaluable here or fails.
@@ -65,54 +65,7 @@ pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
 /// Evaluates `kind` on `operands`: `None` when the op is not evaluable here, an error when the
 /// operands and attributes do not type-check (or a gather index is out of range).
 pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<Vec<Tensor>, String>> {
-    use OpKind::*;
-    let evaluable = matches!(
-        kind,
-        Identity
-            | Cast
-            | BitCast
-            | Reshape
-            | Transpose
-            | Concat
-            | Slice
-            | Gather
-            | Scatter
-            | Expand
-            | Pack
-            | WinogradWeights
-            | Add
-            | Sub
-            | Mul
-            | Div
-            | Max
-            | Min
-            | Equal
-            | Less
-            | Greater
-            | Where
-            | Not
-            | Neg
-            | Abs
-            | Sqrt
-            | Reciprocal
-            | Floor
-            | Ceil
-            | Sin
-            | Cos
-            | Tan
-            | Asin
-            | Acos
-            | Atan
-            | BitAnd
-            | BitOr
-            | BitXor
-            | ShiftLeft
-            | ShiftRight
-            | ReduceSum
-            | ReduceMean
-            | ReduceMax
-    );
-    if !evaluable {
+    if !kind.has(Trait::Evaluable) {
         return None;
     }
     let types: Vec<TensorType> = operands.iter().map(|t| t.ty.clone()).collect();

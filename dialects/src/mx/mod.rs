@@ -36,8 +36,8 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         });
     }
     let names: Vec<&str> = attrs.0.keys().map(String::as_str).collect();
-    if names != attr_names(kind) {
-        return Err(format!("has attributes {names:?}, expected {:?}", attr_names(kind)));
+    if names != kind.attr_names() {
+        return Err(format!("has attributes {names:?}, expected {:?}", kind.attr_names()));
     }
     use OpKind::*;
     let one = |t: TensorType| Ok(vec![t]);
@@ -89,48 +89,6 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
         ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
         Fused => Err("takes its result types from its body (see `mx::fused::infer`)".into()),
-    }
-}
-
-/// The attributes an op of `kind` carries in normalised form, sorted by name: exactly these,
-/// no more (the verifier checks it).
-pub fn attr_names(kind: OpKind) -> &'static [&'static str] {
-    use OpKind::*;
-    match kind {
-        Constant => &["value"],
-        Cast | BitCast => &["to"],
-        LeakyRelu => &["alpha"],
-        Gelu => &["approximate"],
-        Softmax | Concat | Gather => &["axis"],
-        Conv | ConvNhwc => &["dilations", "group", "pads", "strides"],
-        ConvNhwcPacked => &["dilations", "group", "kernel", "out_channels", "pads", "strides"],
-        MatMulPacked => &["n"],
-        Pack => &["panel"],
-        WinogradInput => &["pads"],
-        WinogradOutput => &["shape"],
-        Attention => &["layout", "scale", "zero_nan_rows"],
-        ConvTranspose => &["dilations", "group", "output_padding", "pads", "strides"],
-        Gemm => &["alpha", "beta", "trans_a", "trans_b"],
-        MaxPool | MaxPoolNhwc => &["ceil_mode", "dilations", "kernel", "pads", "strides"],
-        AveragePool | AveragePoolNhwc => &[
-            "ceil_mode",
-            "count_include_pad",
-            "dilations",
-            "kernel",
-            "pads",
-            "strides",
-        ],
-        BatchNorm => &["epsilon"],
-        LayerNorm => &["axis", "epsilon"],
-        Reshape | Expand => &["shape"],
-        Scatter => &["reduction"],
-        Transpose => &["perm"],
-        Slice => &["ends", "starts", "steps"],
-        ReduceMean | ReduceSum | ReduceMax => &["axes", "keepdims"],
-        Identity | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Exp
-        | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd | BitOr
-        | BitXor | ShiftLeft | ShiftRight | Relu | Sigmoid | Tanh | Erf | Clip | MatMul | GlobalAveragePool
-        | WinogradWeights | Fused => &[],
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::testing::{attrs, ints, lower_one, t};
 use super::*;
-use mxc_dialects::{Attr, DType, TensorType};
+use mxc_dialects::{Attr, DType, Tensor, TensorType, Trait};
 use std::collections::BTreeMap;
 
 /// A sample use of `kind` on elements of type `d`: operand types and attributes.
@@ -297,6 +297,29 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
             "{kind}: {:?}",
             covered[&kind]
         );
+    }
+}
+
+/// Every kind the op table marks `Evaluable` is evaluated (on zeros) wherever it type-checks,
+/// so the trait and `eval`'s match cannot drift apart.
+#[test]
+fn every_evaluable_kind_evaluates() {
+    for &kind in OpKind::ALL.iter().filter(|k| k.has(Trait::Evaluable)) {
+        let mut evaluated = 0;
+        for d in [DType::F32, DType::I64, DType::Bool] {
+            for (tys, a) in sample(kind, d) {
+                if mxc_dialects::mx::infer(kind, &tys, &a).is_err() {
+                    continue;
+                }
+                let operands: Vec<Tensor> = tys.into_iter().map(Tensor::zeros).collect();
+                let refs: Vec<&Tensor> = operands.iter().collect();
+                match mxc_dialects::eval::eval(kind, &refs, &a) {
+                    Some(Ok(_)) => evaluated += 1,
+                    other => panic!("{kind} on {d}: {other:?}"),
+                }
+            }
+        }
+        assert!(evaluated > 0, "{kind}: no sample type-checks");
     }
 }
 

@@ -7,7 +7,7 @@ use super::error::{Located, Pos};
 use super::funcs;
 use super::types::check_result_types;
 use super::value::{attr_sort, Sort};
-use mxc_dialects::{mx, OpKind};
+use mxc_dialects::OpKind;
 use std::collections::BTreeMap;
 
 /// What a left-side variable stands for.
@@ -91,7 +91,7 @@ fn check_op_shape(op: &OpPat) -> Result<(), Located> {
             format!("`{}` takes {want} operands, got {n}", op.kind.name()),
         ));
     }
-    let names = mx::attr_names(op.kind);
+    let names = op.kind.attr_names();
     for (i, (name, pos, _)) in op.attrs.iter().enumerate() {
         if !names.contains(&name.as_str()) {
             let known = if names.is_empty() {
@@ -213,7 +213,7 @@ fn check_rhs(pat: &Pat, vars: &VarKinds) -> Result<(), Located> {
 /// The attributes and operands of an op on the right side.
 fn check_rhs_op(op: &OpPat, vars: &VarKinds) -> Result<(), Located> {
     check_op_shape(op)?;
-    for name in mx::attr_names(op.kind) {
+    for name in op.kind.attr_names() {
         if !op.attrs.iter().any(|(n, _, _)| n == name) {
             return Err(Located::new(
                 op.pos,

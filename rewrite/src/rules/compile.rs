@@ -32,7 +32,7 @@ pub fn lhs_pattern(op: &OpPat) -> Pattern<Mx> {
 
 fn add_lhs(op: &OpPat, ast: &mut PatternAst<Mx>, fresh: &mut usize) -> Id {
     let mut children = Vec::new();
-    for name in mx::attr_names(op.kind) {
+    for name in op.kind.attr_names() {
         let node = match op.attrs.iter().find(|(n, _, _)| n == name).map(|(_, _, e)| e) {
             Some(Expr::Var(v, _)) => ENodeOrVar::Var(egg_var(v)),
             Some(Expr::Lit(lit, _)) => {
@@ -146,7 +146,7 @@ impl RuleApplier {
     {
         let mut children = Vec::new();
         let mut attrs = Attrs::new();
-        for name in mx::attr_names(op.kind) {
+        for name in op.kind.attr_names() {
             let expr = op.attrs.iter().find(|(n, _, _)| n == name).map(|(_, _, e)| e)?;
             let value = env.eval(expr)?.to_attr(attr_sort(name)?)?;
             attrs.set(name, value.to_attr());

@@ -161,7 +161,21 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             dtype: operands[0].dtype.clone(),
             rank: Known::Unknown,
         },
-        _ => first(),
+        // the first operand's element type and rank: the element-wise ops on one operand, and
+        // the ops whose result keeps their first operand's rank
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos
+        | Atan | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip | Softmax | Conv | ConvTranspose | ConvNhwc
+        | ConvNhwcPacked | Attention | MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool
+        | BatchNorm | LayerNorm | Concat | Slice | Scatter => first(),
+        // the first operand's element type, another rank (the kernels' layouts, a fused body)
+        MatMulPacked | Pack | WinogradInput | WinogradWeights | WinogradOutput | Fused => Sig {
+            dtype: operands[0].dtype.clone(),
+            rank: Known::Unknown,
+        },
+        Constant => Sig {
+            dtype: Known::Unknown,
+            rank: Known::Unknown,
+        },
     }
 }
 

@@ -32,7 +32,7 @@ impl ClassFacts for Facts {
 fn op_types(egraph: &EGraph<Mx, TestAnalysis>, enode: &Mx) -> Option<Vec<TensorType>> {
     let (kind, attr_ids, operand_ids) = enode.split_op()?;
     let mut attrs = Attrs::new();
-    for (name, &id) in mx::attr_names(kind).iter().zip(attr_ids) {
+    for (name, &id) in kind.attr_names().iter().zip(attr_ids) {
         attrs.set(name, attr_of(egraph, id)?.to_attr());
     }
     let types = operand_ids

@@ -10,7 +10,7 @@ use crate::rules::parse::parse_pattern;
 use crate::rules::value::attr_sort;
 use crate::rules::{builtin_rules, parse_rules, rewrites, Rule};
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner};
-use mxc_dialects::{mx, DType, Tensor, TensorType};
+use mxc_dialects::{DType, Tensor, TensorType};
 
 /// What a variable of a test expression stands for.
 pub enum Leaf {
@@ -46,7 +46,7 @@ fn build(pat: &Pat, leaves: &[(&str, Leaf)], expr: &mut RecExpr<Mx>) -> Id {
         }
         Pat::Op(op) => {
             let mut children = Vec::new();
-            for name in mx::attr_names(op.kind) {
+            for name in op.kind.attr_names() {
                 let value = match op.attrs.iter().find(|(n, _, _)| n == name) {
                     Some((_, _, Expr::Lit(lit, _))) => lit_value(lit),
                     _ => panic!("test expressions give every attribute as a literal ({name})"),
