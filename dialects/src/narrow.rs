@@ -13,6 +13,8 @@
 //! default is a clip before the store (the importer writes it). E8M0 holds powers of two: a
 //! store rounds up to the next one and saturates at 2^127, the default of ONNX `Cast`.
 
+use crate::DType;
+
 /// How an 8- or 4-bit float spends its top codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Specials {
@@ -158,8 +160,24 @@ impl MiniFloat {
     }
 }
 
+/// A code of the narrow float type `dtype` (`DType::is_narrow_float`) as f32.
+pub fn decode_float(dtype: DType, code: u8) -> f32 {
+    match dtype.minifloat() {
+        Some(format) => format.decode(code),
+        None => e8m0_decode(code),
+    }
+}
+
+/// `x` stored as the narrow float type `dtype` (`DType::is_narrow_float`).
+pub fn encode_float(dtype: DType, x: f32) -> u8 {
+    match dtype.minifloat() {
+        Some(format) => format.encode(x),
+        None => e8m0_encode(x),
+    }
+}
+
 /// E8M0: the byte is a biased exponent (bias 127); 0xff is NaN.
-pub fn e8m0_decode(code: u8) -> f32 {
+fn e8m0_decode(code: u8) -> f32 {
     match code {
         0xff => f32::NAN,
         // 2^-127 is below f32's normals: built from its bits
@@ -170,7 +188,7 @@ pub fn e8m0_decode(code: u8) -> f32 {
 
 /// `x`'s power of two rounded up, saturated at 2^127 (the sign is ignored; infinities and NaN
 /// become NaN), as ONNX `Cast` with `round_mode = "up"` and `saturate` does.
-pub fn e8m0_encode(x: f32) -> u8 {
+fn e8m0_encode(x: f32) -> u8 {
     let bits = x.to_bits();
     let exponent = (bits >> 23) & 0xff;
     let fraction = bits & 0x7f_ffff;

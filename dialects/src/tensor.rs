@@ -1,6 +1,6 @@
 //! Constant tensor data: a type plus little-endian element bytes, shared cheaply.
 
-use crate::narrow::{e8m0_decode, e8m0_encode, wrap_int};
+use crate::narrow::{decode_float, encode_float, wrap_int};
 use crate::{DType, TensorType};
 use std::sync::Arc;
 
@@ -151,11 +151,8 @@ impl Tensor {
             DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
             DType::F16 => f16_to_f32(u16::from_le_bytes(b.try_into().unwrap())) as f64,
             DType::BF16 => f32::from_bits((u16::from_le_bytes(b.try_into().unwrap()) as u32) << 16) as f64,
-            DType::F8E8M0FNU => e8m0_decode(b[0]) as f64,
-            d => match d.minifloat() {
-                Some(format) => format.decode(b[0]) as f64,
-                None => self.get_i64(i) as f64,
-            },
+            d if d.is_narrow_float() => decode_float(d, b[0]) as f64,
+            _ => self.get_i64(i) as f64,
         }
     }
 
@@ -241,11 +238,8 @@ pub fn store_float(dtype: DType, v: f64, out: &mut [u8]) {
         DType::F64 => out[..8].copy_from_slice(&v.to_le_bytes()),
         DType::F16 => out[..2].copy_from_slice(&f32_to_f16(v as f32).to_le_bytes()),
         DType::BF16 => out[..2].copy_from_slice(&f32_to_bf16(v as f32).to_le_bytes()),
-        DType::F8E8M0FNU => out[0] = e8m0_encode(v as f32),
-        other => match other.minifloat() {
-            Some(format) => out[0] = format.encode(v as f32),
-            None => panic!("{other} is not a float type"),
-        },
+        d if d.is_narrow_float() => out[0] = encode_float(d, v as f32),
+        other => panic!("{other} is not a float type"),
     }
 }
 

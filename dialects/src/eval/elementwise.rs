@@ -3,6 +3,7 @@
 //! `ceil` exactly rounded; the trigonometric ones from f64, rounded once).
 
 use super::index::broadcast_offsets;
+use crate::narrow::{decode_float, encode_float};
 use crate::tensor::{f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::{DType, OpKind, Tensor, TensorType};
 
@@ -12,7 +13,7 @@ pub fn round_to(dtype: DType, v: f64) -> f64 {
         DType::F32 => v as f32 as f64,
         DType::F16 => f16_to_f32(f32_to_f16(v as f32)) as f64,
         DType::BF16 => f32::from_bits((f32_to_bf16(v as f32) as u32) << 16) as f64,
-        d if d.is_narrow_float() => Tensor::from_f64s(d, vec![], &[v]).get_f64(0),
+        d if d.is_narrow_float() => decode_float(d, encode_float(d, v as f32)) as f64,
         _ => v,
     }
 }

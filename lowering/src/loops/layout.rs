@@ -59,7 +59,7 @@ fn reinterpret(e: &mut Emitter, v: &V, to: DType) -> V {
     };
     match to.narrow_int() {
         Some(width) => e.wrap_narrow_int(&v, width),
-        None if to.size() == 1 && to.bits() < 8 => e.bits_const("andi", &v, (1 << to.bits()) - 1),
+        None if to.bits() < 8 => e.bits_const("andi", &v, (1 << to.bits()) - 1),
         None => v,
     }
 }

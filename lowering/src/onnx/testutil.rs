@@ -76,6 +76,25 @@ pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
     }
 }
 
+pub fn floats_attr(name: &str, v: &[f32]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Floats as i32),
+        floats: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A subgraph attribute (`If`'s branches, `FlexAttention`'s modifiers).
+pub fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    }
+}
+
 pub fn str_attr(name: &str, v: &str) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),

@@ -26,7 +26,6 @@ fn if_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::proto::attribute_proto::AttributeType;
     use super::super::super::proto::tensor_proto::DataType;
     use super::super::super::proto::{AttributeProto, GraphProto, TensorProto};
     use super::super::super::testutil::*;
@@ -38,12 +37,7 @@ mod tests {
             output: vec![value_info(&format!("{name}_out"), DataType::Float, &[2])],
             ..Default::default()
         };
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Graph as i32),
-            g: Some(g),
-            ..Default::default()
-        }
+        graph_attr(name, g)
     }
 
     fn if_model(cond: bool) -> ModelBuilder {

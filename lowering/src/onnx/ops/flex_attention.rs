@@ -103,12 +103,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Graph as i32),
-            g: Some(g),
-            ..Default::default()
-        }
+        graph_attr(name, g)
     }
 
     /// A FlexAttention node on Q `[1, 4, 3, 8]` and K, V `[1, 2, 5, 8]` (two query heads per

@@ -522,18 +522,8 @@ fn resize_axis(ctx: &mut Ctx, x: ValueId, p: &AxisPlan, taps: &[Taps], extrapola
 #[cfg(test)]
 mod tests {
     use super::super::super::proto::tensor_proto::DataType;
-    use super::super::super::proto::{attribute_proto::AttributeType, AttributeProto};
     use super::super::super::testutil::*;
     use super::*;
-
-    fn floats_attr(name: &str, v: &[f32]) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Floats as i32),
-            floats: v.to_vec(),
-            ..Default::default()
-        }
-    }
 
     fn axis(input: usize, output: usize, scale: f64) -> AxisPlan {
         AxisPlan {

@@ -58,17 +58,20 @@ fn sequence_construct(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// The position input `i`, made non-negative: `None` when absent. `len` is the sequence's
 /// length; insertion may also name the end (`len` itself).
 fn position(ctx: &Ctx, i: usize, len: usize, insert: bool) -> Result<Option<usize>, String> {
-    let Some(p) = ctx.opt_const_input(i, "position")? else {
-        return Ok(None);
-    };
-    let p = p.get_i64(0);
+    ctx.opt_const_input(i, "position")?
+        .map(|p| resolve(p.get_i64(0), len, insert))
+        .transpose()
+}
+
+/// Position `p` of a sequence of `len` tensors, made non-negative.
+fn resolve(p: i64, len: usize, insert: bool) -> Result<usize, String> {
     let n = len as i64;
     let last = if insert { n } else { n - 1 };
     let at = if p < 0 { p + n } else { p };
     if !(0..=last).contains(&at) {
         return Err(format!("position {p} is outside a sequence of {len} tensors"));
     }
-    Ok(Some(at as usize))
+    Ok(at as usize)
 }
 
 fn sequence_insert(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -104,8 +107,8 @@ fn sequence_length(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 fn sequence_at(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let s = ctx.sequence_input(0)?.clone();
     let p = ctx.input(1)?;
-    if ctx.known(p).is_some() {
-        let at = position(ctx, 1, s.elements.len(), false)?.expect("a known position");
+    if let Some(known) = ctx.known(p) {
+        let at = resolve(known.get_i64(0), s.elements.len(), false)?;
         return Ok(vec![s.elements[at]]);
     }
     let Some(&first) = s.elements.first() else {

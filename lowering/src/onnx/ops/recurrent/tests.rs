@@ -62,15 +62,6 @@ fn layer(op: &str, seq: i64, inputs: &[&str], attrs: Vec<AttributeProto>, output
     model
 }
 
-fn floats_attr(name: &str, v: &[f32]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Floats as i32),
-        floats: v.to_vec(),
-        ..Default::default()
-    }
-}
-
 fn strings_attr(name: &str, v: &[&str]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
