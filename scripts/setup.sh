@@ -27,7 +27,7 @@ PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
 # same in every wheel, so one fixed platform tag is used.
 BACKEND_ONNX_VERSION=1.22.0
 BACKEND_DIRS=(node simple pytorch-converted pytorch-operator)
-MODELS=(convnet encoder microsoft_ops)
+MODELS=(convnet encoder microsoft_ops control_flow)
 CARGO_FUZZ_VERSION=0.13.2
 
 say() { printf 'setup: %s\n' "$*"; }

@@ -26,6 +26,8 @@ pub fn run(
     dot: Option<&Path>,
 ) -> Result<()> {
     let imported = import_file(model, import)?.prune();
+    // regions are rewritten on their own, before the graph around them (as `compile` does)
+    let imported = mxc_codegen::rewrite_regions(&imported, target, options)?.unwrap_or(imported);
     let cost = mxc_codegen::cost_model(target);
     let explained = match mxc_codegen::rewrite_plan(target, options)? {
         Some((rules, opts)) => Some(
@@ -82,7 +84,10 @@ impl<'a> View<'a> {
         for (k, i) in kernel_ops(&self.graph).enumerate() {
             writeln!(out).unwrap();
             let op = &self.graph.ops[i];
-            writeln!(out, "kernel {k}: {}", self.op_line(i)).unwrap();
+            writeln!(out, "kernel {k}: {}", op_line(&self.graph, &self.names, i)).unwrap();
+            if op.kind.is_control() {
+                regions(&mut out, op, self.model, "  ");
+            }
             if let Some(body) = &op.body {
                 let kernels = self.notes.as_ref().map(|(notes, _)| &notes[..]).unwrap_or(&[]);
                 let notes = kernels.get(k).map(|n| &n.body[..]).unwrap_or(&[]);
@@ -176,26 +181,6 @@ impl<'a> View<'a> {
         .unwrap();
     }
 
-    /// `%3 = conv %arg0: tensor<..>, %1: tensor<..> : tensor<..>`.
-    fn op_line(&self, i: usize) -> String {
-        let op = &self.graph.ops[i];
-        let g = &self.graph;
-        let operands: Vec<String> = op
-            .operands
-            .iter()
-            .map(|v| format!("{}: {}", self.names[v.index()], g.ty(*v)))
-            .collect();
-        let results: Vec<String> = op.results.iter().map(|v| self.names[v.index()].clone()).collect();
-        let types: Vec<String> = op.results.iter().map(|v| g.ty(*v).to_string()).collect();
-        format!(
-            "{} = {} {} : {}",
-            results.join(", "),
-            op.kind,
-            operands.join(", "),
-            types.join(", ")
-        )
-    }
-
     fn graph_cost(&self, g: &Graph) -> f64 {
         mxc_rewrite::cost::graph_cost(g, self.model)
     }
@@ -270,6 +255,59 @@ impl<'a> View<'a> {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+/// `%3 = conv %arg0: tensor<..>, %1: tensor<..> : tensor<..>` for op `i` of `g`, its values
+/// named by `names`.
+fn op_line(g: &Graph, names: &[String], i: usize) -> String {
+    let op = &g.ops[i];
+    let operands: Vec<String> = op
+        .operands
+        .iter()
+        .map(|v| format!("{}: {}", names[v.index()], g.ty(*v)))
+        .collect();
+    let results: Vec<String> = op.results.iter().map(|v| names[v.index()].clone()).collect();
+    let types: Vec<String> = op.results.iter().map(|v| g.ty(*v).to_string()).collect();
+    format!(
+        "{} = {} {} : {}",
+        results.join(", "),
+        op.kind,
+        operands.join(", "),
+        types.join(", ")
+    )
+}
+
+/// The regions of control op `op`, each with its kernels (a fused kernel's ops, a nested
+/// control op's regions) and their costs, indented by `indent`.
+fn regions(out: &mut String, op: &Op, model: &dyn CostModel, indent: &str) {
+    writeln!(
+        out,
+        "{indent}runs on the host, each region's kernels as the target made them:"
+    )
+    .unwrap();
+    for (name, g) in op.attrs.regions() {
+        let names = value_names(g);
+        writeln!(
+            out,
+            "{indent}region {name} (graph {:?}): {} kernels, cost {:.0}",
+            g.name,
+            kernel_ops(g).count(),
+            mxc_rewrite::cost::graph_cost(g, model)
+        )
+        .unwrap();
+        for (k, i) in kernel_ops(g).enumerate() {
+            let op = &g.ops[i];
+            let cost = with_site(g, op, |s| kernel_cost(model, s, op.body.as_deref()));
+            writeln!(out, "{indent}  kernel {k}: {}  (cost {cost:.0})", op_line(g, &names, i)).unwrap();
+            if let Some(body) = &op.body {
+                let ops: Vec<&str> = kernel_ops(body).map(|j| body.ops[j].kind.name()).collect();
+                writeln!(out, "{indent}    fuses {}", ops.join(", ")).unwrap();
+            }
+            if op.kind.is_control() {
+                regions(out, op, model, &format!("{indent}    "));
+            }
+        }
     }
 }
 

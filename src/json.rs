@@ -84,6 +84,11 @@ fn attr(a: &Attr) -> String {
         Attr::Str(s) => string(s),
         Attr::DType(d) => format!("\"{}\"", d.name()),
         Attr::Tensor(t) => tensor(t),
+        Attr::Graph(g) => {
+            let mut out = String::new();
+            write_graph(&mut out, g);
+            out
+        }
     }
 }
 

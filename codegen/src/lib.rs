@@ -16,6 +16,7 @@ mod workers;
 pub use host::{code_cpu, vector_isa, CodeCpu};
 pub use objects::CacheStats;
 pub use rewrites::apply as rewrite_for;
+pub use rewrites::apply_to_regions as rewrite_regions;
 pub use rewrites::{cost_model, plan as rewrite_plan};
 
 use mxc_dialects::{program::Program, Graph};

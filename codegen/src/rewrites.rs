@@ -5,7 +5,7 @@
 use crate::{CodegenError, CompileOptions, OptLevel, Target};
 use mxc_dialects::Graph;
 use mxc_rewrite::rules::{builtin_rules, rewrites, Rule, BUILTIN_FILES};
-use mxc_rewrite::{optimize, CostModel, LinearCost, OptimizeOptions, Stats};
+use mxc_rewrite::{optimize, CostModel, LinearCost, MxRewrite, OptimizeOptions, Stats};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -19,10 +19,43 @@ pub fn apply<'g>(
     match plan(target, options)? {
         None => Ok((Cow::Borrowed(graph), None)),
         Some((rules, opts)) => {
-            let optimized = optimize(graph, &rewrites(&rules), &opts)?;
+            let rules = rewrites(&rules);
+            let with_regions = regions_rewritten(graph, &rules, &opts)?;
+            let optimized = optimize(with_regions.as_ref().unwrap_or(graph), &rules, &opts)?;
             Ok((Cow::Owned(optimized.graph), Some(optimized.stats)))
         }
     }
+}
+
+/// `graph` with the regions of its ops rewritten as `target` rewrites (what `apply` does
+/// before it rewrites the graph itself), or `None` when it has no regions or the target
+/// rewrites nothing.
+pub fn apply_to_regions(
+    graph: &Graph,
+    target: Target,
+    options: &CompileOptions,
+) -> Result<Option<Graph>, CodegenError> {
+    match plan(target, options)? {
+        None => Ok(None),
+        Some((rules, opts)) => regions_rewritten(graph, &rewrites(&rules), &opts),
+    }
+}
+
+/// `graph` with each region rewritten on its own, the regions inside it first (the stages
+/// are announced for the graph alone).
+fn regions_rewritten(
+    graph: &Graph,
+    rules: &[MxRewrite],
+    opts: &OptimizeOptions,
+) -> Result<Option<Graph>, CodegenError> {
+    let quiet = OptimizeOptions {
+        stage: None,
+        ..opts.clone()
+    };
+    graph.map_regions(&mut |region| {
+        let with_regions = regions_rewritten(region, rules, &quiet)?;
+        Ok(optimize(with_regions.as_ref().unwrap_or(region), rules, &quiet)?.graph)
+    })
 }
 
 /// The rules (built-in, then the user's) and options `target` rewrites with, or `None` when it

@@ -1,7 +1,8 @@
 //! Op attributes: named compile-time parameters (strides, axes, constant values, ...).
 
-use crate::{DType, Tensor};
+use crate::{DType, Graph, Tensor};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One attribute value.
 #[derive(Clone, Debug, PartialEq)]
@@ -13,6 +14,9 @@ pub enum Attr {
     Str(String),
     DType(DType),
     Tensor(Tensor),
+    /// A region: a graph the op runs (the branches of `mx.if`, the body of `mx.loop`). Its
+    /// inputs are bound by the op, never to values around it (regions are isolated from above).
+    Graph(Arc<Graph>),
 }
 
 /// An op's attributes, kept sorted by name so printing is deterministic.
@@ -81,6 +85,21 @@ impl Attrs {
         }
     }
 
+    pub fn graph(&self, name: &str) -> Result<&Arc<Graph>, String> {
+        match self.get(name) {
+            Some(Attr::Graph(g)) => Ok(g),
+            other => Err(expected(name, "a graph", other)),
+        }
+    }
+
+    /// The regions among the attributes, by name.
+    pub fn regions(&self) -> impl Iterator<Item = (&str, &Arc<Graph>)> {
+        self.0.iter().filter_map(|(k, a)| match a {
+            Attr::Graph(g) => Some((k.as_str(), g)),
+            _ => None,
+        })
+    }
+
     /// A list of non-negative integers as `usize`.
     pub fn dims(&self, name: &str) -> Result<Vec<usize>, String> {
         self.ints(name)?
@@ -93,6 +112,7 @@ impl Attrs {
 fn expected(name: &str, what: &str, got: Option<&Attr>) -> String {
     match got {
         None => format!("missing attribute `{name}` ({what})"),
+        Some(Attr::Graph(g)) => format!("attribute `{name}` must be {what}, got the graph `{}`", g.name),
         Some(a) => format!("attribute `{name}` must be {what}, got {a:?}"),
     }
 }

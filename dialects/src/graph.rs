@@ -169,6 +169,38 @@ impl Graph {
         }
     }
 
+    /// This graph and every region inside it, depth first, each graph before its regions and
+    /// an op's regions in the order of their attribute names: the numbering the kernels and the
+    /// plan share (0 is this graph).
+    pub fn with_regions(&self) -> Vec<&Graph> {
+        let mut all = vec![self];
+        for op in &self.ops {
+            for (_, region) in op.attrs.regions() {
+                all.extend(region.with_regions());
+            }
+        }
+        all
+    }
+
+    /// A copy of this graph with each region of its ops (not those nested inside them: `f`
+    /// may recurse) replaced by `f` of it, which must keep the region's inputs and output
+    /// types; `None` when no op has a region.
+    pub fn map_regions<E>(&self, f: &mut impl FnMut(&Graph) -> Result<Graph, E>) -> Result<Option<Graph>, E> {
+        if self.ops.iter().all(|op| op.attrs.regions().next().is_none()) {
+            return Ok(None);
+        }
+        let mut out = self.clone();
+        for op in &mut out.ops {
+            let names: Vec<String> = op.attrs.regions().map(|(name, _)| name.to_string()).collect();
+            for name in names {
+                let region = op.attrs.graph(&name).expect("listed as a region");
+                let mapped = f(region)?;
+                op.attrs.set(&name, crate::Attr::Graph(Arc::new(mapped)));
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// Removes ops whose results reach no output, renumbering the values that remain.
     pub fn prune(&self) -> Graph {
         let mut live = vec![false; self.num_values()];

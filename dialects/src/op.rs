@@ -21,6 +21,9 @@ pub enum Trait {
     Anchor,
     /// `mxc_dialects::eval` computes it, so it folds on constants.
     Evaluable,
+    /// Runs regions (graph attributes) on the host instead of being a kernel: the plan holds a
+    /// control step for it, and each region's ops are kernels of their own (`mx::control`).
+    Control,
 }
 
 macro_rules! op_kinds {
@@ -93,7 +96,7 @@ op_kinds! {
     BitXor => "bit_xor", 2..=2, [], [Elementwise, Evaluable];
     ShiftLeft => "shift_left", 2..=2, [], [Elementwise, Evaluable];
     ShiftRight => "shift_right", 2..=2, [], [Elementwise, Evaluable];
-    Relu => "relu", 1..=1, [], [Elementwise];
+    Relu => "relu", 1..=1, [], [Elementwise, Evaluable];
     LeakyRelu => "leaky_relu", 1..=1, ["alpha"], [Elementwise];
     Sigmoid => "sigmoid", 1..=1, [], [Elementwise, Transcendental];
     Tanh => "tanh", 1..=1, [], [Elementwise, Transcendental];
@@ -131,6 +134,8 @@ op_kinds! {
     ReduceSum => "reduce_sum", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     ReduceMax => "reduce_max", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     Fused => "fused", 1..=4096, [], [];
+    If => "if", 1..=4096, ["else_branch", "then_branch"], [Control];
+    Loop => "loop", 2..=4096, ["body", "carried", "iterations"], [Control];
 }
 
 impl OpKind {
@@ -151,6 +156,11 @@ impl OpKind {
     /// See `Trait::Anchor`.
     pub fn is_fusion_anchor(self) -> bool {
         self.has(Trait::Anchor)
+    }
+
+    /// See `Trait::Control`.
+    pub fn is_control(self) -> bool {
+        self.has(Trait::Control)
     }
 
     pub fn from_name(name: &str) -> Option<OpKind> {

@@ -3,6 +3,10 @@
 //! after `Program::validate` has checked every fact it relies on against every other (a plan
 //! read from a file may disagree with its kernels).
 
+mod control;
+
+pub use control::{straight, Block, IfStep, Item, LoopStep, MAX_DEPTH};
+
 use crate::{Tensor, TensorType};
 
 /// What a buffer holds before the program runs.
@@ -62,7 +66,11 @@ pub struct Program {
     pub buffers: Vec<Buffer>,
     /// Every kernel the steps call, once each.
     pub kernels: Vec<KernelSignature>,
+    /// Every kernel call, each made by one `Item::Call` of `main` (in a region's block, as
+    /// often as the region runs).
     pub steps: Vec<Step>,
+    /// What runs, in order: calls, and control steps running regions (`control.rs`).
+    pub main: Vec<Item>,
     pub inputs: Vec<Binding>,
     pub outputs: Vec<Binding>,
 }
@@ -95,7 +103,8 @@ impl Program {
     /// sizes (checked arithmetic), each temporary inside the arena and aligned, every input
     /// buffer bound exactly once and every binding to a buffer of its kind, each step's kernel
     /// recorded, its argument count, each argument's size and its parallel range those the
-    /// kernel was compiled for, and results written only to temporaries.
+    /// kernel was compiled for, results written only to temporaries, and the items that run
+    /// the steps (`control.rs`).
     pub fn validate(&self, memory: &MemoryPlan) -> Result<(), PlanError> {
         let bad = |m: String| Err(PlanError(m));
         let n = self.buffers.len();
@@ -200,23 +209,14 @@ impl Program {
                 }
             }
         }
-        Ok(())
+        self.validate_items()
     }
 
-    /// A memory plan: each temp placed, in the order the steps first write them, at the lowest
+    /// A memory plan: each temp placed, in the order the items first use them, at the lowest
     /// aligned offset where it overlaps no placed buffer whose lifetime overlaps its own.
     pub fn memory_plan(&self) -> MemoryPlan {
         let n = self.buffers.len();
-        let (mut first, mut last) = (vec![usize::MAX; n], vec![0; n]);
-        for (s, step) in self.steps.iter().enumerate() {
-            for &b in &step.args {
-                first[b] = first[b].min(s);
-                last[b] = last[b].max(s);
-            }
-        }
-        for o in &self.outputs {
-            last[o.buffer] = usize::MAX;
-        }
+        let (first, last) = self.lifetimes();
         let mut temps: Vec<usize> = (0..n)
             .filter(|&b| self.buffers[b].kind == BufferKind::Temp && first[b] != usize::MAX)
             .collect();
@@ -280,6 +280,7 @@ mod tests {
             buffers,
             kernels: Vec::new(),
             steps: vec![step(vec![0, 1]), step(vec![1, 2]), step(vec![2, 3])],
+            main: straight(3),
             inputs: vec![Binding {
                 name: "x".into(),
                 buffer: 0,

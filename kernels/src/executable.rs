@@ -1,13 +1,14 @@
 //! A program ready to run: its plan, its loaded kernels and its constants in aligned memory.
 
 use crate::buffer::AlignedBuf;
+use crate::control::Run;
 use crate::library::{KernelFn, Library};
 use crate::threads::{Parallelism, Workers};
 use crate::RunError;
 use mxc_dialects::program::{BufferKind, MemoryPlan, Program};
 use mxc_dialects::Tensor;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A program's outputs, by name, in the graph's order.
 pub type Outputs = Vec<(String, Tensor)>;
@@ -22,9 +23,9 @@ pub struct MemoryUse {
 }
 
 pub struct Executable {
-    program: Program,
+    pub(crate) program: Program,
     memory: MemoryPlan,
-    kernels: Vec<KernelFn>,
+    pub(crate) kernels: Vec<KernelFn>,
     /// Aligned copies of the weights that are misaligned where they are.
     copies: HashMap<usize, AlignedBuf>,
     /// The arena of the last run, kept for the next: a new one costs a page fault per page
@@ -32,7 +33,7 @@ pub struct Executable {
     /// another run holds it) and puts it back when done; kernels write every temporary
     /// before reading it, so what a run leaves in it never reaches the next.
     arena: std::sync::Mutex<Option<AlignedBuf>>,
-    workers: Workers,
+    pub(crate) workers: Workers,
     // Keeps the kernels mapped while `kernels` points into them.
     _library: Library,
 }
@@ -112,9 +113,10 @@ impl Executable {
         self.execute(inputs, None)
     }
 
-    /// `run`, also returning the time each step (kernel call) took, in plan order.
+    /// `run`, also returning the time each step (kernel call) took, in plan order (a step in a
+    /// loop's body: all its calls together).
     pub fn run_timed(&self, inputs: &HashMap<String, Tensor>) -> Result<(Outputs, Vec<Duration>), RunError> {
-        let mut times = Vec::with_capacity(self.program.steps.len());
+        let mut times = vec![Duration::ZERO; self.program.steps.len()];
         let outputs = self.execute(inputs, Some(&mut times))?;
         Ok((outputs, times))
     }
@@ -122,7 +124,7 @@ impl Executable {
     fn execute(
         &self,
         inputs: &HashMap<String, Tensor>,
-        mut times: Option<&mut Vec<Duration>>,
+        times: Option<&mut Vec<Duration>>,
     ) -> Result<Outputs, RunError> {
         let p = &self.program;
         for name in inputs.keys() {
@@ -167,17 +169,12 @@ impl Executable {
                 (_, None, None) => owned.get(&i).map_or(std::ptr::null_mut(), AlignedBuf::as_ptr),
             }
         };
-        for (step, kernel) in p.steps.iter().zip(&self.kernels) {
-            let start = times.is_some().then(Instant::now);
-            let args: Vec<*mut u8> = step.args.iter().map(|&i| pointer(i)).collect();
-            // SAFETY: each pointer addresses a live buffer of the size the kernel was compiled
-            // for, its results temporaries owned by this call, and the range its loop's
-            // (`Program::validate` checked all of it at load).
-            unsafe { self.workers.call(*kernel, step, args.as_ptr()) };
-            if let (Some(times), Some(start)) = (times.as_deref_mut(), start) {
-                times.push(start.elapsed());
-            }
-        }
+        let mut run = Run {
+            exe: self,
+            pointer: &pointer,
+            times,
+        };
+        run.block(&p.main)?;
         let outputs = p
             .outputs
             .iter()

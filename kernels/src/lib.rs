@@ -3,6 +3,7 @@
 //! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and `.mxr` files.
 
 mod buffer;
+mod control;
 mod executable;
 mod library;
 pub mod mxr;
@@ -27,4 +28,7 @@ pub enum RunError {
     Key(String),
     #[error("{what}: cannot allocate {bytes} bytes")]
     Memory { what: String, bytes: usize },
+    /// A run that cannot go on (a loop ran more or fewer iterations than it was compiled for).
+    #[error("{0}")]
+    Run(String),
 }

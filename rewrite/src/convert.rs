@@ -5,7 +5,7 @@
 
 use crate::analysis::MxAnalysis;
 use crate::extract::Selection;
-use crate::lang::{AttrValue, ConstValue, KernelBody, Mx};
+use crate::lang::{AttrValue, ConstValue, GraphValue, Mx};
 use crate::RewriteError;
 use egg::{EGraph, Id, Language};
 use mxc_dialects::{verify, Attr, Graph, OpKind, TensorType, ValueId};
@@ -80,7 +80,7 @@ pub fn to_egraph_with(g: &Graph, mut analysis: MxAnalysis, explanations: bool) -
             .iter()
             .map(|v| class[v.index()].expect("verified: defined before use"));
         if let Some(body) = &op.body {
-            let node = Mx::Kernel(KernelBody::new(body.clone(), Vec::new()), operands.collect());
+            let node = Mx::Kernel(GraphValue::new(body.clone(), Vec::new()), operands.collect());
             class[op.results[0].index()] = Some(add(&mut egraph, node));
             continue;
         }

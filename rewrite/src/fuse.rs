@@ -18,7 +18,7 @@
 use crate::analysis::{node_attrs, Kind};
 use crate::convert::MxEGraph;
 use crate::extract::{selected_nodes, Selection};
-use crate::lang::{ConstValue, KernelBody, Mx};
+use crate::lang::{ConstValue, GraphValue, Mx};
 use egg::{Id, Language};
 use mxc_dialects::{mx, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -165,10 +165,10 @@ fn grow(p: &Picked, root: Id, duplicate: bool) -> Option<Mx> {
     }
     let (body, operands, members) = build_body(p, root, &inside).ok()?;
     (operands.len() <= MAX_OPERANDS && mx::fused::check_body(&body).is_ok())
-        .then(|| Mx::Kernel(KernelBody::new(Arc::new(body), members), operands))
+        .then(|| Mx::Kernel(GraphValue::new(Arc::new(body), members), operands))
 }
 
-/// A body, its kernel's operands and where each body op came from (`KernelBody::members`).
+/// A body, its kernel's operands and where each body op came from (`GraphValue::members`).
 type Built = (Graph, Vec<Id>, Vec<(Id, Mx)>);
 
 /// The body computing `root` from the classes `inside`, and the kernel's operands.

@@ -25,7 +25,7 @@ pub enum Mx {
     /// Result `n` of a multi-result op (the only child).
     Result(u32, [Id; 1]),
     /// An `mx.fused` kernel: its body, then its operands (the body's inputs, in order).
-    Kernel(KernelBody, Vec<Id>),
+    Kernel(GraphValue, Vec<Id>),
 }
 
 impl Mx {
@@ -87,9 +87,10 @@ impl fmt::Display for Mx {
     }
 }
 
-/// A fused kernel's body, compared, hashed and ordered by its printed text.
+/// A graph held by an e-node (a fused kernel's body, a region of a control op), compared,
+/// hashed and ordered by its printed text.
 #[derive(Clone, Debug)]
-pub struct KernelBody {
+pub struct GraphValue {
     pub graph: Arc<Graph>,
     /// Where each body op came from, when fusion built the kernel: the e-class and e-node it
     /// was made of (for explanations; not part of the kernel's identity).
@@ -98,12 +99,12 @@ pub struct KernelBody {
     hash: u64,
 }
 
-impl KernelBody {
-    pub fn new(graph: Arc<Graph>, members: Vec<(Id, Mx)>) -> KernelBody {
+impl GraphValue {
+    pub fn new(graph: Arc<Graph>, members: Vec<(Id, Mx)>) -> GraphValue {
         let text: Arc<str> = mxc_dialects::text::print(&graph).into();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         text.hash(&mut h);
-        KernelBody {
+        GraphValue {
             graph,
             members: members.into(),
             text,
@@ -122,27 +123,27 @@ impl KernelBody {
     }
 }
 
-impl PartialEq for KernelBody {
+impl PartialEq for GraphValue {
     fn eq(&self, other: &Self) -> bool {
         self.hash == other.hash && self.text == other.text
     }
 }
 
-impl Eq for KernelBody {}
+impl Eq for GraphValue {}
 
-impl Hash for KernelBody {
+impl Hash for GraphValue {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.hash.hash(state);
     }
 }
 
-impl PartialOrd for KernelBody {
+impl PartialOrd for GraphValue {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for KernelBody {
+impl Ord for GraphValue {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.text.cmp(&other.text)
     }
@@ -227,6 +228,9 @@ pub enum AttrValue {
     Floats(Vec<u64>),
     Str(String),
     DType(DType),
+    /// A region (`Attr::Graph`); rewrites inside it happen before the graph around it is
+    /// rewritten (`codegen`'s `rewrites`), so here it is a leaf.
+    Graph(GraphValue),
 }
 
 impl AttrValue {
@@ -240,6 +244,7 @@ impl AttrValue {
             Attr::Floats(v) => AttrValue::Floats(v.iter().map(|x| x.to_bits()).collect()),
             Attr::Str(s) => AttrValue::Str(s.clone()),
             Attr::DType(d) => AttrValue::DType(*d),
+            Attr::Graph(g) => AttrValue::Graph(GraphValue::new(g.clone(), Vec::new())),
             Attr::Tensor(_) => return None,
         })
     }
@@ -252,6 +257,7 @@ impl AttrValue {
             AttrValue::Floats(v) => Attr::Floats(v.iter().map(|b| f64::from_bits(*b)).collect()),
             AttrValue::Str(s) => Attr::Str(s.clone()),
             AttrValue::DType(d) => Attr::DType(*d),
+            AttrValue::Graph(g) => Attr::Graph(g.graph.clone()),
         }
     }
 }
@@ -265,6 +271,7 @@ impl fmt::Display for AttrValue {
             AttrValue::Floats(v) => write!(f, "{:?}", v.iter().map(|b| f64::from_bits(*b)).collect::<Vec<_>>()),
             AttrValue::Str(s) => write!(f, "{s:?}"),
             AttrValue::DType(d) => write!(f, "{d}"),
+            AttrValue::Graph(g) => write!(f, "graph<{}>", g.graph.name),
         }
     }
 }

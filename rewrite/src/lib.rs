@@ -26,5 +26,8 @@ pub use error::RewriteError;
 pub use lang::Mx;
 pub use runner::{optimize, OptimizeOptions, Optimized, StageHook, Stats};
 
+/// A rewrite rule as egg runs it on mx e-graphs.
+pub type MxRewrite = egg::Rewrite<Mx, MxAnalysis>;
+
 #[cfg(test)]
 mod tests;

@@ -38,5 +38,6 @@ pub fn attr(a: &Attr) -> String {
         Attr::Str(s) => format!("{s:?}"),
         Attr::DType(d) => d.to_string(),
         Attr::Tensor(t) => tensor(t),
+        Attr::Graph(g) => format!("graph {:?}", g.name),
     }
 }

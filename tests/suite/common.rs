@@ -53,6 +53,23 @@ pub fn mxc_run_to(model: &str, target: &str, input: &str, out_dir: &Path) {
     assert!(out.status.success(), "mxc run {model} on {target}: {}", stderr(&out));
 }
 
+/// The case folders (each with a `model.onnx`) a script of `scripts/models` wrote into the
+/// cache's `models/<set>`, in order; none is an error telling how to make them.
+pub fn generated_cases(set: &str) -> Vec<PathBuf> {
+    let root = cache_dir(&format!("models/{set}"));
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    cases.retain(|p| p.join("model.onnx").is_file());
+    cases.sort();
+    assert!(
+        !cases.is_empty(),
+        "{} holds no cases: rerun scripts/setup.sh",
+        root.display()
+    );
+    cases
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -129,10 +146,23 @@ pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String
 /// Runs `mxc run` on a model with the inputs of a test data set (`input_N.pb` is the N-th
 /// graph input) and returns the outputs in graph order, or the error text.
 pub fn run_case(model: &Path, set: &Path, target: &str, extra: &[&str], out_dir: &Path) -> Result<Vec<Tensor>, String> {
+    run_file(model, model, set, target, extra, out_dir)
+}
+
+/// `run_case` of `file`, the model itself or an `.mxr` compiled from it (which runs without
+/// the inputs it is given being known when compiling), the names read from `model`.
+pub fn run_file(
+    model: &Path,
+    file: &Path,
+    set: &Path,
+    target: &str,
+    extra: &[&str],
+    out_dir: &Path,
+) -> Result<Vec<Tensor>, String> {
     let (input_names, output_names) = model_io_names(model)?;
     let mut args: Vec<String> = vec![
         "run".into(),
-        model.display().to_string(),
+        file.display().to_string(),
         "--target".into(),
         target.into(),
         "-o".into(),

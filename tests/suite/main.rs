@@ -6,6 +6,7 @@ mod bad_input;
 mod cache;
 mod cli;
 mod common;
+mod control_flow;
 mod cpu_kernels;
 mod eval_vs_ref;
 mod explain;

@@ -2,7 +2,7 @@
 //! single-node model per case made by `scripts/models/microsoft_ops.py` with onnxruntime's
 //! outputs as reference: `mxc run` on both targets matches onnxruntime on every case.
 
-use crate::common::{cache_dir, data_files, mismatch, read_pb, run_case};
+use crate::common::{data_files, generated_cases, mismatch, read_pb, run_case};
 use std::path::Path;
 
 const RTOL: f64 = 1e-4;
@@ -25,20 +25,7 @@ fn case_matches_onnxruntime(dir: &Path, target: &str) {
 }
 
 fn all_cases_match_onnxruntime(target: &str) {
-    let root = cache_dir("models/microsoft_ops");
-    let mut cases: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("model.onnx").is_file())
-        .collect();
-    cases.sort();
-    assert!(
-        !cases.is_empty(),
-        "{} holds no cases: rerun scripts/setup.sh",
-        root.display()
-    );
-    for dir in &cases {
+    for dir in &generated_cases("microsoft_ops") {
         case_matches_onnxruntime(dir, target);
     }
 }

@@ -153,6 +153,9 @@ pub fn unary(kind: OpKind, x: &Tensor) -> Tensor {
         let f = |v: f64| match kind {
             OpKind::Neg => -v,
             OpKind::Abs => v.abs(),
+            // NaN stays NaN, as in the kernels
+            OpKind::Relu if v < 0.0 => 0.0,
+            OpKind::Relu => v,
             OpKind::Sqrt => v.sqrt(),
             OpKind::Reciprocal => 1.0 / v,
             OpKind::Floor => v.floor(),
@@ -169,6 +172,7 @@ pub fn unary(kind: OpKind, x: &Tensor) -> Tensor {
         let f = |v: i64| match kind {
             OpKind::Not => (v == 0) as i64,
             OpKind::Neg => v.wrapping_neg(),
+            OpKind::Relu => v.max(0),
             _ if dtype.is_unsigned_int() => v,
             _ => v.wrapping_abs(),
         };
@@ -307,6 +311,8 @@ mod tests {
         );
         assert_eq!(run(OpKind::Neg, &[&f]), t(DType::F32, &[3], &[1.5, -2.0, -0.25]));
         assert_eq!(run(OpKind::Abs, &[&f]), t(DType::F32, &[3], &[1.5, 2.0, 0.25]));
+        assert_eq!(run(OpKind::Relu, &[&f]), t(DType::F32, &[3], &[0.0, 2.0, 0.25]));
+        assert_eq!(run(OpKind::Relu, &[&i]), t(DType::I32, &[3], &[0.0, 0.0, 4.0]));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
         values: HashMap::new(),
         pending: Vec::new(),
         depth: 0,
+        regions: Vec::new(),
     };
     let mut g = p.graph()?;
     let resources = p.resources()?;
@@ -35,7 +36,14 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
                 r.ty.num_bytes()
             ),
         })?;
-        g.ops[r.op].attrs.set(&r.attr, Attr::Tensor(tensor));
+        let mut graph = &mut g;
+        for (op, attr) in &r.path {
+            match graph.ops[*op].attrs.0.get_mut(attr) {
+                Some(Attr::Graph(region)) => graph = std::sync::Arc::make_mut(region),
+                _ => unreachable!("a pending resource's path names the regions it was parsed in"),
+            }
+        }
+        graph.ops[r.op].attrs.set(&r.attr, Attr::Tensor(tensor));
     }
     verify(&g)?;
     Ok(g)
@@ -43,6 +51,8 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
 
 /// A `dense_resource<name>` whose bytes come from the resources section.
 struct PendingResource {
+    /// The regions around the op, outermost first: (op index, attribute name) in each graph.
+    path: Vec<(usize, String)>,
     op: usize,
     attr: String,
     name: String,
@@ -58,6 +68,8 @@ struct Parser {
     pending: Vec<PendingResource>,
     /// How many graphs are open (the top graph and the bodies around the current op).
     depth: usize,
+    /// The regions being parsed, outermost first: (op index, attribute name).
+    regions: Vec<(usize, String)>,
 }
 
 impl Parser {
@@ -364,6 +376,7 @@ impl Parser {
                 self.expect(':')?;
                 let ty = self.ty()?;
                 self.pending.push(PendingResource {
+                    path: self.regions.clone(),
                     op,
                     attr: attr_name.to_string(),
                     name,
@@ -372,6 +385,15 @@ impl Parser {
                     column,
                 });
                 Ok(Attr::Tensor(Tensor::zeros(ty)))
+            }
+            Tok::Ident(w) if w == "graph" => {
+                self.pos -= 1;
+                self.regions.push((op, attr_name.to_string()));
+                let outer = std::mem::take(&mut self.values);
+                let region = self.graph();
+                self.values = outer;
+                self.regions.pop();
+                Ok(Attr::Graph(std::sync::Arc::new(region?)))
             }
             Tok::Ident(w) => match DType::from_name(&w) {
                 Some(d) => Ok(Attr::DType(d)),

@@ -10,6 +10,7 @@ pub fn print(g: &Graph) -> String {
         g,
         out: String::new(),
         resources: Vec::new(),
+        indent: String::new(),
     };
     p.graph("");
     p.resources();
@@ -19,7 +20,10 @@ pub fn print(g: &Graph) -> String {
 struct Printer<'a> {
     g: &'a Graph,
     out: String,
+    /// Tensors too large to print inline, in every graph printed (regions share the list).
     resources: Vec<&'a Tensor>,
+    /// The indentation of the graph being printed.
+    indent: String,
 }
 
 /// The name the text form gives value `v` of `g`: `%argN` for input N, `%N` for op results,
@@ -40,9 +44,10 @@ impl<'a> Printer<'a> {
     }
 
     /// The graph, its lines indented by `indent`; an `mx.fused` op's body follows its types,
-    /// indented one level deeper.
+    /// indented one level deeper, and a region is printed where its attribute is.
     fn graph(&mut self, indent: &str) {
         let g = self.g;
+        self.indent = indent.to_string();
         let inputs: Vec<String> = g
             .inputs
             .iter()
@@ -72,6 +77,7 @@ impl<'a> Printer<'a> {
                     g: body,
                     out: String::from(" "),
                     resources: Vec::new(),
+                    indent: String::new(),
                 };
                 nested.graph(&format!("{indent}  "));
                 debug_assert!(nested.resources.is_empty(), "fused bodies hold only small constants");
@@ -111,6 +117,17 @@ impl<'a> Printer<'a> {
             Attr::Tensor(t) if t.len() > INLINE_LIMIT => {
                 self.resources.push(t);
                 format!("dense_resource<r{}> : {}", self.resources.len() - 1, t.ty)
+            }
+            Attr::Graph(region) => {
+                let mut nested = Printer {
+                    g: region,
+                    out: String::new(),
+                    resources: std::mem::take(&mut self.resources),
+                    indent: String::new(),
+                };
+                nested.graph(&format!("{}  ", self.indent));
+                self.resources = nested.resources;
+                nested.out.trim_end().to_string()
             }
             Attr::Tensor(t) => {
                 let values: Vec<String> = (0..t.len()).map(|i| element(t, i)).collect();

@@ -56,9 +56,12 @@ pub struct LoopModule {
 /// One kernel: which op it computes and which values its arguments are.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelSpec {
-    /// The function's name, `k<op index>_<op name>` (e.g. `k12_conv`).
+    /// The function's name, `k<op index>_<op name>` (e.g. `k12_conv`; in a region,
+    /// `r<region>_k<op index>_<op name>`).
     pub symbol: String,
-    /// Index of the op in `Graph::ops`.
+    /// The graph the op is in: its number in `Graph::with_regions` (0: the graph lowered).
+    pub region: usize,
+    /// Index of the op in that graph's `ops`.
     pub op: usize,
     /// The op's operands, then its results: one memref (one pointer in LLVM IR) each. Two
     /// `index` arguments follow them: the part of the parallel loop to run.
@@ -80,30 +83,42 @@ pub enum LoopError {
     Mlir { stage: &'static str, message: String },
 }
 
-/// Lowers every op of a (valid) graph except constants to a kernel: scalar code (the `ref`
-/// oracle) without a vector unit, else code for `isa` (vectorised, register-tiled).
+/// Lowers every op of a (valid) graph and of its regions, except constants and control ops, to
+/// a kernel: scalar code (the `ref` oracle) without a vector unit, else code for `isa`
+/// (vectorised, register-tiled).
 pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, LoopError> {
     mxc_dialects::verify(g)?;
     let mut mlir = String::from("module {\n");
     let mut kernels = Vec::new();
-    for (index, op) in g.ops.iter().enumerate() {
-        if op.kind == OpKind::Constant {
-            continue;
+    for (region, graph) in g.with_regions().into_iter().enumerate() {
+        // a region's kernels are named for it: `r2_k0_add`
+        let prefix = match region {
+            0 => String::new(),
+            n => format!("r{n}_"),
+        };
+        for (index, op) in graph.ops.iter().enumerate() {
+            if op.kind == OpKind::Constant || op.kind.is_control() {
+                continue;
+            }
+            let symbol = format!("{prefix}k{index}_{}", kernel_name(op));
+            let (func, parallel) = lower_op(graph, op, &symbol, isa).map_err(|message| LoopError::Op {
+                index,
+                op: match region {
+                    0 => op.kind.to_string(),
+                    n => format!("{} in region {n}", op.kind),
+                },
+                message,
+            })?;
+            mlir.push_str(&func);
+            kernels.push(KernelSpec {
+                symbol,
+                region,
+                op: index,
+                args: op.operands.iter().chain(&op.results).copied().collect(),
+                parallel,
+                func,
+            });
         }
-        let symbol = format!("k{index}_{}", kernel_name(op));
-        let (func, parallel) = lower_op(g, op, &symbol, isa).map_err(|message| LoopError::Op {
-            index,
-            op: op.kind.to_string(),
-            message,
-        })?;
-        mlir.push_str(&func);
-        kernels.push(KernelSpec {
-            symbol,
-            op: index,
-            args: op.operands.iter().chain(&op.results).copied().collect(),
-            parallel,
-            func,
-        });
     }
     mlir.push_str("}\n");
     Ok(LoopModule { mlir, kernels })
@@ -184,5 +199,6 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         WinogradInput | WinogradWeights | WinogradOutput => winograd::lower(e, kind, attrs, ins, outs),
         Attention => attention::lower(e, attrs, ins, outs),
         Fused => Err("a fused op is lowered from its body".into()),
+        If | Loop => Err("a control op runs on the host; its regions' ops are the kernels".into()),
     }
 }

@@ -1,14 +1,15 @@
 //! What an op parser works with: the node (attributes), its operand values, compile-time
-//! values of operands (looking through constants, foldable ops and specialised inputs), and a
-//! builder that folds ops on small constants as it goes.
+//! values of operands (looking through constants, foldable ops and specialised inputs), a
+//! builder that folds ops on small constants as it goes, and the import of subgraphs, inlined
+//! or as regions.
 
-use super::importer::{Importer, Sequence};
+use super::importer::{unique_name, Capture, Importer, Sequence};
 use super::node::NodeView;
 use super::proto::GraphProto;
 use super::tensor::decode_tensor;
 use mxc_dialects::eval::eval;
 use mxc_dialects::{mx, Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Ops whose results have at most this many elements are evaluated when their operands are
 /// all constants.
@@ -19,6 +20,15 @@ const KNOWN_DEPTH: usize = 64;
 
 /// The most elements a value computed for compile time may have.
 const KNOWN_LIMIT: usize = 1 << 16;
+
+/// An ONNX subgraph imported as a graph of its own, for an op that runs it (`mx.if`,
+/// `mx.loop`).
+pub struct Region {
+    pub graph: Graph,
+    /// The values of the enclosing graph the region reads, bound to its inputs after the
+    /// declared ones, in order (the op's operands after its own).
+    pub captures: Vec<ValueId>,
+}
 
 /// The parsing context of one node.
 pub struct Ctx<'a> {
@@ -166,6 +176,52 @@ impl Ctx<'_> {
     pub fn apply_subgraph(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, String> {
         self.imp
             .inline(g, inputs)
+            .map_err(|e| format!("in subgraph \"{}\": {e}", g.name()))
+    }
+
+    /// Imports a region named `name` that runs (parts of) the subgraphs `reads`: a graph of
+    /// its own whose inputs are `inputs`, then one per value of the enclosing graph those
+    /// subgraphs read (`Region::captures`; constants of at most `FOLD_LIMIT` elements are
+    /// copied in instead), so that regions built for the same `reads` and `inputs` take the
+    /// same inputs (the branches of an `mx.if`). While `build` runs, the ops this context
+    /// builds go into the region: it gets the values of `inputs`, builds what the region
+    /// computes (typically with `import_body`) and returns its outputs by name (names are made
+    /// distinct). The node's operands (`input`, ...) are values of the enclosing graph, which
+    /// `build` must not use.
+    pub fn region(
+        &mut self,
+        name: &str,
+        reads: &[&GraphProto],
+        inputs: &[(String, TensorType)],
+        build: impl FnOnce(&mut Ctx, &[ValueId]) -> Result<Vec<(String, ValueId)>, String>,
+    ) -> Result<Region, String> {
+        let captures = self.imp.captures(reads)?;
+        let (enclosing, values) = self.imp.enter_region(name, inputs, &captures);
+        let outputs = build(self, &values);
+        if let Ok(outputs) = &outputs {
+            let mut taken = HashSet::new();
+            for (name, v) in outputs {
+                self.imp.graph.add_output(&unique_name(&mut taken, name), *v);
+            }
+        }
+        let graph = self.imp.leave_region(enclosing);
+        outputs?;
+        let captures = captures
+            .into_iter()
+            .filter_map(|c| match c {
+                Capture::Input { value, .. } => Some(value),
+                Capture::Constant { .. } => None,
+            })
+            .collect();
+        Ok(Region { graph, captures })
+    }
+
+    /// Within `region`'s `build`: imports the subgraph `g` into the region, its declared
+    /// inputs bound to `inputs` (one each), and returns its outputs by name; the types `g`
+    /// declares are checked where they are fixed.
+    pub fn import_body(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<(String, ValueId)>, String> {
+        self.imp
+            .import_body(g, inputs)
             .map_err(|e| format!("in subgraph \"{}\": {e}", g.name()))
     }
 }

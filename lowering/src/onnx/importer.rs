@@ -1,8 +1,14 @@
 //! The graph walk: initializers and inputs become constants and graph inputs, each node is
 //! handed to its parser, graph outputs are bound to the values that produce them, and the
 //! types the model declares are checked against the ones mx infers.
+//!
+//! A subgraph attribute is either inlined (`Importer::inline`: its nodes join the graph being
+//! built and see every name around them) or imported as a region, a graph of its own for an
+//! op that runs it (`mx.if`, `mx.loop`): the importer puts the enclosing graph's state aside
+//! (`enter_region`), the region reads the enclosing scopes' names it uses (`captures`) as
+//! extra inputs, or as copies of small constants, and `leave_region` restores the state.
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, FOLD_LIMIT};
 use super::error::node_label;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
@@ -11,7 +17,7 @@ use super::registry::{Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 /// An ONNX sequence whose length is known at import: its tensors, in order
@@ -35,6 +41,24 @@ pub struct Importer {
     /// The most bytes an input or a computed tensor may take.
     pub max_tensor_bytes: usize,
     registry: &'static Registry,
+}
+
+/// A value a region reads from the graphs around it.
+pub enum Capture {
+    /// Passed in: a region input after its declared ones, bound to this value of the
+    /// enclosing graph.
+    Input { name: String, value: ValueId },
+    /// A constant of at most `FOLD_LIMIT` elements, copied into the region so that the ops on
+    /// it fold there.
+    Constant { name: String, value: Tensor },
+}
+
+/// The state of the enclosing graph, put aside while a region is imported.
+pub struct Enclosing {
+    graph: Graph,
+    env: HashMap<String, ValueId>,
+    sequences: HashMap<String, Sequence>,
+    specialized: HashMap<ValueId, Tensor>,
 }
 
 /// Imports a decoded model.
@@ -81,6 +105,52 @@ pub fn import_model(
         }
     }
     Ok(imp.graph.prune())
+}
+
+/// Appends to `out` the names `g` reads (as node inputs, in nested subgraphs or as outputs)
+/// that it does not define as an input, initializer or node output, each once, in the order
+/// they are first read.
+fn free_names(g: &GraphProto, out: &mut Vec<String>) {
+    let defined: HashSet<&str> = g
+        .input
+        .iter()
+        .map(|vi| vi.name())
+        .chain(g.initializer.iter().map(|t| t.name()))
+        .chain(
+            g.sparse_initializer
+                .iter()
+                .filter_map(|s| s.values.as_ref())
+                .map(|t| t.name()),
+        )
+        .chain(g.node.iter().flat_map(|n| n.output.iter().map(String::as_str)))
+        .collect();
+    let mut reads = Vec::new();
+    for node in &g.node {
+        reads.extend(node.input.iter().cloned());
+        for a in &node.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                free_names(sub, &mut reads);
+            }
+        }
+    }
+    reads.extend(g.output.iter().map(|vi| vi.name().to_string()));
+    for name in reads {
+        if !name.is_empty() && !defined.contains(name.as_str()) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+}
+
+/// `name`, or `name.N` for the first `N` that makes it a name not in `taken`; added to it.
+pub fn unique_name(taken: &mut HashSet<String>, name: &str) -> String {
+    let mut unique = name.to_string();
+    let mut n = 1;
+    while taken.contains(&unique) {
+        unique = format!("{name}.{n}");
+        n += 1;
+    }
+    taken.insert(unique.clone());
+    unique
 }
 
 /// `ai.onnx` is another name of the default domain.
@@ -248,24 +318,132 @@ impl Importer {
     /// defines go out of scope afterwards.
     pub fn inline(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, ImportError> {
         let saved = (self.env.clone(), self.sequences.clone());
-        let result = g
-            .input
-            .iter()
-            .zip(inputs)
-            .try_for_each(|(vi, &v)| {
-                self.env.insert(vi.name().to_string(), v);
-                self.check_declared(vi, v)
-            })
-            .and_then(|()| self.add_initializers(g))
-            .and_then(|()| self.import_nodes(&g.node))
-            .and_then(|()| {
-                g.output
-                    .iter()
-                    .map(|o| self.produced(o.name()))
-                    .collect::<Result<Vec<_>, _>>()
-            });
+        let result = self.import_subgraph_nodes(g, inputs).and_then(|()| {
+            g.output
+                .iter()
+                .map(|o| self.produced(o.name()))
+                .collect::<Result<Vec<_>, _>>()
+        });
         (self.env, self.sequences) = saved;
         result
+    }
+
+    /// Imports the body of a region (between `enter_region` and `leave_region`): `g`'s
+    /// declared inputs are bound to `inputs`, one each, its nodes imported, and its outputs
+    /// returned by name; the types `g` declares for its inputs, outputs and other values are
+    /// checked where they are fixed. The names it defines go out of scope afterwards.
+    pub fn import_body(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<(String, ValueId)>, ImportError> {
+        if g.input.len() != inputs.len() {
+            return Err(ImportError::Model(format!(
+                "the graph declares {} inputs, the op binds {}",
+                g.input.len(),
+                inputs.len()
+            )));
+        }
+        let saved = (self.env.clone(), self.sequences.clone());
+        let result = self.import_subgraph_nodes(g, inputs).and_then(|()| {
+            let outputs = g
+                .output
+                .iter()
+                .map(|vi| {
+                    let v = self.produced(vi.name())?;
+                    self.check_declared(vi, v)?;
+                    Ok((vi.name().to_string(), v))
+                })
+                .collect::<Result<Vec<_>, ImportError>>()?;
+            for vi in &g.value_info {
+                if let Some(&v) = self.env.get(vi.name()) {
+                    self.check_declared(vi, v)?;
+                }
+            }
+            Ok(outputs)
+        });
+        (self.env, self.sequences) = saved;
+        result
+    }
+
+    /// Binds `g`'s first inputs to `inputs` (checked against the types they declare) and
+    /// imports its initializers and nodes.
+    fn import_subgraph_nodes(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<(), ImportError> {
+        for (vi, &v) in g.input.iter().zip(inputs) {
+            self.env.insert(vi.name().to_string(), v);
+            self.check_declared(vi, v)?;
+        }
+        self.add_initializers(g)?;
+        self.import_nodes(&g.node)
+    }
+
+    /// The values the subgraphs `graphs` read from the scopes around them (the names they
+    /// read, their nested subgraphs included, that they do not define), resolved in the
+    /// current scope, in the order they are first read: what a region importing any of them
+    /// takes in besides its own inputs.
+    pub fn captures(&self, graphs: &[&GraphProto]) -> Result<Vec<Capture>, String> {
+        let mut names = Vec::new();
+        for g in graphs {
+            free_names(g, &mut names);
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                if self.sequences.contains_key(&name) {
+                    return Err(format!(
+                        "the subgraph reads the sequence \"{name}\" from the graph around it; a sequence cannot \
+                         be passed into a subgraph"
+                    ));
+                }
+                let &value = self.env.get(&name).ok_or_else(|| {
+                    format!("the subgraph reads \"{name}\", which no graph around it defines before this node")
+                })?;
+                Ok(match self.graph.constant_value(value) {
+                    Some(t) if t.len() <= FOLD_LIMIT => Capture::Constant { name, value: t.clone() },
+                    _ => Capture::Input { name, value },
+                })
+            })
+            .collect()
+    }
+
+    /// Starts importing a region named `name`: the enclosing graph's state is put aside and
+    /// replaced by an empty graph with `inputs`, then an input per `Capture::Input`, with the
+    /// captured names bound to those inputs or to copies of the captured constants. Values
+    /// known at compile time outside (specialised inputs) are not known inside. Returns the
+    /// state to give `leave_region` and the values of `inputs`.
+    pub fn enter_region(
+        &mut self,
+        name: &str,
+        inputs: &[(String, TensorType)],
+        captures: &[Capture],
+    ) -> (Enclosing, Vec<ValueId>) {
+        let enclosing = Enclosing {
+            graph: std::mem::replace(&mut self.graph, Graph::new(name)),
+            env: std::mem::take(&mut self.env),
+            sequences: std::mem::take(&mut self.sequences),
+            specialized: std::mem::take(&mut self.specialized),
+        };
+        let mut taken = HashSet::new();
+        let values = inputs
+            .iter()
+            .map(|(name, ty)| self.graph.add_input(&unique_name(&mut taken, name), ty.clone()))
+            .collect();
+        for capture in captures {
+            let (name, v) = match capture {
+                Capture::Input { name, value } => {
+                    let ty = enclosing.graph.ty(*value).clone();
+                    (name, self.graph.add_input(&unique_name(&mut taken, name), ty))
+                }
+                Capture::Constant { name, value } => (name, self.graph.constant(value.clone())),
+            };
+            self.env.insert(name.clone(), v);
+        }
+        (enclosing, values)
+    }
+
+    /// Ends a region's import: returns its graph (the ops no output needs removed) and
+    /// restores the enclosing graph's state.
+    pub fn leave_region(&mut self, enclosing: Enclosing) -> Graph {
+        self.env = enclosing.env;
+        self.sequences = enclosing.sequences;
+        self.specialized = enclosing.specialized;
+        std::mem::replace(&mut self.graph, enclosing.graph).prune()
     }
 
     fn produced(&self, name: &str) -> Result<ValueId, ImportError> {

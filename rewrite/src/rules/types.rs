@@ -172,7 +172,8 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             dtype: operands[0].dtype.clone(),
             rank: Known::Unknown,
         },
-        Constant => Sig {
+        // a constant's type is its value's; a control op's results are its regions'
+        Constant | If | Loop => Sig {
             dtype: Known::Unknown,
             rank: Known::Unknown,
         },

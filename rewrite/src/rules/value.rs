@@ -75,6 +75,7 @@ impl Value {
             AttrValue::Floats(v) => Value::Floats(v.iter().map(|b| f64::from_bits(*b)).collect()),
             AttrValue::DType(d) => Value::DType(*d),
             AttrValue::Str(s) => Value::Str(s.clone()),
+            AttrValue::Graph(_) => return None,
         })
     }
 

@@ -15,6 +15,8 @@
 //! asked for, and that this CPU has the features. A fuzzing build (`cfg(fuzzing)`) skips the
 //! digest so that a fuzzer's files reach the checks after it.
 
+mod items;
+
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
@@ -25,8 +27,9 @@ use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
-/// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures).
-pub const VERSION: u32 = 5;
+/// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
+/// 5 had no items: its steps ran in order).
+pub const VERSION: u32 = 6;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -374,6 +377,7 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
         w.u64(s.work);
         w.u64(s.flops);
     }
+    items::write_items(&mut w, &p.main);
     for bindings in [&p.inputs, &p.outputs] {
         w.u64(bindings.len() as u64);
         for b in bindings {
@@ -453,6 +457,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             flops,
         });
     }
+    let main = items::read_items(r, 0)?;
     let mut bindings = [Vec::new(), Vec::new()];
     for list in &mut bindings {
         for _ in 0..r.count()? {
@@ -476,6 +481,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             buffers,
             kernels,
             steps,
+            main,
             inputs,
             outputs,
         },
@@ -593,6 +599,7 @@ mod tests {
                 work: 8,
                 flops: 4,
             }],
+            main: mxc_dialects::program::straight(1),
             inputs: vec![Binding {
                 name: "x".into(),
                 buffer: 0,
