@@ -97,10 +97,10 @@ pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
 /// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
 /// matching NaN), or `None` when it is.
 pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {
-    let actual = &as_reference_type(actual.clone(), expected);
-    if actual.ty != expected.ty {
-        return Some(format!("type {} instead of {}", actual.ty, expected.ty));
+    if let Some(why) = type_mismatch(actual, expected) {
+        return Some(why);
     }
+    let actual = &as_reference_type(actual.clone(), expected);
     let mut worst: Option<(usize, f64, f64)> = None;
     for i in 0..actual.len() {
         let (a, e) = (actual.get_f64(i), expected.get_f64(i));
@@ -110,6 +110,13 @@ pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Opt
         }
     }
     worst.map(|(i, a, e)| format!("element {i}: {a} instead of {e} (and maybe others)"))
+}
+
+/// Why `actual` cannot be compared with `expected` element by element (another type or
+/// shape), or `None` when it can.
+pub fn type_mismatch(actual: &Tensor, expected: &Tensor) -> Option<String> {
+    let actual = as_reference_type(actual.clone(), expected);
+    (actual.ty != expected.ty).then(|| format!("type {} instead of {}", actual.ty, expected.ty))
 }
 
 /// The names of a model's graph inputs that are not initializers, and of its outputs.

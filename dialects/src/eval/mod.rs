@@ -15,17 +15,28 @@
 //! Transcendental functions (`exp`, `log`, `erf`, `pow`, ...) and the neural-network ops are
 //! not evaluated here: their results depend on the math library the target uses.
 
+mod control;
 mod elementwise;
 mod index;
 mod layout;
 mod reduce;
 
 use crate::tensor::store_float;
-use crate::{mx, Attrs, Graph, OpKind, Tensor, TensorType, Trait, ValueId};
+use crate::{mx, Attrs, Graph, Op, OpKind, Tensor, TensorType, Trait, ValueId};
 
-/// Runs graph `g` on `inputs` (one per graph input, in order), op by op with `eval`: its
-/// outputs, or an error naming the first op that is not evaluable here or fails.
+/// Computes an op the evaluator does not, for `run_with`: `None` where it does not either.
+pub type Fallback<'a> = dyn Fn(&Op, &[&Tensor]) -> Option<Vec<Tensor>> + 'a;
+
+/// Runs graph `g` on `inputs` (one per graph input, in order), op by op with `eval` (control
+/// ops by running their regions): its outputs, or an error naming the first op that is not
+/// evaluable here or fails.
 pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    run_with(g, inputs, &|_, _| None)
+}
+
+/// `run`, with `fallback` computing the ops `eval` does not (where it returns `Some`), in
+/// regions too.
+pub fn run_with(g: &Graph, inputs: &[Tensor], fallback: &Fallback) -> Result<Vec<Tensor>, String> {
     if inputs.len() != g.inputs.len() {
         return Err(format!(
             "{} inputs given for {} graph inputs",
@@ -40,16 +51,25 @@ pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
     let value =
         |values: &[Option<Tensor>], v: ValueId| values[v.index()].clone().ok_or("a value used before it is made");
     for op in &g.ops {
+        let args = op
+            .operands
+            .iter()
+            .map(|&v| value(&values, v))
+            .collect::<Result<Vec<Tensor>, _>>()?;
+        let region = |region: &Graph, inputs: &[Tensor]| run_with(region, inputs, fallback);
         let results = match op.kind {
             OpKind::Constant => vec![op.attrs.tensor("value")?.clone()],
+            OpKind::If => control::run_if(op, &args, &region)?,
+            OpKind::Loop => {
+                let types: Vec<TensorType> = op.results.iter().map(|r| g.ty(*r).clone()).collect();
+                control::run_loop(op, &args, &types, &region)?
+            }
             kind => {
-                let args = op
-                    .operands
-                    .iter()
-                    .map(|&v| value(&values, v))
-                    .collect::<Result<Vec<Tensor>, _>>()?;
-                let args: Vec<&Tensor> = args.iter().collect();
-                eval(kind, &args, &op.attrs).ok_or(format!("`{kind}` is not evaluated here"))??
+                let refs: Vec<&Tensor> = args.iter().collect();
+                match eval(kind, &refs, &op.attrs) {
+                    Some(results) => results?,
+                    None => fallback(op, &refs).ok_or(format!("`{kind}` is not evaluated here"))?,
+                }
             }
         };
         for (r, t) in op.results.iter().zip(results) {

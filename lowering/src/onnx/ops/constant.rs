@@ -1,9 +1,11 @@
 //! Constants: `Constant`, `ConstantOfShape`, `EyeLike` and a constant `Range` become
-//! `mx.constant`; and the inference-time identities `Identity` and `Dropout`.
+//! `mx.constant`; and the inference-time identities `Identity` and `Dropout` (training-mode
+//! `Dropout` draws its mask in `random.rs`).
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::super::tensor::{check_constant, require_dtype};
+use super::random;
 use mxc_dialects::{DType, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -141,13 +143,15 @@ fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 }
 
 /// Dropout at inference: the input unchanged, and a mask of all ones (bool from opset 7,
-/// the input's type before). Training mode (an input from opset 12) is accepted only when it
-/// drops nothing; before opset 7, `is_test` is ignored, as inference runtimes do.
+/// the input's type before). Training mode (an input from opset 12, which must then be known
+/// at compile time, as must the ratio) with a ratio other than 0 draws the mask
+/// (`random::training_dropout`); before opset 7, `is_test` is ignored, as inference runtimes
+/// do.
 fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     // before opset 12 the ratio is an attribute and dropout never in training mode (`is_test`
-    // before 7 is ignored, as inference runtimes do); `seed` draws the training mode's mask
-    ctx.node.without_effect(&["ratio", "is_test", "seed"]);
+    // before 7 is ignored, as inference runtimes do)
+    ctx.node.without_effect(&["ratio", "is_test"]);
     if ctx.opset >= 12
         && ctx
             .opt_const_input(2, "training_mode")?
@@ -155,11 +159,11 @@ fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     {
         let ratio = ctx.opt_const_input(1, "ratio")?.map_or(0.5, |t| t.get_f64(0));
         if ratio != 0.0 {
-            return Err(format!(
-                "training-mode dropout (ratio {ratio}) is random and not supported"
-            ));
+            return random::training_dropout(ctx, x, ratio);
         }
     }
+    // `seed` draws only the training mode's mask
+    ctx.node.without_effect(&["seed"]);
     let mut outputs = vec![x];
     if ctx.wants_output(1) {
         let ty = ctx.ty(x).clone();

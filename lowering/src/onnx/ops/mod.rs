@@ -31,6 +31,7 @@ mod pad;
 mod padding;
 mod pool;
 mod quantize;
+mod random;
 mod rearrange;
 mod recurrent;
 mod reduce;
@@ -75,6 +76,7 @@ pub fn register(r: &mut Registry) {
     pad::register(r);
     pool::register(r);
     quantize::register(r);
+    random::register(r);
     rearrange::register(r);
     recurrent::register(r);
     reduce::register(r);

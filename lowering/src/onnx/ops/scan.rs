@@ -38,13 +38,19 @@ fn running(ctx: &mut Ctx, combine: OpKind, identity: f64) -> Result<Vec<ValueId>
     if ctx.node.int("exclusive", 0)? != 0 {
         y = scan.shifted(ctx, y, 1)?;
     }
-    let mut step = 1;
-    while step < scan.n {
-        let shifted = scan.shifted(ctx, y, step)?;
-        y = ctx.op(combine, &[y, shifted])?;
-        step *= 2;
-    }
-    Ok(vec![y])
+    Ok(vec![scan.run(ctx, y, combine)?])
+}
+
+/// The inclusive running sum of `v` along `axis`, for parsers that need one (`Multinomial`'s
+/// cumulative probabilities).
+pub fn cumulative_sum(ctx: &mut Ctx, v: ValueId, axis: usize) -> Result<ValueId, String> {
+    let scan = Scan {
+        axis,
+        n: ctx.ty(v).shape[axis],
+        reverse: false,
+        identity: 0.0,
+    };
+    scan.run(ctx, v, OpKind::Add)
 }
 
 struct Scan {
@@ -55,6 +61,18 @@ struct Scan {
 }
 
 impl Scan {
+    /// The log-step scan of `v` with `combine`.
+    fn run(&self, ctx: &mut Ctx, v: ValueId, combine: OpKind) -> Result<ValueId, String> {
+        let mut y = v;
+        let mut step = 1;
+        while step < self.n {
+            let shifted = self.shifted(ctx, y, step)?;
+            y = ctx.op(combine, &[y, shifted])?;
+            step *= 2;
+        }
+        Ok(y)
+    }
+
     /// `v` moved `by` positions along the axis, away from its start (towards it when
     /// `reverse`), with the identity filling the positions left empty.
     fn shifted(&self, ctx: &mut Ctx, v: ValueId, by: usize) -> Result<ValueId, String> {

@@ -1,85 +1,15 @@
-//! Tests of the control-flow parsers, and what they share: an interpreter that runs `mx.if`
-//! and `mx.loop` as `mx::control` defines them (the evaluator does not run regions), and
-//! builders of small ONNX graphs.
+//! Tests of the control-flow parsers, and what they share: running an imported graph (the
+//! evaluator runs `mx.if` and `mx.loop`), and builders of small ONNX graphs.
 
 use super::super::super::proto::tensor_proto::DataType;
 use super::super::super::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto};
 use super::super::super::testutil::*;
-use mxc_dialects::eval::eval;
-use mxc_dialects::{DType, Graph, Op, OpKind, Tensor, TensorType};
+use mxc_dialects::{DType, Graph, OpKind, Tensor};
 
-/// Runs `g` on `inputs`: `mx.if` and `mx.loop` by running their regions, every other op with
-/// the evaluator. A loop whose `iterations` is not -1 must run that many times.
+/// Runs `g` on `inputs` with the evaluator, which runs `mx.if` and `mx.loop` by running their
+/// regions (and checks a loop's `iterations` against the count it ran).
 pub fn run(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
-    assert_eq!(inputs.len(), g.inputs.len(), "inputs of `{}`", g.name);
-    let mut values: Vec<Option<Tensor>> = vec![None; g.num_values()];
-    for (p, t) in g.inputs.iter().zip(inputs) {
-        values[p.value.index()] = Some(t.clone());
-    }
-    for op in &g.ops {
-        let args: Vec<Tensor> = op
-            .operands
-            .iter()
-            .map(|v| values[v.index()].clone().expect("operand computed"))
-            .collect();
-        let results = match op.kind {
-            OpKind::Constant => vec![op.attrs.tensor("value").unwrap().clone()],
-            OpKind::If => {
-                let branch = if args[0].get_i64(0) != 0 {
-                    "then_branch"
-                } else {
-                    "else_branch"
-                };
-                run(op.attrs.graph(branch).unwrap(), &args[1..])
-            }
-            OpKind::Loop => run_loop(g, op, &args),
-            kind => {
-                let refs: Vec<&Tensor> = args.iter().collect();
-                eval(kind, &refs, &op.attrs).expect("evaluable").unwrap()
-            }
-        };
-        for (r, t) in op.results.iter().zip(results) {
-            values[r.index()] = Some(t);
-        }
-    }
-    g.outputs
-        .iter()
-        .map(|p| values[p.value.index()].clone().unwrap())
-        .collect()
-}
-
-fn run_loop(g: &Graph, op: &Op, args: &[Tensor]) -> Vec<Tensor> {
-    let body = op.attrs.graph("body").unwrap();
-    let n = op.attrs.int("carried").unwrap() as usize;
-    let (max_trips, mut going) = (args[0].get_i64(0), args[1].get_i64(0) != 0);
-    let mut carried = args[2..2 + n].to_vec();
-    let mut scanned: Vec<Vec<u8>> = vec![Vec::new(); op.results.len() - n];
-    let mut i = 0;
-    while i < max_trips && going {
-        let mut inputs = vec![
-            Tensor::from_i64s(DType::I64, vec![], &[i]),
-            Tensor::from_i64s(DType::Bool, vec![], &[1]),
-        ];
-        inputs.extend(carried);
-        inputs.extend_from_slice(&args[2 + n..]);
-        let outputs = run(body, &inputs);
-        going = outputs[0].get_i64(0) != 0;
-        carried = outputs[1..=n].to_vec();
-        for (bytes, t) in scanned.iter_mut().zip(&outputs[1 + n..]) {
-            bytes.extend_from_slice(t.bytes());
-        }
-        i += 1;
-    }
-    let iterations = op.attrs.int("iterations").unwrap();
-    assert!(
-        iterations == -1 || iterations == i,
-        "the loop ran {i} times, not {iterations}"
-    );
-    let stacked = scanned.into_iter().zip(&op.results[n..]).map(|(bytes, r)| {
-        let ty: &TensorType = g.ty(*r);
-        Tensor::from_bytes(ty.clone(), bytes).expect("the loop ran `iterations` times")
-    });
-    carried.into_iter().chain(stacked).collect()
+    mxc_dialects::eval::run(g, inputs).unwrap_or_else(|e| panic!("running `{}`: {e}", g.name))
 }
 
 /// A subgraph of `nodes` with inputs and outputs as declared.
