@@ -43,7 +43,9 @@ mod scan;
 mod sequence;
 mod shape;
 mod signal;
+mod tfidf;
 mod training;
+mod tree_ensemble;
 
 use super::registry::Registry;
 
@@ -88,5 +90,7 @@ pub fn register(r: &mut Registry) {
     sequence::register(r);
     shape::register(r);
     signal::register(r);
+    tfidf::register(r);
     training::register(r);
+    tree_ensemble::register(r);
 }
