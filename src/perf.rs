@@ -1,10 +1,11 @@
 //! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
 //! spread, the memory it holds, and a table of its kernels (median time, share of the kernels'
 //! total, the rate of its arithmetic, the threads a call runs on, the ops each fuses, read from
-//! its symbol), slowest first.
+//! its symbol), slowest first. A kernel in a loop's body is timed over all its calls in a run;
+//! its rate is not shown (how many times the body runs is the run's to decide).
 
 use crate::report::size_text;
-use mxc_dialects::program::Step;
+use mxc_dialects::program::{Item, Step};
 use mxc_dialects::Tensor;
 use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
@@ -52,13 +53,16 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         size_text(memory.arena as f64)
     )
     .unwrap();
-    let mut kernels: Vec<(Duration, &Step)> = per_step
+    let mut in_loops = vec![false; exe.program().steps.len()];
+    mark_loop_bodies(&exe.program().main, false, &mut in_loops);
+    let mut kernels: Vec<(Duration, &Step, bool)> = per_step
         .iter_mut()
         .zip(&exe.program().steps)
-        .map(|(times, step)| (median(times), step))
+        .zip(in_loops)
+        .map(|((times, step), in_loop)| (median(times), step, in_loop))
         .collect();
-    let total: Duration = kernels.iter().map(|(t, _)| *t).sum();
-    kernels.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
+    let total: Duration = kernels.iter().map(|(t, ..)| *t).sum();
+    kernels.sort_by_key(|(t, ..)| std::cmp::Reverse(*t));
     writeln!(out, "kernels: {} ({:.3} ms in all, medians)", kernels.len(), ms(total)).unwrap();
     writeln!(
         out,
@@ -66,13 +70,16 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         "ms", "share", "GFLOP/s", "threads"
     )
     .unwrap();
-    for (t, step) in kernels {
+    for (t, step, in_loop) in kernels {
         let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
         let parts = parallelism.parts(step);
-        let rate = step.flops as f64 / t.as_secs_f64().max(1e-12) / 1e9;
+        let rate = match in_loop {
+            true => "-".to_string(),
+            false => format!("{:.1}", step.flops as f64 / t.as_secs_f64().max(1e-12) / 1e9),
+        };
         writeln!(
             out,
-            "{:>10.4}  {share:>5.1}%  {rate:>8.1}  {parts:>7}  {}",
+            "{:>10.4}  {share:>5.1}%  {rate:>8}  {parts:>7}  {}",
             ms(t),
             ops_of(&step.symbol)
         )
@@ -81,18 +88,42 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     Ok(out)
 }
 
+/// Marks the steps `items` call inside a loop's body (all of them when `in_loop`).
+fn mark_loop_bodies(items: &[Item], in_loop: bool, marks: &mut [bool]) {
+    for item in items {
+        match item {
+            Item::Call(n) => marks[*n] = in_loop,
+            Item::If(s) => {
+                mark_loop_bodies(&s.then.items, in_loop, marks);
+                mark_loop_bodies(&s.otherwise.items, in_loop, marks);
+            }
+            Item::Loop(s) => mark_loop_bodies(&s.body.items, true, marks),
+        }
+    }
+}
+
 fn median(times: &mut [Duration]) -> Duration {
     times.sort();
     times[times.len() / 2]
 }
 
 /// `k12 (conv_nhwc, add, relu)` from the symbol `k12_conv_nhwc_add_relu_entry`: the kernel's
-/// number and the ops its name lists (op names contain `_`, so the split is by the known names).
+/// number (in a region, `r1_k2`) and the ops its name lists (op names contain `_`, so the split
+/// is by the known names).
 fn ops_of(symbol: &str) -> String {
     let name = symbol.strip_suffix("_entry").unwrap_or(symbol);
-    let Some((number, mut rest)) = name.split_once('_') else {
-        return name.to_string();
+    let region = name.split_once("_k").filter(|(r, _)| {
+        r.strip_prefix('r')
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let (prefix, name) = match region {
+        Some((r, kernel)) => (format!("{r}_k"), kernel),
+        None => (String::new(), name),
     };
+    let Some((number, mut rest)) = name.split_once('_') else {
+        return format!("{prefix}{name}");
+    };
+    let number = format!("{prefix}{number}");
     let mut ops = Vec::new();
     while !rest.is_empty() {
         let next = mxc_dialects::OpKind::ALL
@@ -123,6 +154,7 @@ mod tests {
     fn a_symbol_names_its_kernel_and_ops() {
         assert_eq!(ops_of("k12_conv_nhwc_add_relu_entry"), "k12 (conv_nhwc, add, relu)");
         assert_eq!(ops_of("k3_reduce_mean_entry"), "k3 (reduce_mean)");
+        assert_eq!(ops_of("r2_k4_matmul_add_entry"), "r2_k4 (matmul, add)");
         assert_eq!(
             ops_of("k9_matmul_add_gelu_cast_etc_entry"),
             "k9 (matmul, add, gelu, cast, etc)"
