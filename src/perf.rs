@@ -5,7 +5,7 @@
 //! its rate is not shown (how many times the body runs is the run's to decide).
 
 use crate::report::size_text;
-use mxc_dialects::program::{Item, Step};
+use mxc_dialects::program::Step;
 use mxc_dialects::Tensor;
 use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
@@ -53,8 +53,7 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         size_text(memory.arena as f64)
     )
     .unwrap();
-    let mut in_loops = vec![false; exe.program().steps.len()];
-    mark_loop_bodies(&exe.program().main, false, &mut in_loops);
+    let in_loops = exe.program().steps_in_loops();
     let mut kernels: Vec<(Duration, &Step, bool)> = per_step
         .iter_mut()
         .zip(&exe.program().steps)
@@ -86,20 +85,6 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         .unwrap();
     }
     Ok(out)
-}
-
-/// Marks the steps `items` call inside a loop's body (all of them when `in_loop`).
-fn mark_loop_bodies(items: &[Item], in_loop: bool, marks: &mut [bool]) {
-    for item in items {
-        match item {
-            Item::Call(n) => marks[*n] = in_loop,
-            Item::If(s) => {
-                mark_loop_bodies(&s.then.items, in_loop, marks);
-                mark_loop_bodies(&s.otherwise.items, in_loop, marks);
-            }
-            Item::Loop(s) => mark_loop_bodies(&s.body.items, true, marks),
-        }
-    }
 }
 
 fn median(times: &mut [Duration]) -> Duration {

@@ -163,6 +163,29 @@ impl Program {
         self.validate_block(&s.body.items, calls, depth + 1)
     }
 
+    /// Whether each step is called inside a loop's body (so maybe many times in a run).
+    pub fn steps_in_loops(&self) -> Vec<bool> {
+        fn mark(items: &[Item], in_loop: bool, marks: &mut [bool]) {
+            for item in items {
+                match item {
+                    Item::Call(n) => {
+                        if let Some(m) = marks.get_mut(*n) {
+                            *m = in_loop;
+                        }
+                    }
+                    Item::If(s) => {
+                        mark(&s.then.items, in_loop, marks);
+                        mark(&s.otherwise.items, in_loop, marks);
+                    }
+                    Item::Loop(s) => mark(&s.body.items, true, marks),
+                }
+            }
+        }
+        let mut marks = vec![false; self.steps.len()];
+        mark(&self.main, false, &mut marks);
+        marks
+    }
+
     fn buffer(&self, b: usize) -> Result<&super::Buffer, PlanError> {
         self.buffers
             .get(b)
@@ -359,6 +382,7 @@ mod tests {
         let p = looping();
         p.validate_items().unwrap();
         let (first, last) = p.lifetimes();
+        assert_eq!(p.steps_in_loops(), [false, true, true]);
         // t is read by the body's first call (position 3), but every iteration reads it: it
         // lives to the loop's end (position 5), so the body's later temporaries cannot take it
         assert_eq!((first[1], last[1]), (1, 5));
