@@ -188,7 +188,8 @@ struct ProgramArgs {
     /// The target to compile an .onnx model for (default cpu); for an .mxr, the target it must be for
     #[arg(long)]
     target: Option<Target>,
-    /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb; inputs not given get seeded random values
+    /// NAME=FILE, FILE a .npy or an ONNX TensorProto .pb (SequenceProto, OptionalProto for a
+    /// sequence or optional input); inputs not given get seeded random values
     #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
     /// The seed of the random values of inputs not given
@@ -249,15 +250,19 @@ impl Trust {
 impl ProgramArgs {
     /// The program, loaded or compiled, and a value for each of its inputs.
     fn load(&self) -> Result<(Executable, HashMap<String, Tensor>)> {
-        let given = inputs::load(&self.inputs)?;
-        let mut exe = load_executable(
-            &self.model,
-            self.target,
-            &given,
-            self.shapes.import_options()?,
-            &self.rules,
-            &self.trust.policy_for(&self.model)?,
-        )?;
+        let (mut exe, given) = if is_mxr(&self.model) {
+            let file = mxr::read(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
+            let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&file.program.interface))?;
+            inputs::check_structures(&given, &file.program.interface)?;
+            (
+                Executable::load_planned(file.program, file.memory, &file.library)?,
+                given,
+            )
+        } else {
+            let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
+            let opts = inputs::specialize(self.shapes.import_options()?, &given)?;
+            (compile_model(&self.model, self.target, &opts, &self.rules)?, given)
+        };
         exe.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
             min_work: self.split_work,
@@ -267,7 +272,7 @@ impl ProgramArgs {
             (_, true) => inputs::Fill::Constant(1.0),
             _ => inputs::Fill::Seeded(self.seed),
         };
-        let values = inputs::complete_with(exe.program(), given, fill)?;
+        let values = inputs::complete_with(exe.program(), given.tensors, fill)?;
         Ok((exe, values))
     }
 }
@@ -275,15 +280,18 @@ impl ProgramArgs {
 /// Shapes for inputs whose dimensions the model leaves open.
 #[derive(clap::Args)]
 struct Shapes {
-    /// NAME=DIMS, e.g. input=1x3x224x224: the shape of an input with dynamic dimensions
+    /// NAME=DIMS, e.g. input=1x3x224x224: the shape of an input with dynamic dimensions; for a
+    /// sequence input its elements' shapes, s=[2x3,4x3] ([] when empty); o=none: an empty optional
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
 }
 
 impl Shapes {
     fn import_options(&self) -> Result<ImportOptions> {
+        let (input_shapes, structures) = inputs::parse_shapes(&self.shapes)?;
         Ok(ImportOptions {
-            input_shapes: inputs::parse_shapes(&self.shapes)?,
+            input_shapes,
+            structures,
             ..ImportOptions::default()
         })
     }
@@ -354,7 +362,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Run { program, out } => {
             let (exe, values) = program.load()?;
-            let outputs = exe.run(&values)?;
+            let outputs = report::model_values(exe.run(&values)?, &exe.program().interface)?;
             match out {
                 Some(dir) => report::write_outputs(&dir, &outputs),
                 None => {
@@ -418,23 +426,11 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// A compiled program from an `.mxr` file (for `target`, if given), or from a model compiled
-/// now for `target` (default cpu; the given inputs fix dynamic dimensions and values that must
-/// be known at compile time).
-fn load_executable(
-    model: &Path,
-    target: Option<Target>,
-    given: &HashMap<String, Tensor>,
-    opts: ImportOptions,
-    rules: &RuleFiles,
-    trust: &TrustPolicy,
-) -> Result<Executable> {
-    if is_mxr(model) {
-        let file = mxr::read(model, target.map(Target::name), trust)?;
-        return Ok(Executable::load_planned(file.program, file.memory, &file.library)?);
-    }
+/// The model `model` compiled now for `target` (default cpu) with `opts` (the given inputs fix
+/// dynamic dimensions, structures and values that must be known at compile time).
+fn compile_model(model: &Path, target: Option<Target>, opts: &ImportOptions, rules: &RuleFiles) -> Result<Executable> {
     let target = target.unwrap_or(Target::Cpu);
-    let graph = import_file(model, &inputs::specialize(opts, given)?)?;
+    let graph = import_file(model, opts)?;
     let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
         .with_context(|| format!("compiling {}", model.display()))?;
     Ok(Executable::load(compiled.program, &compiled.library)?)

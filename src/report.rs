@@ -1,40 +1,92 @@
-//! Showing results: a one-line summary per output of a run, or `.npy` files in a folder; a
+//! Showing results: a one-line summary per output tensor of a run, or files in a folder (a
+//! tensor as `.npy`, a sequence or optional as the ONNX `.pb` message that holds it); a
 //! one-line summary of a compilation.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use mxc_dialects::interface::Interface;
 use mxc_dialects::{Graph, OpKind, Tensor};
+use mxc_lowering::onnx::data::{encode_value, DataValue};
 use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::path::Path;
 
-pub fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
+/// A run's outputs as the model's values: the output tensors regrouped into the sequences and
+/// optionals the interface says they carry.
+pub fn model_values(outputs: Vec<(String, Tensor)>, interface: &Interface) -> Result<Vec<(String, DataValue)>> {
+    if interface.outputs.is_empty() {
+        return Ok(outputs.into_iter().map(|(n, t)| (n, DataValue::Tensor(t))).collect());
+    }
+    let mut by_port: std::collections::HashMap<String, Tensor> = outputs.into_iter().collect();
+    interface
+        .outputs
+        .iter()
+        .map(|v| {
+            let mut tensors = v
+                .structure
+                .ports(&v.name)
+                .into_iter()
+                .filter_map(|p| by_port.remove(&p));
+            match DataValue::from_ports(&v.structure, &mut tensors) {
+                Some(value) => Ok((v.name.clone(), value)),
+                None => bail!(
+                    "output `{}`: the program gives too few tensors for {}",
+                    v.name,
+                    v.structure
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Writes each output to `dir`: a tensor to `<name>.npy`, a sequence or optional to
+/// `<name>.pb` (an ONNX `SequenceProto` or `OptionalProto`).
+pub fn write_outputs(dir: &Path, outputs: &[(String, DataValue)]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (name, value) in outputs {
-        mxc_kernels::npy::write(&dir.join(mxc_kernels::npy::file_name_for(name)), value)?;
+        let npy = dir.join(mxc_kernels::npy::file_name_for(name));
+        match value {
+            DataValue::Tensor(t) => mxc_kernels::npy::write(&npy, t)?,
+            other => {
+                let pb = npy.with_extension("pb");
+                std::fs::write(&pb, encode_value(name, other)).with_context(|| format!("writing {}", pb.display()))?
+            }
+        }
     }
     Ok(())
 }
 
-pub fn print_summary(outputs: &[(String, Tensor)]) {
+pub fn print_summary(outputs: &[(String, DataValue)]) {
     for (name, value) in outputs {
-        let shown = value.len().min(8);
-        let first: Vec<String> = (0..shown)
-            .map(|i| {
-                if value.dtype().is_float() {
-                    format!("{:.6}", value.get_f64(i))
-                } else {
-                    value.get_i64(i).to_string()
+        match value {
+            DataValue::Tensor(t) => print_tensor(name, t),
+            other => {
+                println!("{name}: {}", other.structure());
+                for (port, t) in other.ports(name) {
+                    print_tensor(&format!("  {port}"), &t);
                 }
-            })
-            .collect();
-        let more = if value.len() > shown { ", ..." } else { "" };
-        println!(
-            "{name}: {:?} {} [{}{more}]",
-            value.shape(),
-            value.dtype(),
-            first.join(", ")
-        );
+            }
+        }
     }
+}
+
+fn print_tensor(name: &str, value: &Tensor) {
+    let shown = value.len().min(8);
+    let first: Vec<String> = (0..shown)
+        .map(|i| {
+            if value.dtype().is_float() {
+                format!("{:.6}", value.get_f64(i))
+            } else {
+                value.get_i64(i).to_string()
+            }
+        })
+        .collect();
+    let more = if value.len() > shown { ", ..." } else { "" };
+    println!(
+        "{name}: {:?} {} [{}{more}]",
+        value.shape(),
+        value.dtype(),
+        first.join(", ")
+    );
 }
 
 /// `OUT: N kernels for TARGET (M ops imported), X MB moved (Y imported); rewriting: ...` on
@@ -48,7 +100,8 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
         per_flop: FlopCost::flat(0.0),
         channels_last: ChannelsLast::neutral(),
     };
-    let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6;
+    // `+ 0.0` makes the -0.0 of a graph without ops print as 0.00
+    let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6 + 0.0;
     let mut line = format!(
         "{}: {} kernels for {} ({ops} ops imported), {:.2} MB moved ({:.2} MB imported)",
         out.display(),

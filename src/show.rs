@@ -3,6 +3,7 @@
 //! types.
 
 use anyhow::Result;
+use mxc_dialects::interface::{Interface, Structure};
 use mxc_dialects::{Graph, TensorType};
 use mxc_kernels::mxr;
 use std::path::Path;
@@ -37,13 +38,14 @@ pub fn render(graph: &Graph, format: Format, target: mxc_codegen::Target) -> Res
 type Ports = Vec<(String, TensorType)>;
 
 /// The inputs and outputs of a model (`.onnx`, imported with `import`) or of a compiled
-/// `.mxr` file, one per line with its type.
+/// `.mxr` file, one per line with its type; a sequence or optional on a line of its own, the
+/// tensors that carry it indented under it.
 pub fn params(
     model: &Path,
     import: &mxc_lowering::onnx::ImportOptions,
     trust: &mxc_kernels::TrustPolicy,
 ) -> Result<String> {
-    let (inputs, outputs): (Ports, Ports) = if crate::is_mxr(model) {
+    let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
         let file = mxr::read(model, None, trust)?;
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
@@ -51,18 +53,35 @@ pub fn params(
                 .map(|b| (b.name.clone(), p.buffers[b.buffer].ty.clone()))
                 .collect()
         };
-        (list(&p.inputs), list(&p.outputs))
+        (list(&p.inputs), list(&p.outputs), p.interface.clone())
     } else {
         let g = mxc_lowering::onnx::import_file(model, import)?;
         let list =
             |ports: &[mxc_dialects::Port]| ports.iter().map(|p| (p.name.clone(), g.ty(p.value).clone())).collect();
-        (list(&g.inputs), list(&g.outputs))
+        (list(&g.inputs), list(&g.outputs), g.interface.clone())
     };
     let mut out = String::new();
-    for (label, list) in [("inputs", inputs), ("outputs", outputs)] {
+    for (label, ports, values) in [
+        ("inputs", inputs, &interface.inputs),
+        ("outputs", outputs, &interface.outputs),
+    ] {
         out.push_str(&format!("{label}:\n"));
-        for (name, ty) in list {
-            out.push_str(&format!("  {name}: {ty}\n"));
+        let ty_of = |port: &str| ports.iter().find(|(n, _)| n == port).map(|(_, ty)| ty.to_string());
+        if values.is_empty() {
+            for (name, ty) in &ports {
+                out.push_str(&format!("  {name}: {ty}\n"));
+            }
+        }
+        for v in values {
+            let carried = v.structure.ports(&v.name);
+            if v.structure == Structure::Tensor {
+                out.push_str(&format!("  {}: {}\n", v.name, ty_of(&v.name).unwrap_or_default()));
+                continue;
+            }
+            out.push_str(&format!("  {}: {}\n", v.name, v.structure));
+            for port in carried {
+                out.push_str(&format!("    {port}: {}\n", ty_of(&port).unwrap_or_default()));
+            }
         }
     }
     Ok(out)

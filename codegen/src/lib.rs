@@ -131,6 +131,7 @@ pub enum CodegenError {
 
 /// Compiles a verified graph for `target`.
 pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Compiled, CodegenError> {
+    let interface = graph.interface.clone();
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
@@ -139,7 +140,10 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     let (library, cache) = objects::library(&loops.kernels, target, options.opt, options.cache.as_deref())?;
     Ok(Compiled {
         target,
-        program: plan::plan(graph, &loops.kernels),
+        program: Program {
+            interface,
+            ..plan::plan(graph, &loops.kernels)
+        },
         library,
         graph: rewritten.into_owned(),
         rewrite_stats,

@@ -58,6 +58,8 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
         main,
         inputs: g.inputs.iter().map(bind).collect(),
         outputs: g.outputs.iter().map(bind).collect(),
+        // the imported graph's, set by `compile`
+        interface: Default::default(),
     }
 }
 

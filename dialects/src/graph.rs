@@ -50,6 +50,9 @@ pub struct Graph {
     pub inputs: Vec<Port>,
     pub ops: Vec<Op>,
     pub outputs: Vec<Port>,
+    /// How a model's sequence and optional inputs and outputs map to the ports (empty when
+    /// all are tensors; kept by the graph an import makes, not by rewritten graphs).
+    pub interface: crate::interface::Interface,
 }
 
 impl Graph {
@@ -237,6 +240,7 @@ impl Graph {
         for p in &self.outputs {
             out.add_output(&p.name, map[p.value.index()].expect("output defined"));
         }
+        out.interface = self.interface.clone();
         out
     }
 }

@@ -5,6 +5,7 @@ mod attr;
 mod dtype;
 pub mod eval;
 mod graph;
+pub mod interface;
 pub mod mx;
 pub mod narrow;
 mod op;

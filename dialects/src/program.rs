@@ -73,6 +73,9 @@ pub struct Program {
     pub main: Vec<Item>,
     pub inputs: Vec<Binding>,
     pub outputs: Vec<Binding>,
+    /// The model's sequence and optional values carried by the bindings (empty when every
+    /// input and output is a tensor).
+    pub interface: crate::interface::Interface,
 }
 
 /// Where each temporary buffer lives in one arena, allocated once per run: buffers whose
@@ -209,6 +212,12 @@ impl Program {
                 }
             }
         }
+        fn names(bindings: &[Binding]) -> Vec<&str> {
+            bindings.iter().map(|b| b.name.as_str()).collect()
+        }
+        self.interface
+            .check(&names(&self.inputs), &names(&self.outputs))
+            .map_err(PlanError)?;
         self.validate_items()
     }
 
@@ -289,6 +298,7 @@ mod tests {
                 name: "y".into(),
                 buffer: 3,
             }],
+            interface: Default::default(),
         };
         let plan = p.memory_plan();
         assert_eq!(plan.offsets, [None, Some(0), Some(64), Some(0)]);

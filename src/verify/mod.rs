@@ -67,8 +67,9 @@ pub fn run(args: &Args) -> Result<()> {
             bail!("{flag} must be a number >= 0");
         }
     }
-    let given = inputs::load(&args.inputs)?;
+    let given = inputs::load(&args.inputs, &mut inputs::model_kinds(&args.model))?;
     let graph = import_file(&args.model, &inputs::specialize(args.shapes.import_options()?, &given)?)?;
+    let given = given.tensors;
     let seed = args.seed.unwrap_or(inputs::DEFAULT_SEED);
     let options = args.rules.compile_options()?;
     let mut s = Session::new(graph, args.target, options, tolerance, given, seed);

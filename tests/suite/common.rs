@@ -1,6 +1,7 @@
 //! Shared helpers: where the test data lives, running the `mxc` binary, comparing tensors.
 
 use mxc_dialects::Tensor;
+use mxc_lowering::onnx::data::{read_value_file, DataKind};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -121,37 +122,48 @@ pub fn type_mismatch(actual: &Tensor, expected: &Tensor) -> Option<String> {
 
 /// The names of a model's graph inputs that are not initializers, and of its outputs.
 pub fn model_io_names(model: &Path) -> Result<(Vec<String>, Vec<String>), String> {
+    let (inputs, outputs) = model_io(model)?;
+    Ok((inputs, outputs.into_iter().map(|(name, _)| name).collect()))
+}
+
+/// A model output's name and kind.
+pub type ModelOutput = (String, DataKind);
+
+/// The names of a model's graph inputs that are not initializers, and its outputs' names and
+/// kinds (tensor, sequence, optional).
+pub fn model_io(model: &Path) -> Result<(Vec<String>, Vec<ModelOutput>), String> {
     use prost::Message;
     let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
     let m = mxc_lowering::onnx::proto::ModelProto::decode(bytes.as_slice())
         .map_err(|e| format!("{}: {e}", model.display()))?;
     let g = m.graph.unwrap_or_default();
-    let initializers: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
-    use mxc_lowering::onnx::proto::{type_proto, ValueInfoProto};
-    for v in g.input.iter().chain(&g.output) {
-        let is_tensor = matches!(
-            v.r#type.as_ref().and_then(|t| t.value.as_ref()),
-            Some(type_proto::Value::TensorType(_))
-        );
-        if !is_tensor {
-            return Err(format!(
-                "`{}`: sequence, optional and map values are not supported",
-                v.name.as_deref().unwrap_or("")
-            ));
-        }
-    }
-    let name = |v: &ValueInfoProto| v.name.clone().unwrap_or_default();
-    let inputs = g
-        .input
-        .iter()
-        .map(name)
-        .filter(|n| !initializers.contains(&n.as_str()))
+    let inputs = mxc_lowering::onnx::data::input_kinds(&g)
+        .into_iter()
+        .map(|(n, _)| n)
         .collect();
-    Ok((inputs, g.output.iter().map(name).collect()))
+    let outputs = g
+        .output
+        .iter()
+        .map(|v| (v.name().to_string(), DataKind::declared(v.r#type.as_ref())))
+        .collect();
+    Ok((inputs, outputs))
+}
+
+/// The tensors of a test data set's expected outputs (`output_N.pb` of the model's N-th
+/// output, of the kind it declares), a sequence's or optional's in order, named by port.
+pub fn expected_outputs(model: &Path, set: &Path) -> Result<Vec<(String, Tensor)>, String> {
+    let (_, outputs) = model_io(model)?;
+    let mut tensors = Vec::new();
+    for ((name, kind), f) in outputs.iter().zip(data_files(set, "output_")) {
+        let value = read_value_file(&f, *kind).map_err(|e| format!("expected output: {e}"))?;
+        tensors.extend(value.ports(name));
+    }
+    Ok(tensors)
 }
 
 /// Runs `mxc run` on a model with the inputs of a test data set (`input_N.pb` is the N-th
-/// graph input) and returns the outputs in graph order, or the error text.
+/// graph input) and returns the outputs in graph order (a sequence's or optional's tensors in
+/// order, as `expected_outputs` gives them), or the error text.
 pub fn run_case(model: &Path, set: &Path, target: &str, extra: &[&str], out_dir: &Path) -> Result<Vec<Tensor>, String> {
     run_file(model, model, set, target, extra, out_dir)
 }
@@ -166,7 +178,7 @@ pub fn run_file(
     extra: &[&str],
     out_dir: &Path,
 ) -> Result<Vec<Tensor>, String> {
-    let (input_names, output_names) = model_io_names(model)?;
+    let (input_names, outputs) = model_io(model)?;
     let mut args: Vec<String> = vec![
         "run".into(),
         file.display().to_string(),
@@ -190,12 +202,18 @@ pub fn run_file(
             err.trim().to_string()
         });
     }
-    output_names
-        .iter()
-        .map(|name| {
-            mxc_kernels::npy::read(&out_dir.join(mxc_kernels::npy::file_name_for(name))).map_err(|e| e.to_string())
-        })
-        .collect()
+    let mut tensors = Vec::new();
+    for (name, kind) in outputs {
+        let npy = out_dir.join(mxc_kernels::npy::file_name_for(&name));
+        match kind {
+            DataKind::Tensor => tensors.push(mxc_kernels::npy::read(&npy).map_err(|e| e.to_string())?),
+            kind => {
+                let value = read_value_file(&npy.with_extension("pb"), kind).map_err(|e| e.to_string())?;
+                tensors.extend(value.ports(&name).into_iter().map(|(_, t)| t));
+            }
+        }
+    }
+    Ok(tensors)
 }
 
 /// `.npy` has no bfloat16 and no narrow types: mxc writes their bytes as a numpy type

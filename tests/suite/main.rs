@@ -24,6 +24,7 @@ mod recognise;
 mod rule_files;
 mod rules;
 mod rules_check;
+mod sequences;
 mod sizes;
 mod text;
 mod threads;

@@ -11,7 +11,7 @@
 //! A model that draws random values (`RANDOM_OPS`, training-mode `Dropout`) cannot give the
 //! data's values (numpy's draws): when only its values differ, the case is skipped.
 
-use crate::common::{cache_dir, data_files, mismatch, read_pb, repo, run_case, type_mismatch};
+use crate::common::{cache_dir, expected_outputs, mismatch, repo, run_case, type_mismatch};
 use mxc_dialects::Tensor;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -52,8 +52,10 @@ fn run_one(case: &Path) -> [Outcome; 2] {
         let out_dir = tempfile_dir();
         run_case(&case.join("model.onnx"), &set, TARGETS[t], RUN_ARGS[t], out_dir.path())
     });
-    let random = draws_random(&case.join("model.onnx"));
-    let mut outcomes = runs.clone().map(|run| judge(run, &set, random));
+    let model = case.join("model.onnx");
+    let random = draws_random(&model);
+    let expected = expected_outputs(&model, &set);
+    let mut outcomes = runs.clone().map(|run| judge(run, &expected, random));
     if let (Ok(plain), Ok(rewritten), Outcome::Passed) = (&runs[0], &runs[1], &outcomes[1]) {
         for (i, (r, p)) in rewritten.iter().zip(plain).enumerate() {
             if let Some(why) = mismatch(r, p, REWRITE_RTOL, REWRITE_ATOL) {
@@ -81,19 +83,21 @@ fn draws_random(model: &Path) -> bool {
 
 /// A run's outcome against the suite's expected outputs (for a model that draws random
 /// values, differing values alone skip the case).
-fn judge(run: Result<Vec<Tensor>, String>, set: &Path, random: bool) -> Outcome {
-    match run {
-        Err(e) if e.contains("no parser for this op") || e.contains("not supported") => Outcome::Unsupported(e),
-        Err(e) => Outcome::Failed(e),
-        Ok(actual) => {
+fn judge(run: Result<Vec<Tensor>, String>, expected: &Result<Vec<(String, Tensor)>, String>, random: bool) -> Outcome {
+    match (run, expected) {
+        (Err(e), _) if e.contains("no parser for this op") || e.contains("not supported") => Outcome::Unsupported(e),
+        (Err(e), _) => Outcome::Failed(e),
+        (Ok(_), Err(e)) => Outcome::Failed(e.clone()),
+        (Ok(actual), Ok(expected)) if actual.len() != expected.len() => Outcome::Failed(format!(
+            "{} output tensors instead of {} (a sequence's length or an optional's emptiness differs)",
+            actual.len(),
+            expected.len()
+        )),
+        (Ok(actual), Ok(expected)) => {
             let mut values_differ = false;
-            for (a, f) in actual.iter().zip(data_files(set, "output_")) {
-                let (name, expected) = match read_pb(&f) {
-                    Ok(t) => t,
-                    Err(e) => return Outcome::Failed(format!("expected output: {e}")),
-                };
-                if let Some(why) = mismatch(a, &expected, RTOL, ATOL) {
-                    if random && type_mismatch(a, &expected).is_none() {
+            for (a, (name, expected)) in actual.iter().zip(expected) {
+                if let Some(why) = mismatch(a, expected, RTOL, ATOL) {
+                    if random && type_mismatch(a, expected).is_none() {
                         values_differ = true;
                         continue;
                     }

@@ -374,6 +374,7 @@ mod tests {
                 name: "y".into(),
                 buffer: 8,
             }],
+            interface: Default::default(),
         }
     }
 

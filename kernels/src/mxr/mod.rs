@@ -3,7 +3,8 @@
 //!
 //! Little-endian. A fixed head (magic, format version, the file's length), the metadata
 //! (producer, target, the host CPU and the features the code needs, the kernels' signatures,
-//! the plan with the memory plan, the inputs and outputs, where the kernels and each weight lie
+//! the plan with the memory plan, the inputs and outputs and the model's interface (sequences
+//! and optionals, `interface.rs`), where the kernels and each weight lie
 //! in the file), padding to 64 bytes, the data (the kernels' shared object, then every weight,
 //! each at a 64-byte aligned offset, so a loader can map them), then the trailer: the SHA-256
 //! digest of everything before it, and a signer's public key and Ed25519 signature of the
@@ -15,6 +16,7 @@
 //! asked for, and that this CPU has the features. A fuzzing build (`cfg(fuzzing)`) skips the
 //! digest so that a fuzzer's files reach the checks after it.
 
+mod interface;
 mod items;
 
 use crate::library::check_elf;
@@ -28,8 +30,8 @@ use std::sync::Arc;
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
-/// 5 had no items: its steps ran in order).
-pub const VERSION: u32 = 6;
+/// 5 had no items: its steps ran in order; 6 had no interface).
+pub const VERSION: u32 = 7;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -385,6 +387,7 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
             w.u64(b.buffer as u64);
         }
     }
+    interface::write_interface(&mut w, &p.interface);
     w.u64(library_at);
     w.u64(m.library.len() as u64);
     w.0
@@ -469,6 +472,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             list.push(Binding { name, buffer });
         }
     }
+    let interface = interface::read_interface(r, bindings[0].len() + bindings[1].len())?;
     let (at, len) = (r.u64()? as usize, r.u64()? as usize);
     let library = slice(file, at, len).ok_or("the kernels lie outside the file")?.to_vec();
     let [inputs, outputs] = bindings;
@@ -484,6 +488,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             main,
             inputs,
             outputs,
+            interface,
         },
         memory,
         library,
@@ -567,6 +572,7 @@ impl Reader<'_> {
 mod tests {
     use super::*;
     use crate::library;
+    use mxc_dialects::interface::{Structure, Value};
 
     fn sample() -> Mxr {
         let ty = TensorType::new(DType::F32, vec![2]);
@@ -608,6 +614,7 @@ mod tests {
                 name: "y".into(),
                 buffer: 2,
             }],
+            interface: Default::default(),
         };
         Mxr {
             producer: "mxc 0.1.0".into(),
@@ -731,6 +738,42 @@ mod tests {
         assert!(msg.contains("calls `k9_entry`, which no kernel is"), "{msg}");
         let msg = err(&|m| m.library = b"#!/bin/sh\n".to_vec());
         assert!(msg.contains("the kernels: not an ELF file"), "{msg}");
+        // an interface naming ports the program does not have
+        let msg = err(&|m| {
+            m.program.interface.outputs.push(Value {
+                name: "y".into(),
+                structure: Structure::Sequence(2),
+            })
+        });
+        assert!(
+            msg.contains("the interface's outputs are carried by [y[0], y[1]], the program's outputs are [y]"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_interface_round_trips() {
+        let mut m = sample();
+        m.program.interface.outputs.push(Value {
+            name: "y".into(),
+            structure: Structure::Optional {
+                of_sequence: false,
+                value: Some(Box::new(Structure::Tensor)),
+            },
+        });
+        m.program.interface.inputs.push(Value {
+            name: "x".into(),
+            structure: Structure::Tensor,
+        });
+        let back = any(&encode(&m, None)).unwrap();
+        assert_eq!(back.program.interface, m.program.interface);
+        // a sequence longer than the program has ports is refused before it is expanded
+        m.program.interface.outputs[0].structure = Structure::Sequence(1 << 40);
+        let msg = any(&redigested(&m, |_| {})).unwrap_err().to_string();
+        assert!(
+            msg.contains("a sequence of 1099511627776 tensors in a program of 2 inputs and outputs"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! builder that folds ops on small constants as it goes, and the import of subgraphs, inlined
 //! or as regions.
 
-use super::importer::{unique_name, Capture, Importer, Sequence};
+use super::importer::{unique_name, Capture, Importer, OnnxValue, Sequence};
 use super::node::NodeView;
 use super::proto::GraphProto;
 use super::tensor::decode_tensor;
@@ -35,10 +35,11 @@ pub struct Ctx<'a> {
     pub(super) imp: &'a mut Importer,
     pub node: NodeView<'a>,
     pub(super) inputs: Vec<Option<ValueId>>,
-    /// The node's inputs that are sequences (`None` for tensors and absent inputs).
-    pub(super) sequence_inputs: Vec<Option<Sequence>>,
-    /// The node's outputs that are sequences, by output position.
-    pub(super) sequence_outputs: Vec<(usize, Sequence)>,
+    /// The node's inputs that are sequences or optionals (`None` for tensors and absent
+    /// inputs).
+    pub(super) composite_inputs: Vec<Option<OnnxValue>>,
+    /// Outputs the parser sets by position (`set_output`) rather than returns.
+    pub(super) value_outputs: Vec<(usize, OnnxValue)>,
     /// The opset version of the node's domain in this model.
     pub opset: i64,
 }
@@ -62,22 +63,42 @@ impl Ctx<'_> {
         self.inputs.get(i).copied().flatten()
     }
 
-    /// Input `i`, which the op requires.
+    /// Input `i`, a tensor the op requires.
     pub fn input(&self, i: usize) -> Result<ValueId, String> {
-        self.opt_input(i).ok_or_else(|| format!("missing input #{i}"))
+        self.opt_input(i).ok_or_else(|| match self.composite(i) {
+            Some(composite) => format!("input #{i} is {}, not a tensor", composite.kind()),
+            None => format!("missing input #{i}"),
+        })
+    }
+
+    fn composite(&self, i: usize) -> Option<&OnnxValue> {
+        self.composite_inputs.get(i).and_then(Option::as_ref)
     }
 
     /// Input `i` as a sequence.
     pub fn sequence_input(&self, i: usize) -> Result<&Sequence, String> {
-        self.sequence_inputs
-            .get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| format!("input #{i} is not a sequence"))
+        match self.composite(i) {
+            Some(OnnxValue::Sequence(s)) => Ok(s),
+            Some(other) => Err(format!("input #{i} is {}, not a sequence", other.kind())),
+            None => Err(format!("input #{i} is not a sequence")),
+        }
+    }
+
+    /// Input `i` whatever its kind, `None` when the node leaves it out.
+    pub fn value_input(&self, i: usize) -> Option<OnnxValue> {
+        self.composite(i)
+            .cloned()
+            .or_else(|| self.opt_input(i).map(OnnxValue::Tensor))
     }
 
     /// Makes output `k` the sequence `s` (the parser returns no value for it).
     pub fn set_sequence_output(&mut self, k: usize, s: Sequence) {
-        self.sequence_outputs.push((k, s));
+        self.set_output(k, OnnxValue::Sequence(s));
+    }
+
+    /// Makes output `k` `value`, whatever its kind (the parser returns no value for it).
+    pub fn set_output(&mut self, k: usize, value: OnnxValue) {
+        self.value_outputs.push((k, value));
     }
 
     /// All inputs of a variadic op; none may be left empty.
@@ -165,18 +186,41 @@ impl Ctx<'_> {
         Ok(self.build(kind, operands, attrs)?[0])
     }
 
-    /// Imports the nodes of a subgraph (a branch of `If`) into this graph, where it sees the
-    /// values of the enclosing graph, and returns the values of its outputs.
-    pub fn inline_subgraph(&mut self, g: &GraphProto) -> Result<Vec<ValueId>, String> {
-        self.apply_subgraph(g, &[])
-    }
-
-    /// Like `inline_subgraph`, for a subgraph that takes inputs (a function-like attribute,
-    /// as `FlexAttention`'s `score_mod`): its first inputs are bound to `inputs`.
-    pub fn apply_subgraph(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, String> {
+    /// Imports the nodes of a subgraph into this graph, where it sees the values of the
+    /// enclosing graph, its first inputs bound to `inputs` (a branch of `If` taking none, a
+    /// loop body unrolled, `SequenceMap`'s body), and returns the values of its outputs.
+    pub fn inline_subgraph(&mut self, g: &GraphProto, inputs: &[OnnxValue]) -> Result<Vec<OnnxValue>, String> {
         self.imp
             .inline(g, inputs)
             .map_err(|e| format!("in subgraph \"{}\": {e}", g.name()))
+    }
+
+    /// `inline_subgraph` of a subgraph on tensors (a function-like attribute, as
+    /// `FlexAttention`'s `score_mod`), whose outputs must be tensors.
+    pub fn apply_subgraph(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, String> {
+        let inputs: Vec<OnnxValue> = inputs.iter().map(|&v| OnnxValue::Tensor(v)).collect();
+        self.inline_subgraph(g, &inputs)?
+            .into_iter()
+            .zip(&g.output)
+            .map(|(value, vi)| match value {
+                OnnxValue::Tensor(v) => Ok(v),
+                other => Err(format!(
+                    "in subgraph \"{}\": output \"{}\" is {}, not a tensor",
+                    g.name(),
+                    vi.name(),
+                    other.kind()
+                )),
+            })
+            .collect()
+    }
+
+    /// Whether the subgraphs `graphs` read a sequence or optional from the scopes around them
+    /// (they cannot be regions then).
+    pub fn reads_composites(&self, graphs: &[&GraphProto]) -> bool {
+        self.imp
+            .free_names_of(graphs)
+            .iter()
+            .any(|n| self.imp.composites.contains_key(n))
     }
 
     /// Imports a region named `name` that runs (parts of) the subgraphs `reads`: a graph of

@@ -16,25 +16,19 @@ use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto}
 use super::registry::{Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
-use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-/// An ONNX sequence whose length is known at import: its tensors, in order
-/// (`ops/sequence.rs`).
-#[derive(Clone, Debug)]
-pub struct Sequence {
-    /// The element type, also of an empty sequence.
-    pub dtype: DType,
-    pub elements: Vec<ValueId>,
-}
+pub use super::value::{OnnxValue, Sequence};
 
 /// The state of one import: the graph being built and the ONNX names in scope.
 pub struct Importer {
     pub graph: Graph,
-    env: HashMap<String, ValueId>,
-    /// The sequences in scope, by name (their tensors are values of `env`'s graph).
-    sequences: HashMap<String, Sequence>,
+    /// The tensors in scope, by name.
+    pub(super) env: HashMap<String, ValueId>,
+    /// The sequences and optionals in scope, by name (their tensors are values of the graph).
+    pub(super) composites: HashMap<String, OnnxValue>,
     opsets: HashMap<String, i64>,
     pub specialized: HashMap<ValueId, Tensor>,
     pub model_dir: Option<PathBuf>,
@@ -57,7 +51,7 @@ pub enum Capture {
 pub struct Enclosing {
     graph: Graph,
     env: HashMap<String, ValueId>,
-    sequences: HashMap<String, Sequence>,
+    composites: HashMap<String, OnnxValue>,
     specialized: HashMap<ValueId, Tensor>,
 }
 
@@ -85,7 +79,7 @@ pub fn import_model(
     let mut imp = Importer {
         graph: Graph::new(g.name()),
         env: HashMap::new(),
-        sequences: HashMap::new(),
+        composites: HashMap::new(),
         opsets,
         specialized: HashMap::new(),
         model_dir,
@@ -98,7 +92,7 @@ pub fn import_model(
     imp.add_initializers(g)?;
     imp.add_inputs(g, opts)?;
     imp.import_nodes(&g.node)?;
-    imp.add_outputs(g)?;
+    imp.add_outputs(&g.output)?;
     for vi in &g.value_info {
         if let Some(&v) = imp.env.get(vi.name()) {
             imp.check_declared(vi, v)?;
@@ -198,8 +192,11 @@ impl Importer {
     }
 
     fn add_inputs(&mut self, g: &GraphProto, opts: &ImportOptions) -> Result<(), ImportError> {
-        for name in opts.input_shapes.keys().chain(opts.specialize.keys()) {
-            if !g.input.iter().any(|i| i.name() == name) {
+        let given = opts.input_shapes.keys().chain(opts.specialize.keys());
+        for name in given.chain(opts.structures.keys()) {
+            // a sequence's elements are given as `name[i]`
+            let base = name.rsplit_once('[').map_or(name.as_str(), |(base, _)| base);
+            if !g.input.iter().any(|i| i.name() == name || i.name() == base) {
                 return Err(ImportError::Input {
                     input: name.clone(),
                     message: "the model has no input of this name".into(),
@@ -207,31 +204,42 @@ impl Importer {
             }
         }
         for vi in &g.input {
-            let name = vi.name();
-            if self.env.contains_key(name) {
+            if self.env.contains_key(vi.name()) {
                 continue; // an initializer: a constant, not an input
             }
-            let err = |message: String| ImportError::Input {
-                input: name.to_string(),
-                message,
-            };
-            let ty = input_type(vi, opts.input_shapes.get(name)).map_err(err)?;
-            ty.check_limit(self.max_tensor_bytes).map_err(|e| err(e.to_string()))?;
-            let v = self.graph.add_input(name, ty.clone());
-            self.env.insert(name.to_string(), v);
-            if let Some(t) = opts.specialize.get(name) {
-                // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
-                let t = &t.as_stood_in_for(ty.dtype).unwrap_or_else(|| t.clone());
-                if t.ty != ty {
-                    return Err(err(format!(
-                        "the value given to specialise it is a {} but the input is a {ty}",
-                        t.ty
-                    )));
-                }
-                self.specialized.insert(v, t.clone());
-            }
+            let value = self.add_model_input(vi, opts)?;
+            self.bind(vi.name(), value);
         }
         Ok(())
+    }
+
+    /// Adds a graph input named `port` of the tensor type `vi` declares (the shape given for
+    /// `port` fixing its named dims), specialised to the value given for `port` if any.
+    pub(super) fn add_tensor_input(
+        &mut self,
+        port: &str,
+        vi: &ValueInfoProto,
+        opts: &ImportOptions,
+    ) -> Result<ValueId, ImportError> {
+        let err = |message: String| ImportError::Input {
+            input: port.to_string(),
+            message,
+        };
+        let ty = input_type(vi, opts.input_shapes.get(port)).map_err(err)?;
+        ty.check_limit(self.max_tensor_bytes).map_err(|e| err(e.to_string()))?;
+        let v = self.graph.add_input(port, ty.clone());
+        if let Some(t) = opts.specialize.get(port) {
+            // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
+            let t = &t.as_stood_in_for(ty.dtype).unwrap_or_else(|| t.clone());
+            if t.ty != ty {
+                return Err(err(format!(
+                    "the value given to specialise it is a {} but the input is a {ty}",
+                    t.ty
+                )));
+            }
+            self.specialized.insert(v, t.clone());
+        }
+        Ok(v)
     }
 
     pub fn import_nodes(&mut self, nodes: &[NodeProto]) -> Result<(), ImportError> {
@@ -269,7 +277,7 @@ impl Importer {
             .iter()
             .map(|name| match name.as_str() {
                 "" => Ok(None),
-                _ if self.sequences.contains_key(name) => Ok(None),
+                _ if self.composites.contains_key(name) => Ok(None),
                 _ => self
                     .env
                     .get(name)
@@ -277,54 +285,81 @@ impl Importer {
                     .ok_or_else(|| node_err(&label, format!("input \"{name}\" is not defined before this node"))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let sequence_inputs = node
+        let composite_inputs = node
             .input
             .iter()
-            .map(|name| self.sequences.get(name).cloned())
+            .map(|name| self.composites.get(name).cloned())
             .collect();
         let mut ctx = Ctx {
             imp: self,
             node: super::node::NodeView::new(node),
             inputs,
-            sequence_inputs,
-            sequence_outputs: Vec::new(),
+            composite_inputs,
+            value_outputs: Vec::new(),
             opset,
         };
         let outputs = parse(&mut ctx).map_err(|m| node_err(&label, m))?;
-        let sequence_outputs = std::mem::take(&mut ctx.sequence_outputs);
+        let mut value_outputs = std::mem::take(&mut ctx.value_outputs);
         if let [first, ..] = ctx.node.unread()[..] {
             let message = format!("attribute `{first}` is not supported (the parser does not read it)");
             return Err(node_err(&label, message));
         }
-        for (k, sequence) in sequence_outputs {
-            if let Some(name) = node.output.get(k).filter(|n| !n.is_empty()) {
-                self.sequences.insert(name.clone(), sequence);
-            }
-        }
         for (k, name) in node.output.iter().enumerate() {
-            if name.is_empty() || self.sequences.contains_key(name) {
+            if name.is_empty() {
                 continue;
             }
-            let v = outputs
-                .get(k)
-                .ok_or_else(|| node_err(&label, format!("output #{k} (\"{name}\") is not supported")))?;
-            self.env.insert(name.clone(), *v);
+            let value = match value_outputs.iter().position(|(j, _)| *j == k) {
+                Some(at) => value_outputs.swap_remove(at).1,
+                None => OnnxValue::Tensor(
+                    *outputs
+                        .get(k)
+                        .ok_or_else(|| node_err(&label, format!("output #{k} (\"{name}\") is not supported")))?,
+                ),
+            };
+            self.bind(name, value);
         }
         Ok(())
     }
 
+    /// Gives `name` the value `value` in the current scope.
+    pub(super) fn bind(&mut self, name: &str, value: OnnxValue) {
+        match value {
+            OnnxValue::Tensor(v) => {
+                self.composites.remove(name);
+                self.env.insert(name.to_string(), v);
+            }
+            composite => {
+                self.env.remove(name);
+                self.composites.insert(name.to_string(), composite);
+            }
+        }
+    }
+
+    /// The value named `name` in the current scope, if any.
+    pub(super) fn lookup(&self, name: &str) -> Option<OnnxValue> {
+        match self.env.get(name) {
+            Some(&v) => Some(OnnxValue::Tensor(v)),
+            None => self.composites.get(name).cloned(),
+        }
+    }
+
     /// Imports a subgraph's nodes into the current graph, its first inputs bound to `inputs`
-    /// (checked against the types they declare), and returns its output values; the names it
-    /// defines go out of scope afterwards.
-    pub fn inline(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<Vec<ValueId>, ImportError> {
-        let saved = (self.env.clone(), self.sequences.clone());
+    /// (tensors checked against the types they declare), and returns its output values,
+    /// tensors, sequences or optionals; the names it defines go out of scope afterwards.
+    pub fn inline(&mut self, g: &GraphProto, inputs: &[OnnxValue]) -> Result<Vec<OnnxValue>, ImportError> {
+        let saved = (self.env.clone(), self.composites.clone());
         let result = self.import_subgraph_nodes(g, inputs).and_then(|()| {
             g.output
                 .iter()
-                .map(|o| self.produced(o.name()))
+                .map(|o| {
+                    self.lookup(o.name()).ok_or_else(|| ImportError::Value {
+                        value: o.name().to_string(),
+                        message: "is an output but no node, initializer or input defines it".into(),
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()
         });
-        (self.env, self.sequences) = saved;
+        (self.env, self.composites) = saved;
         result
     }
 
@@ -340,8 +375,9 @@ impl Importer {
                 inputs.len()
             )));
         }
-        let saved = (self.env.clone(), self.sequences.clone());
-        let result = self.import_subgraph_nodes(g, inputs).and_then(|()| {
+        let saved = (self.env.clone(), self.composites.clone());
+        let inputs: Vec<OnnxValue> = inputs.iter().map(|&v| OnnxValue::Tensor(v)).collect();
+        let result = self.import_subgraph_nodes(g, &inputs).and_then(|()| {
             let outputs = g
                 .output
                 .iter()
@@ -358,16 +394,18 @@ impl Importer {
             }
             Ok(outputs)
         });
-        (self.env, self.sequences) = saved;
+        (self.env, self.composites) = saved;
         result
     }
 
     /// Binds `g`'s first inputs to `inputs` (checked against the types they declare) and
     /// imports its initializers and nodes.
-    fn import_subgraph_nodes(&mut self, g: &GraphProto, inputs: &[ValueId]) -> Result<(), ImportError> {
-        for (vi, &v) in g.input.iter().zip(inputs) {
-            self.env.insert(vi.name().to_string(), v);
-            self.check_declared(vi, v)?;
+    fn import_subgraph_nodes(&mut self, g: &GraphProto, inputs: &[OnnxValue]) -> Result<(), ImportError> {
+        for (vi, value) in g.input.iter().zip(inputs) {
+            if let OnnxValue::Tensor(v) = value {
+                self.check_declared(vi, *v)?;
+            }
+            self.bind(vi.name(), value.clone().into_declared(vi.r#type.as_ref()));
         }
         self.add_initializers(g)?;
         self.import_nodes(&g.node)
@@ -378,17 +416,14 @@ impl Importer {
     /// current scope, in the order they are first read: what a region importing any of them
     /// takes in besides its own inputs.
     pub fn captures(&self, graphs: &[&GraphProto]) -> Result<Vec<Capture>, String> {
-        let mut names = Vec::new();
-        for g in graphs {
-            free_names(g, &mut names);
-        }
-        names
+        self.free_names_of(graphs)
             .into_iter()
             .map(|name| {
-                if self.sequences.contains_key(&name) {
+                if let Some(composite) = self.composites.get(&name) {
                     return Err(format!(
-                        "the subgraph reads the sequence \"{name}\" from the graph around it; a sequence cannot \
-                         be passed into a subgraph"
+                        "the subgraph reads \"{name}\", {}, from the graph around it; only tensors can be \
+                         passed into a subgraph run at run time",
+                        composite.kind()
                     ));
                 }
                 let &value = self.env.get(&name).ok_or_else(|| {
@@ -400,6 +435,15 @@ impl Importer {
                 })
             })
             .collect()
+    }
+
+    /// The names `graphs` read from the scopes around them, each once, in the order first read.
+    pub fn free_names_of(&self, graphs: &[&GraphProto]) -> Vec<String> {
+        let mut names = Vec::new();
+        for g in graphs {
+            free_names(g, &mut names);
+        }
+        names
     }
 
     /// Starts importing a region named `name`: the enclosing graph's state is put aside and
@@ -416,7 +460,7 @@ impl Importer {
         let enclosing = Enclosing {
             graph: std::mem::replace(&mut self.graph, Graph::new(name)),
             env: std::mem::take(&mut self.env),
-            sequences: std::mem::take(&mut self.sequences),
+            composites: std::mem::take(&mut self.composites),
             specialized: std::mem::take(&mut self.specialized),
         };
         let mut taken = HashSet::new();
@@ -441,41 +485,38 @@ impl Importer {
     /// restores the enclosing graph's state.
     pub fn leave_region(&mut self, enclosing: Enclosing) -> Graph {
         self.env = enclosing.env;
-        self.sequences = enclosing.sequences;
+        self.composites = enclosing.composites;
         self.specialized = enclosing.specialized;
         std::mem::replace(&mut self.graph, enclosing.graph).prune()
     }
 
-    fn produced(&self, name: &str) -> Result<ValueId, ImportError> {
-        let message = match self.sequences.contains_key(name) {
-            true => "is a sequence: sequences are supported inside a graph, not as its outputs",
-            false => "is an output but no node, initializer or input defines it",
+    pub(super) fn produced(&self, name: &str) -> Result<ValueId, ImportError> {
+        let message = match self.composites.get(name) {
+            Some(composite) => format!("is {}, not a tensor", composite.kind()),
+            None => "is an output but no node, initializer or input defines it".into(),
         };
         self.env.get(name).copied().ok_or_else(|| ImportError::Value {
             value: name.to_string(),
-            message: message.into(),
+            message,
         })
     }
 
-    fn add_outputs(&mut self, g: &GraphProto) -> Result<(), ImportError> {
-        for vi in &g.output {
-            let mut v = self.produced(vi.name())?;
-            let passthrough = match self.graph.def(v) {
-                Def::Input(_) => true,
-                Def::Op { op, .. } => self.graph.ops[op].kind == OpKind::Constant,
-            };
-            if passthrough {
-                let ty = self.graph.ty(v).clone();
-                v = self.graph.push_op(OpKind::Identity, vec![v], Attrs::new(), vec![ty])[0];
-            }
-            self.check_declared(vi, v)?;
-            self.graph.add_output(vi.name(), v);
+    /// Makes `v` the graph output `port`; an input or a constant is copied by an identity
+    /// first (an output is a result of the program).
+    pub(super) fn add_output_port(&mut self, port: &str, mut v: ValueId) {
+        let passthrough = match self.graph.def(v) {
+            Def::Input(_) => true,
+            Def::Op { op, .. } => self.graph.ops[op].kind == OpKind::Constant,
+        };
+        if passthrough {
+            let ty = self.graph.ty(v).clone();
+            v = self.graph.push_op(OpKind::Identity, vec![v], Attrs::new(), vec![ty])[0];
         }
-        Ok(())
+        self.graph.add_output(port, v);
     }
 
     /// Checks the element type and the fixed dims a value info declares against `v`'s type.
-    fn check_declared(&self, vi: &ValueInfoProto, v: ValueId) -> Result<(), ImportError> {
+    pub(super) fn check_declared(&self, vi: &ValueInfoProto, v: ValueId) -> Result<(), ImportError> {
         let Some((code, dims)) = declared(vi.r#type.as_ref()) else {
             return Ok(());
         };

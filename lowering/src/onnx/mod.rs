@@ -7,9 +7,11 @@
 //! so the shape arithmetic exporters emit collapses to literals.
 
 mod ctx;
+pub mod data;
 mod error;
 mod external;
 mod importer;
+mod interface;
 mod model;
 mod node;
 mod ops;
@@ -18,6 +20,7 @@ mod registry;
 mod tensor;
 #[cfg(test)]
 mod testutil;
+mod value;
 
 pub use error::ImportError;
-pub use model::{import_bytes, import_file, read_tensor_file, ImportOptions};
+pub use model::{import_bytes, import_file, model_input_kinds, read_tensor_file, ImportOptions};

@@ -1,10 +1,12 @@
 //! The entry points: import an ONNX model from a file or from bytes, and read a serialized
 //! `TensorProto` (the `.pb` files of the ONNX test data).
 
+use super::data::{input_kinds, DataKind};
 use super::importer::import_model;
 use super::proto::{ModelProto, TensorProto};
 use super::tensor::decode_tensor;
 use super::ImportError;
+use mxc_dialects::interface::Structure;
 use mxc_dialects::{Graph, Tensor};
 use prost::Message;
 use std::collections::HashMap;
@@ -19,6 +21,10 @@ pub struct ImportOptions {
     /// Values of graph inputs that may be used where an op needs a compile-time value (the
     /// shape of a `Reshape`, the starts of a `Slice`, ...). The inputs stay graph inputs.
     pub specialize: HashMap<String, Tensor>,
+    /// The structures of graph inputs that are sequences or optionals (a sequence's length,
+    /// whether an optional holds a value); their tensors' shapes and values are given above
+    /// under the names of their ports (`s[0]`, ...: `lowering/src/onnx/interface.rs`).
+    pub structures: HashMap<String, Structure>,
     /// The most bytes a graph input or a computed tensor may take (constants are not
     /// limited: they are already in memory); `None` for `mxc_dialects::max_tensor_bytes()`,
     /// which is `MXC_MAX_TENSOR_BYTES` or the machine's memory.
@@ -37,13 +43,24 @@ fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
     })
 }
 
-/// Imports the model in `path`; external data is looked for next to it.
-pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph, ImportError> {
+fn decode_model(path: &Path) -> Result<ModelProto, ImportError> {
     let bytes = read(path)?;
-    let model = ModelProto::decode(bytes.as_slice()).map_err(|source| ImportError::Decode {
+    ModelProto::decode(bytes.as_slice()).map_err(|source| ImportError::Decode {
         what: path.display().to_string(),
         source,
-    })?;
+    })
+}
+
+/// What each input of the model in `path` is (a tensor, a sequence or an optional), by name,
+/// for reading the values given for them.
+pub fn model_input_kinds(path: &Path) -> Result<Vec<(String, DataKind)>, ImportError> {
+    let model = decode_model(path)?;
+    Ok(model.graph.as_ref().map(input_kinds).unwrap_or_default())
+}
+
+/// Imports the model in `path`; external data is looked for next to it.
+pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph, ImportError> {
+    let model = decode_model(path)?;
     let dir = path.parent().map(|d| {
         if d.as_os_str().is_empty() {
             PathBuf::from(".")

@@ -3,7 +3,7 @@
 //! parsers.
 
 use super::proto::attribute_proto::AttributeType;
-use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, TypeProto};
 use std::cell::RefCell;
 
 /// An attribute that means nothing to an inference compiler on any op, so a parser need not
@@ -111,6 +111,13 @@ impl<'a> NodeView<'a> {
         Ok(self
             .typed(name, AttributeType::Tensor, "a tensor")?
             .and_then(|a| a.t.as_ref()))
+    }
+
+    /// A `TYPE_PROTO` attribute (the type of `Optional`'s empty value).
+    pub fn opt_type(&self, name: &str) -> Result<Option<&'a TypeProto>, String> {
+        Ok(self
+            .typed(name, AttributeType::TypeProto, "a type")?
+            .and_then(|a| a.tp.as_ref()))
     }
 
     /// A `GRAPH` attribute (the body of `If`, `Loop`, `Scan`).

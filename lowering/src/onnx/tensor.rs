@@ -1,5 +1,5 @@
 //! ONNX element types and `TensorProto` decoding: every in-file encoding (`raw_data` and the
-//! typed fields) and external data, into an mx `Tensor`.
+//! typed fields) and external data, into an mx `Tensor`; and encoding one (as `raw_data`).
 
 use super::external::read_external;
 use super::proto::tensor_proto::{DataLocation, DataType};
@@ -119,6 +119,37 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
         )));
     }
     Tensor::from_bytes(ty, bytes).ok_or_else(|| err("data does not match its type".into()))
+}
+
+/// The ONNX type code of an mx element type.
+pub fn type_code(dtype: DType) -> i32 {
+    (1..64)
+        .find(|&code| dtype_of(code) == Some(dtype))
+        .expect("every mx element type has an ONNX code")
+}
+
+/// `t` as a `TensorProto` named `name`, its elements in `raw_data` (4- and 2-bit ones packed,
+/// the first in the low bits of a byte).
+pub fn encode_tensor(name: &str, t: &Tensor) -> TensorProto {
+    let dtype = t.dtype();
+    let raw = match packed_bits(dtype) {
+        None => t.bytes().to_vec(),
+        Some(bits) => {
+            let per_byte = (8 / bits) as usize;
+            let mut packed = vec![0u8; t.len().div_ceil(per_byte)];
+            for (i, &b) in t.bytes().iter().enumerate() {
+                packed[i / per_byte] |= (b & ((1 << bits) - 1)) << ((i % per_byte) as u32 * bits);
+            }
+            packed
+        }
+    };
+    TensorProto {
+        name: Some(name.to_string()),
+        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        data_type: Some(type_code(dtype)),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
 }
 
 /// The width of the element types ONNX packs several to a byte.

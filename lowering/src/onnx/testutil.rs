@@ -48,6 +48,16 @@ pub fn i64_tensor(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
     }
 }
 
+pub fn bool_tensor(name: &str, dims: &[i64], values: &[bool]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Bool as i32),
+        int32_data: values.iter().map(|&b| b as i32).collect(),
+        ..Default::default()
+    }
+}
+
 pub fn f32_tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),

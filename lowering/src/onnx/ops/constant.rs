@@ -138,8 +138,11 @@ fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![ctx.constant(t)])
 }
 
+/// The input unchanged, a sequence or optional too (opset 14 on).
 fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    Ok(vec![ctx.input(0)?])
+    let value = ctx.value_input(0).ok_or("missing input #0")?;
+    ctx.set_output(0, value);
+    Ok(vec![])
 }
 
 /// Dropout at inference: the input unchanged, and a mask of all ones (bool from opset 7,

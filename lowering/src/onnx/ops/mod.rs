@@ -27,6 +27,7 @@ mod math;
 mod microsoft;
 mod ml;
 mod norm;
+mod optional;
 mod pad;
 mod padding;
 mod pool;
@@ -46,6 +47,7 @@ mod signal;
 mod tfidf;
 mod training;
 mod tree_ensemble;
+mod value_shaped;
 
 use super::registry::Registry;
 
@@ -87,10 +89,12 @@ pub fn register(r: &mut Registry) {
     resize::register(r);
     roi_align::register(r);
     sample::register(r);
+    optional::register(r);
     sequence::register(r);
     shape::register(r);
     signal::register(r);
     tfidf::register(r);
     training::register(r);
     tree_ensemble::register(r);
+    value_shaped::register(r);
 }

@@ -4,13 +4,14 @@
 //! `ConcatFromSequence` cost nothing at run time, and `SequenceAt` picks a value, or, at a
 //! position known only at run time, gathers from the elements stacked (they must share a type).
 //! Insert and erase positions, and split sizes, must be known at import (constants, or the
-//! inputs `mxc run` is given). Sequences as graph inputs or outputs, and sequences whose length
-//! changes at run time (`Loop`), are not supported.
+//! inputs `mxc run` is given). `SequenceMap` imports its body once per element. A sequence
+//! whose length would change at run time (in an `mx.loop`) is not supported; a `Loop` carrying
+//! one is unrolled at import (`control/unroll.rs`).
 
 use super::super::ctx::Ctx;
-use super::super::importer::Sequence;
+use super::super::importer::{OnnxValue, Sequence};
 use super::super::registry::Registry;
-use super::super::tensor::require_dtype;
+use super::super::tensor::{dtype_of, require_dtype};
 use super::axes::axis;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
@@ -25,6 +26,7 @@ pub fn register(r: &mut Registry) {
     r.add_all("SequenceLength", sequence_length);
     r.add_all("SplitToSequence", split_to_sequence);
     r.add_all("ConcatFromSequence", concat_from_sequence);
+    r.add("", "SequenceMap", 17, super::super::registry::LATEST, sequence_map);
 }
 
 fn sequence_empty(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -212,6 +214,69 @@ fn concat_from_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![concat_values(ctx, parts, ax)?])
 }
 
+/// `SequenceMap`: the body applied to each position of the input sequences (which must have
+/// the same length; tensor inputs are passed whole each time), imported once per position; its
+/// outputs make the output sequences.
+fn sequence_map(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    let body = ctx.node.graph("body")?.ok_or("missing attribute `body`")?;
+    let inputs: Vec<OnnxValue> = (0..ctx.num_inputs())
+        .map(|i| ctx.value_input(i).ok_or_else(|| format!("missing input #{i}")))
+        .collect::<Result<_, _>>()?;
+    let len = ctx.sequence_input(0)?.elements.len();
+    for (i, input) in inputs.iter().enumerate() {
+        match input {
+            OnnxValue::Sequence(s) if s.elements.len() != len => {
+                return Err(format!(
+                    "input #{i} is a sequence of {} tensors, input #0 of {len}",
+                    s.elements.len()
+                ))
+            }
+            OnnxValue::Sequence(_) | OnnxValue::Tensor(_) => {}
+            other => {
+                return Err(format!(
+                    "input #{i} is {}: only sequences and tensors are mapped",
+                    other.kind()
+                ))
+            }
+        }
+    }
+    let mut outputs: Vec<Vec<ValueId>> = vec![Vec::new(); body.output.len()];
+    for position in 0..len {
+        let args: Vec<OnnxValue> = inputs
+            .iter()
+            .map(|input| match input {
+                OnnxValue::Sequence(s) => OnnxValue::Tensor(s.elements[position]),
+                other => other.clone(),
+            })
+            .collect();
+        for (k, value) in ctx.inline_subgraph(body, &args)?.into_iter().enumerate() {
+            match value {
+                OnnxValue::Tensor(v) => outputs[k].push(v),
+                other => return Err(format!("the body's output #{k} is {}, not a tensor", other.kind())),
+            }
+        }
+    }
+    for (k, (elements, vi)) in outputs.into_iter().zip(&body.output).enumerate() {
+        let dtype = match elements.first() {
+            Some(&v) => ctx.ty(v).dtype,
+            None => declared_dtype(vi).ok_or_else(|| {
+                format!("the body's output #{k} declares no element type (the sequences mapped are empty)")
+            })?,
+        };
+        ctx.set_sequence_output(k, Sequence { dtype, elements });
+    }
+    Ok(vec![])
+}
+
+/// The element type a value info declares for a tensor, if it does.
+fn declared_dtype(vi: &super::super::proto::ValueInfoProto) -> Option<DType> {
+    use super::super::proto::type_proto::Value as TypeValue;
+    match vi.r#type.as_ref()?.value.as_ref()? {
+        TypeValue::TensorType(t) => dtype_of(t.elem_type()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::super::proto::tensor_proto::DataType;
@@ -245,6 +310,46 @@ mod tests {
     }
 
     #[test]
+    fn sequence_map_imports_its_body_per_element() {
+        use super::super::super::testutil::graph_attr;
+        use super::super::control::tests::{run, subgraph, untyped};
+        // each element plus the tensor w, and each element's length
+        let body = subgraph(
+            "body",
+            vec![untyped("e"), untyped("w")],
+            vec![
+                node("Add", &["e", "w"], &["sum"], vec![]),
+                node("Size", &["e"], &["n"], vec![]),
+            ],
+            vec![untyped("sum"), untyped("n")],
+        );
+        let mut model = three_inputs().input("w", DataType::Float, &[2]);
+        model.opset = 17;
+        let g = model
+            .node(node(
+                "SequenceMap",
+                &["s", "w"],
+                &["sums", "sizes"],
+                vec![graph_attr("body", body)],
+            ))
+            .node(node("ConcatFromSequence", &["sums"], &["c"], vec![int_attr("axis", 0)]))
+            .node(node(
+                "ConcatFromSequence",
+                &["sizes"],
+                &["n"],
+                vec![int_attr("axis", 0), int_attr("new_axis", 1)],
+            ))
+            .output("c")
+            .output("n")
+            .import()
+            .unwrap();
+        let two = |a: f32, b: f32| mxc_dialects::Tensor::from_f32s(vec![2], &[a, b]);
+        let out = run(&g, &[two(1., 2.), two(3., 4.), two(5., 6.), two(10., 20.)]);
+        assert_eq!(out[0].to_f64_vec(), [11., 22., 13., 24., 15., 26.]);
+        assert_eq!(out[1].to_i64_vec(), [2, 2, 2]);
+    }
+
+    #[test]
     fn a_run_time_position_gathers_from_the_stacked_elements() {
         let text = three_inputs()
             .input("p", DataType::Int64, &[])
@@ -257,17 +362,12 @@ mod tests {
     }
 
     #[test]
-    fn bad_positions_and_sequence_outputs_are_refused_by_name() {
+    fn bad_positions_are_refused_by_name() {
         let err = three_inputs()
             .init(i64_tensor("p", &[], &[3]))
             .node(node("SequenceAt", &["s", "p"], &["e"], vec![]))
             .output("e")
             .error();
         assert!(err.contains("position 3 is outside a sequence of 3 tensors"), "{err}");
-        let err = three_inputs().output("s").error();
-        assert!(
-            err.contains("is a sequence: sequences are supported inside a graph, not as its outputs"),
-            "{err}"
-        );
     }
 }

@@ -4,20 +4,22 @@
 //! number of iterations is recorded when it is known at compile time: none when the condition
 //! is known to be false, `M` when `M` is known and nothing can stop the loop earlier, and `M`
 //! when `M` is known and there are scan outputs to stack (their length must be fixed; the run
-//! fails if the loop stops earlier).
+//! fails if the loop stops earlier). A body that needs compile-time values it cannot have as a
+//! region (the iteration number as a slice's start) is unrolled instead when the trip count and
+//! condition are known (`unroll.rs`).
 
 use super::super::super::ctx::Ctx;
 use super::super::super::proto::type_proto::Value as TypeValue;
 use super::super::super::proto::ValueInfoProto;
 use super::super::shape::reshape;
+use super::unroll::unrolled_loop;
 use super::{required_graph, scalar_operand};
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 use std::sync::Arc;
 
 pub fn loop_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let body = required_graph(ctx, "body")?;
-    let initial = carried_inputs(ctx)?;
-    let n = initial.len();
+    let n = ctx.num_inputs().saturating_sub(2);
     if body.input.len() != 2 + n {
         return Err(format!(
             "the body takes {} inputs; it must take the iteration number, the condition and the {n} \
@@ -32,12 +34,13 @@ pub fn loop_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
             body.output.len()
         ));
     }
-    if let Some(vi) = body.input.iter().find(|vi| !is_tensor(vi)) {
-        return Err(format!(
-            "the body's input \"{}\" is not a tensor: loop-carried sequences and optionals are not supported",
-            vi.name()
-        ));
+    let composite_carried = (2..ctx.num_inputs()).any(|i| ctx.input(i).is_err() && ctx.value_input(i).is_some());
+    if composite_carried || body.input.iter().any(|vi| !is_tensor(vi)) || ctx.reads_composites(&[body]) {
+        return unrolled_loop(ctx, body);
     }
+    let initial = (2..ctx.num_inputs())
+        .map(|i| ctx.input(i))
+        .collect::<Result<Vec<_>, _>>()?;
     let (max_trips, trips) = match ctx.opt_input(0) {
         None => (ctx.constant(Tensor::from_i64s(DType::I64, vec![], &[i64::MAX])), None),
         Some(m) => {
@@ -75,7 +78,17 @@ pub fn loop_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         keeps_going = next == cond_in || always_true;
         outputs[0].1 = scalar_operand(ctx, next, DType::Bool, "the body's condition output")?;
         Ok(outputs)
-    })?;
+    });
+    let region = match region {
+        Ok(region) => region,
+        // a body that needs a value known at compile time which a region cannot know (the
+        // iteration number as a slice's start) is unrolled when the loop's trips are known:
+        // each iteration's values are then constants
+        Err(e) if e.contains("must be known at compile time") && trips.is_some() && cond_known.is_some() => {
+            return unrolled_loop(ctx, body).map_err(|_| e);
+        }
+        Err(e) => return Err(e),
+    };
     let scans = body.output.len() - 1 - n;
     let iterations = match (trips, cond_known) {
         (_, Some(false)) => 0,
@@ -104,20 +117,6 @@ pub fn loop_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     ctx.build(OpKind::Loop, operands, attrs)
 }
 
-/// The initial values of the loop-carried values (inputs 2 on); sequences are refused.
-fn carried_inputs(ctx: &Ctx) -> Result<Vec<ValueId>, String> {
-    (2..ctx.num_inputs())
-        .map(|i| match ctx.sequence_input(i) {
-            Ok(_) => Err(format!(
-                "loop-carried value #{} (\"{}\") is a sequence: loop-carried sequences are not supported",
-                i - 2,
-                ctx.node.proto.input[i]
-            )),
-            Err(_) => ctx.input(i),
-        })
-        .collect()
-}
-
 /// Whether `vi` declares a tensor, or no type.
 fn is_tensor(vi: &ValueInfoProto) -> bool {
     let value = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
@@ -126,7 +125,7 @@ fn is_tensor(vi: &ValueInfoProto) -> bool {
 
 /// The rank-0 region input `v` as the body declares it in `vi`: of shape `[1]` where it
 /// declares rank 1, unchanged otherwise.
-fn as_declared(ctx: &mut Ctx, v: ValueId, vi: &ValueInfoProto) -> Result<ValueId, String> {
+pub(super) fn as_declared(ctx: &mut Ctx, v: ValueId, vi: &ValueInfoProto) -> Result<ValueId, String> {
     let rank = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
         Some(TypeValue::TensorType(t)) => t.shape.as_ref().map(|s| s.dim.len()),
         _ => None,
@@ -142,7 +141,7 @@ mod tests {
     use super::super::super::super::proto::tensor_proto::DataType;
     use super::super::super::super::proto::{NodeProto, ValueInfoProto};
     use super::super::super::super::testutil::*;
-    use super::super::tests::{bool_tensor, f32s, run, subgraph, untyped};
+    use super::super::tests::{f32s, run, subgraph, untyped};
     use mxc_dialects::{DType, OpKind, Tensor};
 
     fn i64s(values: &[i64]) -> Tensor {
@@ -355,18 +354,72 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_carried_sequence_is_refused() {
-        let err = ModelBuilder::new(13)
-            .input("m", DataType::Int64, &[])
-            .input("t", DataType::Float, &[2])
-            .node(node("SequenceConstruct", &["t"], &["x"], vec![]))
-            .node(body(&[], vec![], &["c", "y"]))
+    fn a_body_slicing_at_the_iteration_number_is_unrolled_when_the_trips_are_known() {
+        // y += x[i : i + 1] over x = [1, 2, 3, 4]
+        let nodes = vec![
+            node("Add", &["i", "one"], &["end"], vec![]),
+            node("Unsqueeze", &["i", "zero"], &["starts"], vec![]),
+            node("Unsqueeze", &["end", "zero"], &["ends"], vec![]),
+            node("Slice", &["v", "starts", "ends"], &["piece"], vec![]),
+            node("Add", &["y", "piece"], &["y_next"], vec![]),
+        ];
+        let model = |m: Option<i64>| {
+            let b = ModelBuilder::new(13)
+                .input("x", DataType::Float, &[1])
+                .init(i64_tensor("one", &[], &[1]))
+                .init(i64_tensor("zero", &[1], &[0]))
+                .init(f32_tensor("v", &[4], &[1., 2., 3., 4.]));
+            match m {
+                Some(m) => b.init(i64_tensor("m", &[], &[m])),
+                None => b.input("m", DataType::Int64, &[]),
+            }
+            .node(body(&[], nodes.clone(), &["c", "y_next"]))
             .output("y_final")
-            .error();
+        };
+        let g = model(Some(3)).import().unwrap();
+        assert!(g.ops.iter().all(|op| op.kind != OpKind::Loop));
+        assert_eq!(run(&g, &[f32s(&[1], &[10.])])[0].to_f64_vec(), [16.]);
+        let err = model(None).error();
+        assert!(
+            err.ends_with("(Slice): input \"starts\" must be known at compile time"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_loop_carrying_a_sequence_is_unrolled_at_import() {
+        // each iteration appends t + i to the sequence [t]; the scan output stacks i
+        let nodes = vec![
+            node("Cast", &["i"], &["f"], vec![int_attr("to", DataType::Float as i64)]),
+            node("Add", &["t", "f"], &["u"], vec![]),
+            node("SequenceInsert", &["y", "u"], &["y_next"], vec![]),
+        ];
+        let model = |m: Option<i64>| {
+            let b = ModelBuilder::new(13).input("t", DataType::Float, &[2]);
+            let b = match m {
+                Some(m) => b.init(i64_tensor("m", &[], &[m])),
+                None => b.input("m", DataType::Int64, &[]),
+            };
+            b.node(node("SequenceConstruct", &["t"], &["x"], vec![]))
+                .node(body(&[], nodes.clone(), &["c", "y_next", "i"]))
+                .node(node(
+                    "ConcatFromSequence",
+                    &["y_final"],
+                    &["all"],
+                    vec![int_attr("axis", 0)],
+                ))
+                .output("all")
+                .output("scan")
+        };
+        let g = model(Some(3)).import().unwrap();
+        assert!(g.ops.iter().all(|op| op.kind != OpKind::Loop));
+        let out = run(&g, &[f32s(&[2], &[1., 5.])]);
+        assert_eq!(out[0].to_f64_vec(), [1., 5., 1., 5., 2., 6., 3., 7.]);
+        assert_eq!(out[1].to_i64_vec(), [0, 1, 2]);
         assert_eq!(
-            err,
-            "node #1 (output \"y_final\") (Loop): loop-carried value #0 (\"x\") is a sequence: loop-carried \
-             sequences are not supported"
+            model(None).error(),
+            "node #1 (output \"y_final\") (Loop): M must be known at compile time: the loop carries sequences or \
+             optionals, so it is unrolled at import"
         );
     }
 }

@@ -1,12 +1,14 @@
 //! Control flow. An `If` whose condition is known at compile time is replaced by the branch it
 //! takes, imported in place; any other `If` is an `mx.if` whose branches are regions
 //! (`Ctx::region`) taking the values either branch reads from around it. `Loop` is an
-//! `mx.loop` (`loops.rs`), and so is `Scan`, its body slicing the scan inputs (`scan.rs`).
+//! `mx.loop` (`loops.rs`), unless it carries sequences or optionals (then it is unrolled at
+//! import, `unroll.rs`), and so is `Scan`, its body slicing the scan inputs (`scan.rs`).
 
 mod loops;
 mod scan;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
+mod unroll;
 
 use super::super::ctx::Ctx;
 use super::super::proto::GraphProto;
@@ -47,11 +49,15 @@ fn if_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
             return Err(format!("cond must have one element, got shape {:?}", known.shape()));
         }
         // the branch not taken is dropped
-        return ctx.inline_subgraph(if known.get_i64(0) != 0 {
+        let branch = if known.get_i64(0) != 0 {
             then_branch
         } else {
             else_branch
-        });
+        };
+        for (k, value) in ctx.inline_subgraph(branch, &[])?.into_iter().enumerate() {
+            ctx.set_output(k, value);
+        }
+        return Ok(vec![]);
     }
     let cond = scalar_operand(ctx, cond, DType::Bool, "cond")?;
     // both branches take what either reads, in the same order

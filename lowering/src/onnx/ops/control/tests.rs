@@ -2,7 +2,7 @@
 //! evaluator runs `mx.if` and `mx.loop`), and builders of small ONNX graphs.
 
 use super::super::super::proto::tensor_proto::DataType;
-use super::super::super::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto};
+use super::super::super::proto::{GraphProto, NodeProto, ValueInfoProto};
 use super::super::super::testutil::*;
 use mxc_dialects::{DType, Graph, OpKind, Tensor};
 
@@ -32,16 +32,6 @@ pub fn subgraph(
 pub fn untyped(name: &str) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
-        ..Default::default()
-    }
-}
-
-pub fn bool_tensor(name: &str, dims: &[i64], values: &[bool]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Bool as i32),
-        int32_data: values.iter().map(|&b| b as i32).collect(),
         ..Default::default()
     }
 }
@@ -225,7 +215,7 @@ fn a_branch_cannot_read_a_sequence_from_around_it() {
         .error();
     assert_eq!(
         err,
-        "node #1 (output \"y\") (If): the subgraph reads the sequence \"s\" from the graph around it; a \
-         sequence cannot be passed into a subgraph"
+        "node #1 (output \"y\") (If): the subgraph reads \"s\", a sequence, from the graph around it; only \
+         tensors can be passed into a subgraph run at run time"
     );
 }
