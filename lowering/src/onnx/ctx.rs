@@ -71,7 +71,8 @@ impl Ctx<'_> {
         })
     }
 
-    fn composite(&self, i: usize) -> Option<&OnnxValue> {
+    /// Input `i` when it is a sequence or optional.
+    pub fn composite(&self, i: usize) -> Option<&OnnxValue> {
         self.composite_inputs.get(i).and_then(Option::as_ref)
     }
 

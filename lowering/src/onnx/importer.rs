@@ -1,6 +1,8 @@
 //! The graph walk: initializers and inputs become constants and graph inputs, each node is
 //! handed to its parser, graph outputs are bound to the values that produce them, and the
-//! types the model declares are checked against the ones mx infers.
+//! types the model declares are checked against the ones mx infers. Names are bound to
+//! tensors (mx values) or to sequences and optionals (`value.rs`); inputs and outputs that
+//! are sequences or optionals are carried by ports of their own (`interface.rs`).
 //!
 //! A subgraph attribute is either inlined (`Importer::inline`: its nodes join the graph being
 //! built and see every name around them) or imported as a region, a graph of its own for an

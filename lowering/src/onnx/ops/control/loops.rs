@@ -34,7 +34,7 @@ pub fn loop_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
             body.output.len()
         ));
     }
-    let composite_carried = (2..ctx.num_inputs()).any(|i| ctx.input(i).is_err() && ctx.value_input(i).is_some());
+    let composite_carried = (2..ctx.num_inputs()).any(|i| ctx.composite(i).is_some());
     if composite_carried || body.input.iter().any(|vi| !is_tensor(vi)) || ctx.reads_composites(&[body]) {
         return unrolled_loop(ctx, body);
     }
