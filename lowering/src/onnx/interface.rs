@@ -48,19 +48,6 @@ impl Importer {
             },
             (None, _) => Structure::Tensor,
         };
-        // a sequence or tensor given for an optional input is held by it
-        let structure = match (&ty.value, structure) {
-            (Some(TypeValue::OptionalType(o)), s @ (Structure::Tensor | Structure::Sequence(_))) => {
-                Structure::Optional {
-                    of_sequence: matches!(
-                        o.elem_type.as_deref().and_then(|t| t.value.as_ref()),
-                        Some(TypeValue::SequenceType(_))
-                    ),
-                    value: Some(Box::new(s)),
-                }
-            }
-            (_, s) => s,
-        };
         let value = self.structured_input(name, &ty, &structure, opts)?;
         self.graph.interface.inputs.push(Value {
             name: name.to_string(),
@@ -110,17 +97,21 @@ impl Importer {
                     .collect::<Result<Vec<_>, ImportError>>()?;
                 OnnxValue::Sequence(Sequence { dtype, elements })
             }
-            (Some(TypeValue::OptionalType(o)), Structure::Optional { value, .. }) => {
+            (Some(TypeValue::OptionalType(o)), given) => {
                 let elem = element(&o.elem_type);
                 let of_sequence = matches!(elem.value, Some(TypeValue::SequenceType(_)));
-                let value = match value {
+                // a tensor or sequence given for an optional input is held by it
+                let held = match given {
+                    Structure::Optional { value, .. } => value.as_deref(),
+                    other => Some(other),
+                };
+                let value = match held {
                     Some(s) => Some(Box::new(self.structured_input(port, &elem, s, opts)?)),
                     None => None,
                 };
                 OnnxValue::Optional { of_sequence, value }
             }
             (Some(TypeValue::SequenceType(_)), _) => return Err(mismatch("a sequence")),
-            (Some(TypeValue::OptionalType(_)), _) => return Err(mismatch("an optional")),
             (Some(TypeValue::TensorType(_)) | None, _) => return Err(mismatch("a tensor")),
             (Some(_), _) => return Err(mismatch("a map or sparse tensor, which are not supported")),
         })
