@@ -184,7 +184,8 @@ pub fn specialize(mut opts: ImportOptions, given: &Given) -> Result<ImportOption
 pub const DEFAULT_SEED: u64 = 0x006d_7863;
 
 /// Adds a seeded pseudo-random value for every program input not in `given`:
-/// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks).
+/// floats uniform in [-1, 1), integers and bools 0 or 1 (valid as indices and masks), strings
+/// of up to 8 lowercase letters.
 pub fn complete_seeded(
     program: &Program,
     given: HashMap<String, Tensor>,
@@ -198,7 +199,7 @@ pub fn complete_seeded(
 pub enum Fill {
     /// Seeded pseudo-random values (see `complete`).
     Seeded(u64),
-    /// Every element this number.
+    /// Every element this number (a string element: its text).
     Constant(f64),
 }
 
@@ -225,6 +226,20 @@ pub fn complete_with(
         ty.check_limit(mxc_dialects::max_tensor_bytes()?)
             .map_err(|e| anyhow::anyhow!("input `{}`: cannot make a value: {e}", b.name))?;
         let n = ty.num_elements();
+        if ty.dtype == mxc_dialects::DType::Str {
+            let text = |_| match fill {
+                Fill::Constant(c) => c.to_string(),
+                Fill::Seeded(_) => {
+                    let len = rng.next() % 9;
+                    (0..len).map(|_| char::from(b'a' + (rng.next() % 26) as u8)).collect()
+                }
+            };
+            given.insert(
+                b.name.clone(),
+                Tensor::from_strings(ty.shape.clone(), (0..n).map(text).collect()),
+            );
+            continue;
+        }
         let value = match (fill, ty.dtype.is_float()) {
             (Fill::Constant(c), true) => Tensor::from_f64s(ty.dtype, ty.shape.clone(), &vec![c; n]),
             (Fill::Constant(c), false) => Tensor::from_i64s(ty.dtype, ty.shape.clone(), &vec![c as i64; n]),

@@ -97,6 +97,7 @@ fn tensor(t: &Tensor) -> String {
         return format!("{{\"type\": \"{}\", \"bytes\": {}}}", t.ty, t.bytes().len());
     }
     let values: Vec<String> = match t.dtype().is_float() {
+        _ if t.strings().is_some() => t.strings().unwrap_or_default().into_iter().map(string).collect(),
         true => (0..t.len()).map(|i| number(t.get_f64(i))).collect(),
         false => (0..t.len()).map(|i| t.get_i64(i).to_string()).collect(),
     };

@@ -71,9 +71,12 @@ pub fn print_summary(outputs: &[(String, DataValue)]) {
 
 fn print_tensor(name: &str, value: &Tensor) {
     let shown = value.len().min(8);
+    let strings = value.strings();
     let first: Vec<String> = (0..shown)
         .map(|i| {
-            if value.dtype().is_float() {
+            if let Some(strings) = &strings {
+                format!("{:?}", strings[i])
+            } else if value.dtype().is_float() {
                 format!("{:.6}", value.get_f64(i))
             } else {
                 value.get_i64(i).to_string()

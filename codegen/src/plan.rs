@@ -1,12 +1,13 @@
 //! The execution plan of a graph: one buffer per value (a region's captured inputs share the
 //! buffers of the values captured), one step per kernel, and the items that run them: calls
-//! in op order, and a control step per `mx.if` or `mx.loop` holding its regions' items.
+//! in op order, a control step per `mx.if` or `mx.loop` holding its regions' items, and a
+//! host step per op on strings (`runs_on_host`: the runtime evaluates it).
 
 use mxc_dialects::program::{
-    Binding, Block, Buffer, BufferKind, IfStep, Item, KernelSignature, LoopStep, Program, Step,
+    Binding, Block, Buffer, BufferKind, HostStep, IfStep, Item, KernelSignature, LoopStep, Program, Step,
 };
 use mxc_dialects::{Graph, Op, OpKind, ValueId};
-use mxc_lowering::loops::KernelSpec;
+use mxc_lowering::loops::{runs_on_host, KernelSpec};
 use std::collections::HashMap;
 
 pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
@@ -115,6 +116,12 @@ impl Planner {
                 OpKind::Constant => {}
                 OpKind::If => items.push(self.if_step(op, &operands, results)),
                 OpKind::Loop => items.push(self.loop_step(g, index, op, &operands, results)),
+                _ if runs_on_host(g, op) => items.push(Item::Host(Box::new(HostStep {
+                    kind: op.kind,
+                    attrs: op.attrs.clone(),
+                    operands,
+                    results,
+                }))),
                 _ => {
                     let k = self.kernel_of[&(region, index)];
                     self.args[k] = operands.into_iter().chain(results).collect();

@@ -36,6 +36,10 @@ pub enum DType {
     U4,
     I2,
     U2,
+    /// UTF-8 strings: an element is an 8-byte handle into the strings of a run (a constant
+    /// `Tensor` holds the strings themselves, `tensor.rs`). Only data movement and the string
+    /// ops apply, run on the host rather than in kernels.
+    Str,
 }
 
 impl DType {
@@ -73,7 +77,7 @@ impl DType {
             DType::F4E2M1FN | DType::I4 | DType::U4 | DType::I2 | DType::U2 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
+            DType::I64 | DType::U64 | DType::F64 | DType::Str => 8,
         }
     }
 
@@ -113,11 +117,13 @@ impl DType {
             DType::U4 => "u4",
             DType::I2 => "i2",
             DType::U2 => "u2",
+            DType::Str => "string",
         }
     }
 
+    /// The type named `name` (`ALL` and `Str`).
     pub fn from_name(name: &str) -> Option<DType> {
-        DType::ALL.into_iter().find(|d| d.name() == name)
+        DType::ALL.into_iter().chain([DType::Str]).find(|d| d.name() == name)
     }
 
     pub fn is_float(self) -> bool {

@@ -24,6 +24,8 @@ pub enum Trait {
     /// Runs regions (graph attributes) on the host instead of being a kernel: the plan holds a
     /// control step for it, and each region's ops are kernels of their own (`mx::control`).
     Control,
+    /// An op on strings: no kernel computes it; the plan runs it on the host with `eval`.
+    Host,
 }
 
 macro_rules! op_kinds {
@@ -136,6 +138,9 @@ op_kinds! {
     Fused => "fused", 1..=4096, [], [];
     If => "if", 1..=4096, ["else_branch", "then_branch"], [Control];
     Loop => "loop", 2..=4096, ["body", "carried", "iterations"], [Control];
+    StringConcat => "string_concat", 2..=2, [], [Evaluable, Host];
+    StringCase => "string_case", 1..=1, ["to"], [Evaluable, Host];
+    RegexFullMatch => "regex_full_match", 1..=1, ["pattern"], [Evaluable, Host];
 }
 
 impl OpKind {

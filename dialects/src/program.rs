@@ -4,8 +4,10 @@
 //! read from a file may disagree with its kernels).
 
 mod control;
+mod host;
 
 pub use control::{straight, Block, IfStep, Item, LoopStep, MAX_DEPTH};
+pub use host::HostStep;
 
 use crate::{Tensor, TensorType};
 

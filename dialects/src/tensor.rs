@@ -15,12 +15,14 @@ pub struct Tensor {
 /// memory-mapped `.mxr` file, which stays mapped while a tensor uses it.
 pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
-/// A tensor's bytes: `len` bytes of `owner` from `start`.
+/// A tensor's bytes: `len` bytes of `owner` from `start`; for strings, each element's bytes
+/// are a little-endian u64 index into `strings`.
 #[derive(Clone)]
 struct Data {
     owner: SharedBytes,
     start: usize,
     len: usize,
+    strings: Option<Arc<Vec<String>>>,
 }
 
 impl Data {
@@ -30,17 +32,33 @@ impl Data {
             owner: Arc::new(bytes),
             start: 0,
             len,
+            strings: None,
         }
     }
 
     fn bytes(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.start..self.start + self.len]
     }
+
+    /// The strings of the elements, in order, when they are strings.
+    fn resolved(&self) -> Option<Vec<&str>> {
+        let table = self.strings.as_ref()?;
+        let handles = self.bytes().chunks_exact(8);
+        Some(
+            handles
+                .map(|h| table[u64::from_le_bytes(h.try_into().expect("8 bytes")) as usize].as_str())
+                .collect(),
+        )
+    }
 }
 
 impl PartialEq for Data {
     fn eq(&self, other: &Data) -> bool {
-        self.bytes() == other.bytes()
+        match (self.resolved(), other.resolved()) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self.bytes() == other.bytes(),
+            _ => false,
+        }
     }
 }
 
@@ -67,11 +85,53 @@ impl Tensor {
         let fits = start.checked_add(len).is_some_and(|end| end <= (*owner).as_ref().len());
         fits.then_some(Tensor {
             ty,
-            data: Data { owner, start, len },
+            data: Data {
+                owner,
+                start,
+                len,
+                strings: None,
+            },
         })
     }
 
+    /// A tensor of strings.
+    pub fn from_strings(shape: Vec<usize>, strings: Vec<String>) -> Tensor {
+        let handles: Vec<u64> = (0..strings.len() as u64).collect();
+        Tensor::from_string_handles(shape, &handles, Arc::new(strings)).expect("one handle per string")
+    }
+
+    /// A tensor of strings whose elements are `table[handles[i]]`; `None` when the counts
+    /// disagree or a handle is outside the table.
+    pub fn from_string_handles(shape: Vec<usize>, handles: &[u64], table: Arc<Vec<String>>) -> Option<Tensor> {
+        let ty = TensorType::new(DType::Str, shape);
+        let fits = ty.num_elements() == handles.len() && handles.iter().all(|&h| (h as usize) < table.len());
+        fits.then(|| {
+            let bytes: Vec<u8> = handles.iter().flat_map(|h| h.to_le_bytes()).collect();
+            let mut data = Data::owned(bytes);
+            data.strings = Some(table);
+            Tensor { ty, data }
+        })
+    }
+
+    /// The strings of a string tensor, in order (`None` for other types).
+    pub fn strings(&self) -> Option<Vec<&str>> {
+        self.data.resolved()
+    }
+
+    /// A string tensor's handles, as i64 (`None` for other types), and the table they index.
+    pub fn string_handles(&self) -> Option<(Tensor, Arc<Vec<String>>)> {
+        let table = self.data.strings.clone()?;
+        let ty = TensorType::new(DType::I64, self.ty.shape.clone());
+        Some((Tensor::from_bytes(ty, self.bytes().to_vec())?, table))
+    }
+
+    /// Zeros (empty strings for a string type).
     pub fn zeros(ty: TensorType) -> Tensor {
+        if ty.dtype == DType::Str {
+            let handles = vec![0; ty.num_elements()];
+            return Tensor::from_string_handles(ty.shape, &handles, Arc::new(vec![String::new()]))
+                .expect("handle 0 of one string");
+        }
         let n = ty.num_bytes();
         Tensor {
             ty,
@@ -169,6 +229,7 @@ impl Tensor {
             DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::I64 => i64::from_le_bytes(b.try_into().unwrap()),
             DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::Str => panic!("element {i} is a string, not a number"),
             _ => self.get_f64(i) as i64,
         }
     }

@@ -1,18 +1,21 @@
-//! Running a plan's items: kernel calls in order, and the control steps that run regions on
-//! the host (`mxc_dialects::program::Item`): an `if` reads its condition and runs one branch,
-//! a loop runs its body while its trip count and condition allow, moving the carried values
-//! and scan outputs by whole-buffer copies (what each copy is, is in `program/control.rs`).
+//! Running a plan's items: kernel calls in order, the control steps that run regions on the
+//! host (`mxc_dialects::program::Item`): an `if` reads its condition and runs one branch, a
+//! loop runs its body while its trip count and condition allow, moving the carried values and
+//! scan outputs by whole-buffer copies (what each copy is, is in `program/control.rs`), and
+//! host steps (`host_step.rs`).
 
 use crate::executable::Executable;
+use crate::strings::StringTable;
 use crate::RunError;
 use mxc_dialects::program::{IfStep, Item, LoopStep};
 use std::time::{Duration, Instant};
 
-/// One run's view of the program: where each buffer is, and the time spent in each step
-/// when it is timed.
+/// One run's view of the program: where each buffer is, the strings its string buffers
+/// name, and the time spent in each step when it is timed.
 pub(crate) struct Run<'a> {
     pub exe: &'a Executable,
     pub pointer: &'a dyn Fn(usize) -> *mut u8,
+    pub strings: StringTable<'a>,
     pub times: Option<&'a mut Vec<Duration>>,
 }
 
@@ -23,6 +26,7 @@ impl Run<'_> {
                 Item::Call(n) => self.call(*n),
                 Item::If(s) => self.run_if(s)?,
                 Item::Loop(s) => self.run_loop(s)?,
+                Item::Host(s) => self.run_host(s)?,
             }
         }
         Ok(())

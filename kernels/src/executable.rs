@@ -3,6 +3,7 @@
 use crate::buffer::AlignedBuf;
 use crate::control::Run;
 use crate::library::{KernelFn, Library};
+use crate::strings::StringTable;
 use crate::threads::{Parallelism, Workers};
 use crate::RunError;
 use mxc_dialects::program::{BufferKind, MemoryPlan, Program};
@@ -26,8 +27,11 @@ pub struct Executable {
     pub(crate) program: Program,
     memory: MemoryPlan,
     pub(crate) kernels: Vec<KernelFn>,
-    /// Aligned copies of the weights that are misaligned where they are.
+    /// Aligned copies of the weights that are misaligned where they are, and of each string
+    /// constant's handles into `string_constants`.
     copies: HashMap<usize, AlignedBuf>,
+    /// The strings of the string constants: the first strings of every run (`strings.rs`).
+    string_constants: Vec<String>,
     /// The arena of the last run, kept for the next: a new one costs a page fault per page
     /// on first touch (milliseconds for a large model). A run takes it (or makes one, when
     /// another run holds it) and puts it back when done; kernels write every temporary
@@ -58,22 +62,28 @@ impl Executable {
             .collect::<Result<_, _>>()?;
         // kernels read weights where they are (a mapped file, a compiled tensor) unless they
         // are not aligned for their element type
-        let copies = program
-            .buffers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| match &b.kind {
-                BufferKind::Constant(t) if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) => {
-                    Some(AlignedBuf::from_bytes(t.bytes(), || format!("an aligned copy of weight {i}")).map(|c| (i, c)))
-                }
-                _ => None,
-            })
-            .collect::<Result<_, _>>()?;
+        let mut copies = HashMap::new();
+        let mut string_constants = Vec::new();
+        for (i, b) in program.buffers.iter().enumerate() {
+            let BufferKind::Constant(t) = &b.kind else { continue };
+            let what = || format!("an aligned copy of weight {i}");
+            if let Some(strings) = t.strings() {
+                let first = string_constants.len() as u64;
+                let handles: Vec<u8> = (first..first + strings.len() as u64)
+                    .flat_map(u64::to_le_bytes)
+                    .collect();
+                string_constants.extend(strings.into_iter().map(str::to_string));
+                copies.insert(i, AlignedBuf::from_bytes(&handles, what)?);
+            } else if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) {
+                copies.insert(i, AlignedBuf::from_bytes(t.bytes(), what)?);
+            }
+        }
         Ok(Executable {
             program,
             memory,
             kernels,
             copies,
+            string_constants,
             arena: std::sync::Mutex::new(None),
             workers: Workers::new(Parallelism::serial())?,
             _library: lib,
@@ -136,6 +146,7 @@ impl Executable {
                 });
             }
         }
+        let mut strings = StringTable::new(&self.string_constants);
         let mut owned: HashMap<usize, AlignedBuf> = HashMap::new();
         for binding in &p.inputs {
             let expected = &p.buffers[binding.buffer].ty;
@@ -150,7 +161,11 @@ impl Executable {
                 });
             }
             let what = || format!("input `{}`", binding.name);
-            owned.insert(binding.buffer, AlignedBuf::from_bytes(value.bytes(), what)?);
+            let buffer = match value.strings() {
+                Some(s) => AlignedBuf::from_bytes(&strings.encode(&s), what)?,
+                None => AlignedBuf::from_bytes(value.bytes(), what)?,
+            };
+            owned.insert(binding.buffer, buffer);
         }
         let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
         let arena = match kept {
@@ -172,23 +187,15 @@ impl Executable {
         let mut run = Run {
             exe: self,
             pointer: &pointer,
+            strings,
             times,
         };
         run.block(&p.main)?;
         let outputs = p
             .outputs
             .iter()
-            .map(|o| {
-                let ty = p.buffers[o.buffer].ty.clone();
-                let n = ty.num_bytes();
-                // SAFETY: buffer o.buffer is live and holds n bytes.
-                let bytes = unsafe { std::slice::from_raw_parts(pointer(o.buffer), n) }.to_vec();
-                (
-                    o.name.clone(),
-                    Tensor::from_bytes(ty, bytes).expect("buffer matches its type"),
-                )
-            })
-            .collect();
+            .map(|o| Ok((o.name.clone(), run.read(o.buffer)?)))
+            .collect::<Result<_, RunError>>()?;
         if let Ok(mut slot) = self.arena.lock() {
             *slot = Some(arena);
         }

@@ -5,10 +5,12 @@
 mod buffer;
 mod control;
 mod executable;
+mod host_step;
 mod library;
 pub mod mxr;
 pub mod npy;
 pub mod signing;
+mod strings;
 mod threads;
 
 pub use executable::{Executable, MemoryUse};

@@ -1,4 +1,6 @@
 //! Reading and writing NumPy `.npy` files (format versions 1 to 3, little-endian, C order).
+//! Strings are numpy's fixed-width unicode arrays (`<U`n: n UTF-32 code units per element,
+//! NUL-padded).
 
 use crate::RunError;
 use mxc_dialects::{DType, Tensor, TensorType};
@@ -49,7 +51,14 @@ fn dtype_of(descr: &str) -> Option<DType> {
 /// whose bytes are not those its type's shape needs is refused: the header never disagrees
 /// with the data.
 pub fn encode(t: &Tensor, what: &str) -> Result<Vec<u8>, RunError> {
-    if t.ty.checked_num_bytes() != Some(t.bytes().len()) {
+    let (descr, data) = match t.strings() {
+        Some(strings) => {
+            let (width, data) = utf32(&strings);
+            (format!("<U{width}"), data)
+        }
+        None => (descr(t.dtype()).to_string(), t.bytes().to_vec()),
+    };
+    if t.dtype() != DType::Str && t.ty.checked_num_bytes() != Some(t.bytes().len()) {
         return Err(RunError::Io(format!(
             "{what}: cannot write {} as .npy: it holds {} bytes, which is not the size of its shape",
             t.ty,
@@ -61,21 +70,48 @@ pub fn encode(t: &Tensor, what: &str) -> Result<Vec<u8>, RunError> {
         1 => format!("({},)", shape[0]),
         _ => format!("({})", shape.join(", ")),
     };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(t.dtype())
-    );
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // pad so that the data starts on a 64-byte boundary; the header ends with a newline
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + t.bytes().len());
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + data.len());
     out.extend(MAGIC);
     out.extend([1, 0]);
     out.extend((header.len() as u16).to_le_bytes());
     out.extend(header.as_bytes());
-    out.extend(t.bytes());
+    out.extend(data);
     Ok(out)
+}
+
+/// The width of the longest string (in code points, at least 1: numpy has no `<U0` arrays
+/// in files) and the strings as UTF-32 elements of that width.
+fn utf32(strings: &[&str]) -> (usize, Vec<u8>) {
+    let width = strings.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(1);
+    let mut data = Vec::with_capacity(strings.len() * width * 4);
+    for s in strings {
+        let n = s.chars().count();
+        data.extend(s.chars().flat_map(|c| u32::from(c).to_le_bytes()));
+        data.extend(std::iter::repeat_n(0u8, (width - n) * 4));
+    }
+    (width, data)
+}
+
+/// The strings of UTF-32 elements `width` code units wide (trailing NULs are padding).
+fn from_utf32(data: &[u8], width: usize) -> Result<Vec<String>, String> {
+    data.chunks_exact(width * 4)
+        .map(|element| {
+            let units = element
+                .chunks_exact(4)
+                .map(|u| u32::from_le_bytes(u.try_into().expect("4 bytes")));
+            let units: Vec<u32> = units.collect();
+            let end = units.iter().rposition(|&u| u != 0).map_or(0, |p| p + 1);
+            units[..end]
+                .iter()
+                .map(|&u| char::from_u32(u).ok_or_else(|| format!("{u:#x} is not a unicode character")))
+                .collect()
+        })
+        .collect()
 }
 
 /// Parses the bytes of a `.npy` file; `what` names it in errors.
@@ -102,7 +138,19 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
         .and_then(|s| s.strip_prefix('\''))
         .and_then(|s| s.split('\'').next())
         .ok_or_else(|| bad("no descr"))?;
-    let dtype = dtype_of(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?;
+    let unicode_width = match descr.strip_prefix("<U") {
+        Some(n) => Some(
+            n.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| bad(&format!("bad string width '{descr}'")))?,
+        ),
+        None => None,
+    };
+    let dtype = match unicode_width {
+        Some(_) => DType::Str,
+        None => dtype_of(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?,
+    };
     if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
         return Err(bad("Fortran-ordered arrays are not supported"));
     }
@@ -117,7 +165,14 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
         .map(|s| s.parse::<usize>().map_err(|_| bad(&format!("bad dimension '{s}'"))))
         .collect::<Result<Vec<_>, _>>()?;
     let ty = TensorType::new(dtype, shape);
-    let needed = ty.check_size().map_err(|e| bad(&e.to_string()))?;
+    let checked = ty.check_size().map_err(|e| bad(&e.to_string()))?;
+    // a string element is `width` UTF-32 code units in the file, not a handle
+    let needed = match unicode_width {
+        Some(width) => (checked / 8)
+            .checked_mul(width * 4)
+            .ok_or_else(|| bad(&format!("{ty} of strings {width} wide is too large")))?,
+        None => checked,
+    };
     let data = &bytes[start + header_len..];
     if data.len() != needed {
         return Err(bad(&format!(
@@ -125,7 +180,13 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
             data.len()
         )));
     }
-    Ok(Tensor::from_bytes(ty, data.to_vec()).expect("length checked"))
+    match unicode_width {
+        Some(width) => Ok(Tensor::from_strings(
+            ty.shape,
+            from_utf32(data, width).map_err(|e| bad(&e))?,
+        )),
+        None => Ok(Tensor::from_bytes(ty, data.to_vec()).expect("length checked")),
+    }
 }
 
 /// The file an output called `name` is written to: `<name>.npy` with every character other
@@ -167,6 +228,21 @@ mod tests {
         assert_eq!(decode(&bytes, "t").unwrap(), t);
         let scalar = Tensor::from_i64s(DType::I64, vec![], &[7]);
         assert_eq!(decode(&encode(&scalar, "s").unwrap(), "s").unwrap(), scalar);
+    }
+
+    #[test]
+    fn strings_round_trip_as_numpy_unicode() {
+        let t = Tensor::from_strings(vec![3], vec!["héllo".into(), String::new(), "✓ ok".into()]);
+        let bytes = encode(&t, "s").unwrap();
+        // the header pads to 128 bytes here; each element is 5 UTF-32 code units
+        let header = String::from_utf8_lossy(&bytes[10..128]);
+        assert!(header.contains("'descr': '<U5'"), "{header}");
+        assert_eq!(bytes.len() - 128, 3 * 5 * 4);
+        assert_eq!(decode(&bytes, "s").unwrap(), t);
+        let mut bad = bytes.clone();
+        bad[128..132].copy_from_slice(&0xD800u32.to_le_bytes());
+        let err = decode(&bad, "s.npy").unwrap_err().to_string();
+        assert!(err.contains("0xd800 is not a unicode character"), "{err}");
     }
 
     #[test]

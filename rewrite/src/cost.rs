@@ -301,6 +301,8 @@ pub fn flops(op: &OpSite) -> f64 {
         Fused => 0.0,
         // control steps run on the host; their regions' ops are kernels of their own
         If | Loop => 0.0,
+        // one pass over each string (bytes are not known here)
+        StringConcat | StringCase | RegexFullMatch => out,
         Exp | Log | Erf | Tanh | Sigmoid | Pow | Sin | Cos | Tan | Asin | Acos | Atan => 8.0 * out,
         // x / sqrt(2), erf, + 1, * 0.5, * x; tanh form: x * x, * x, * c, + x, * k, tanh, + 1,
         // * 0.5, * x (the chains they replace)

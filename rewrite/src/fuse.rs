@@ -117,14 +117,26 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
     kernels.len()
 }
 
+/// Whether the op of class `id` reads or gives strings: it runs on the host, in no kernel.
+fn on_strings(p: &Picked, id: Id) -> bool {
+    let string = |c: Id| p.ty(c).is_some_and(|t| t.dtype == mxc_dialects::DType::Str);
+    string(id) || p.node.get(&id).is_some_and(|n| values_used(n).into_iter().any(string))
+}
+
 /// The kernel rooted at `root` (see the module comment), `None` if it would hold one op.
 fn grow(p: &Picked, root: Id, duplicate: bool) -> Option<Mx> {
     p.op(root).filter(|k| k.is_elementwise())?;
+    if on_strings(p, root) {
+        return None;
+    }
     let shape = &p.ty(root)?.shape;
     let mut inside: HashSet<Id> = HashSet::from([root]);
     let mut has_anchor = false;
     let inlinable = |d: Id, inside: &HashSet<Id>, has_anchor: bool| {
         let Some(kind) = p.op(d) else { return false };
+        if on_strings(p, d) {
+            return false;
+        }
         let private = !p.outputs.contains(&d) && p.users.get(&d).is_some_and(|u| u.is_subset(inside));
         let same_shape = p.ty(d).is_some_and(|t| t.shape == *shape);
         if kind.is_elementwise() {

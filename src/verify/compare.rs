@@ -48,7 +48,7 @@ impl Diff {
     }
 }
 
-/// `actual` (the target's) against `expected` (ref's).
+/// `actual` (the target's) against `expected` (ref's); a string element is equal or differs by 1.
 pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
     let len = expected.len();
     if actual.ty != expected.ty {
@@ -62,9 +62,14 @@ pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
         };
     }
     let float = expected.dtype().is_float();
+    let strings = actual.strings().zip(expected.strings());
     let (mut max_abs, mut sq_diff, mut sq_ref, mut outside) = (0.0f64, 0.0f64, 0.0f64, 0);
     for i in 0..len {
-        let (diff, close, b) = if float {
+        // a string element that differs counts as a difference of 1
+        let (diff, close, b) = if let Some((a, b)) = &strings {
+            let same = a[i] == b[i];
+            (f64::from(u8::from(!same)), same, 0.0)
+        } else if float {
             let (a, b) = (actual.get_f64(i), expected.get_f64(i));
             let same = a == b || (a.is_nan() && b.is_nan());
             let diff = if same { 0.0 } else { (a - b).abs() };

@@ -101,6 +101,13 @@ pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Opt
     if let Some(why) = type_mismatch(actual, expected) {
         return Some(why);
     }
+    if let (Some(a), Some(e)) = (actual.strings(), expected.strings()) {
+        let i = a.iter().zip(&e).position(|(a, e)| a != e)?;
+        return Some(format!(
+            "element {i}: {:?} instead of {:?} (and maybe others)",
+            a[i], e[i]
+        ));
+    }
     let actual = &as_reference_type(actual.clone(), expected);
     let mut worst: Option<(usize, f64, f64)> = None;
     for i in 0..actual.len() {
@@ -290,4 +297,18 @@ pub fn read_for_target(model: &str, target: &str, extra: &[&str]) -> String {
     let out = mxc(&args);
     assert!(out.status.success(), "mxc {args:?}: {}", stderr(&out));
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Compiles the text-form program `src` for `target`, round-trips it through an `.mxr` file's
+/// bytes (checking that the plan reads back as written) and loads it.
+pub fn compile_and_load(src: &str, target: mxc_codegen::Target) -> mxc_kernels::Executable {
+    use mxc_kernels::mxr::{self, Mxr};
+    let g = mxc_dialects::text::parse(src).unwrap_or_else(|e| panic!("parsing: {e}"));
+    let c = mxc_codegen::compile(&g, target, &mxc_codegen::CompileOptions::default())
+        .unwrap_or_else(|e| panic!("compiling for {target}: {e}"));
+    let file = Mxr::new(target.name(), "test", "", c.program, c.library);
+    let bytes = mxr::encode(&file, None);
+    let read = mxr::decode(&bytes, "test.mxr", None, &mxc_kernels::TrustPolicy::AnyIntact).expect("reads back");
+    assert_eq!(read.program, file.program, "the plan round-trips through the file");
+    mxc_kernels::Executable::load_planned(read.program, read.memory, &read.library).expect("loads")
 }

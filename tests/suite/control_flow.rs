@@ -4,23 +4,14 @@
 //! `scripts/models/control_flow.py` (`If`, `Loop`, `Scan`, nested) compiled to `.mxr` files,
 //! so that conditions and trip counts are known only when they run, against onnxruntime.
 
-use crate::common::{cache_dir, data_files, generated_cases, mismatch, mxc, read_pb, run_file, stderr};
-use mxc_codegen::{compile, CompileOptions, Target};
+use crate::common::{
+    cache_dir, compile_and_load, data_files, generated_cases, mismatch, mxc, read_pb, run_file, stderr,
+};
+use mxc_codegen::Target;
 use mxc_dialects::{text, DType, Tensor};
-use mxc_kernels::mxr::{self, Mxr};
-use mxc_kernels::{Executable, RunError, TrustPolicy};
+use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// Compiles `src` for `target`, round-trips it through an `.mxr` file's bytes and loads it.
-fn load(src: &str, target: Target) -> Executable {
-    let g = text::parse(src).unwrap_or_else(|e| panic!("parsing: {e}"));
-    let c = compile(&g, target, &CompileOptions::default()).unwrap_or_else(|e| panic!("compiling for {target}: {e}"));
-    let file = Mxr::new(target.name(), "test", "", c.program, c.library);
-    let bytes = mxr::encode(&file, None);
-    let read = mxr::decode(&bytes, "control.mxr", None, &TrustPolicy::AnyIntact).expect("reads back");
-    Executable::load_planned(read.program, read.memory, &read.library).expect("loads")
-}
 
 fn run(exe: &Executable, inputs: &[(&str, Tensor)]) -> Result<Vec<Vec<f64>>, RunError> {
     let inputs: HashMap<String, Tensor> = inputs.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
@@ -54,7 +45,7 @@ const IF: &str = r#"graph "choose" (%arg0: tensor<bool> "c", %arg1: tensor<3xf32
 fn an_if_runs_the_branch_its_condition_names() {
     let x = Tensor::from_f32s(vec![3], &[-1.0, 0.5, 2.0]);
     for target in [Target::Ref, Target::Cpu] {
-        let exe = load(IF, target);
+        let exe = compile_and_load(IF, target);
         let then = run(&exe, &[("c", flag(true)), ("x", x.clone())]).unwrap();
         assert_eq!(then, [vec![0.0, 1.5, 8.0]], "{target}");
         let otherwise = run(&exe, &[("c", flag(false)), ("x", x.clone())]).unwrap();
@@ -86,7 +77,7 @@ const LOOP: &str = r#"graph "grow" (%arg0: tensor<i64> "n", %arg1: tensor<2xf32>
 fn a_loop_runs_while_its_trip_count_and_condition_allow() {
     let x = Tensor::from_f32s(vec![2], &[1.0, 0.0]);
     for target in [Target::Ref, Target::Cpu] {
-        let exe = load(LOOP, target);
+        let exe = compile_and_load(LOOP, target);
         // by hand: acc = 2 acc + x from [1, 1]: [3, 2] (5), [7, 4] (11), [15, 8] (23), [31, 16] (47),
         // [63, 32] (95), [127, 64] (191, stops)
         let cases = [
@@ -117,7 +108,7 @@ const SCAN: &str = r#"graph "scan" (%arg0: tensor<bool> "go", %arg1: tensor<2xf3
 fn scan_outputs_stack_each_iteration_and_a_short_loop_is_an_error() {
     let x = Tensor::from_f32s(vec![2], &[1.0, -2.0]);
     for target in [Target::Ref, Target::Cpu] {
-        let exe = load(SCAN, target);
+        let exe = compile_and_load(SCAN, target);
         let out = run(&exe, &[("go", flag(true)), ("x", x.clone())]).unwrap();
         assert_eq!(out, [vec![0.0, -0.0, 1.0, -2.0, 2.0, -4.0]], "{target}");
         let err = run(&exe, &[("go", flag(false)), ("x", x.clone())])

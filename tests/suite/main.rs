@@ -26,6 +26,7 @@ mod rules;
 mod rules_check;
 mod sequences;
 mod sizes;
+mod strings;
 mod text;
 mod threads;
 mod trust;

@@ -20,6 +20,7 @@ mod elementwise;
 mod index;
 mod layout;
 mod reduce;
+mod strings;
 
 use crate::tensor::store_float;
 use crate::{mx, Attrs, Graph, Op, OpKind, Tensor, TensorType, Trait, ValueId};
@@ -89,8 +90,14 @@ pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<
         return None;
     }
     let types: Vec<TensorType> = operands.iter().map(|t| t.ty.clone()).collect();
-    let result =
-        mx::infer(kind, &types, attrs).and_then(|tys| eval_typed(kind, operands, attrs, &tys[0]).map(|t| vec![t]));
+    let on_strings = operands.iter().any(|t| t.dtype() == crate::DType::Str);
+    let result = mx::infer(kind, &types, attrs).and_then(|tys| {
+        let result = match on_strings {
+            true => strings::eval_on_strings(kind, operands, attrs, &tys[0]),
+            false => eval_typed(kind, operands, attrs, &tys[0]),
+        };
+        result.map(|t| vec![t])
+    });
     Some(result)
 }
 

@@ -10,6 +10,7 @@ mod layout;
 mod linalg;
 mod nn;
 mod reduce;
+pub mod strings;
 pub mod winograd;
 
 pub use elementwise::broadcast_shapes;
@@ -39,6 +40,9 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
     let names: Vec<&str> = attrs.0.keys().map(String::as_str).collect();
     if names != kind.attr_names() {
         return Err(format!("has attributes {names:?}, expected {:?}", kind.attr_names()));
+    }
+    if !strings::applies_to_strings(kind) && operands.iter().any(|t| t.dtype == crate::DType::Str) {
+        return Err("does not apply to strings".into());
     }
     use OpKind::*;
     let one = |t: TensorType| Ok(vec![t]);
@@ -92,6 +96,9 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Fused => Err("takes its result types from its body (see `mx::fused::infer`)".into()),
         If => control::if_types(operands, attrs),
         Loop => control::loop_types(operands, attrs),
+        StringConcat => strings::concat(operands).map(|t| vec![t]),
+        StringCase => strings::case(&operands[0], attrs).map(|t| vec![t]),
+        RegexFullMatch => strings::regex_full_match(&operands[0], attrs).map(|t| vec![t]),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The shape of a plan: blocks of kernel calls and the control steps that run regions
-//! (`mx.if`, `mx.loop`) on the host. A control-free program is one block of calls.
+//! The shape of a plan: blocks of kernel calls, the control steps that run regions (`mx.if`,
+//! `mx.loop`) on the host, and the host steps that run ops on strings (`host.rs`). A
+//! control-free program without strings is one block of calls.
 //!
 //! A region's values have buffers of their own in the program's one buffer table, except its
 //! captured inputs, which are the buffers of the values the op captures. A control step moves
@@ -8,6 +9,7 @@
 //! results into the body's carried inputs before each iteration, the body's outputs back
 //! into the results after it, and each scan output into its slot of the stacked result.
 
+use super::host::HostStep;
 use super::{BufferKind, PlanError, Program};
 use crate::DType;
 
@@ -18,6 +20,7 @@ pub enum Item {
     Call(usize),
     If(Box<IfStep>),
     Loop(Box<LoopStep>),
+    Host(Box<HostStep>),
 }
 
 /// A region's items and the buffers that hold its outputs once they have run.
@@ -110,6 +113,7 @@ impl Program {
                     self.temps(&s.results, "an if's result")?;
                 }
                 Item::Loop(s) => self.validate_loop(s, calls, depth)?,
+                Item::Host(s) => self.validate_host(s)?,
             }
         }
         Ok(())
@@ -178,6 +182,7 @@ impl Program {
                         mark(&s.otherwise.items, in_loop, marks);
                     }
                     Item::Loop(s) => mark(&s.body.items, true, marks),
+                    Item::Host(_) => {}
                 }
             }
         }
@@ -186,7 +191,7 @@ impl Program {
         marks
     }
 
-    fn buffer(&self, b: usize) -> Result<&super::Buffer, PlanError> {
+    pub(super) fn buffer(&self, b: usize) -> Result<&super::Buffer, PlanError> {
         self.buffers
             .get(b)
             .ok_or_else(|| PlanError(format!("a control step names buffer {b} of {}", self.buffers.len())))
@@ -215,7 +220,7 @@ impl Program {
         Ok(())
     }
 
-    fn temps(&self, buffers: &[usize], what: &str) -> Result<(), PlanError> {
+    pub(super) fn temps(&self, buffers: &[usize], what: &str) -> Result<(), PlanError> {
         for &b in buffers {
             if self.buffer(b)?.kind != BufferKind::Temp {
                 return Err(PlanError(format!("{what} is buffer {b}, which is not a temporary")));
@@ -268,6 +273,7 @@ impl Lifetimes {
         for item in items {
             match item {
                 Item::Call(n) => self.next(p.steps.get(*n).map_or(&[][..], |s| &s.args)),
+                Item::Host(s) => self.next(&[&s.operands[..], &s.results[..]].concat()),
                 Item::If(s) => {
                     self.next(&[s.cond]);
                     self.touch(&s.results);

@@ -357,14 +357,27 @@ impl Parser {
             Tok::Ident(w) if w == "dense" => {
                 self.expect('<')?;
                 self.expect('[')?;
-                let items = self.numbers(']')?;
+                let strings = matches!(self.peek(), Tok::Str(_));
+                let (items, texts) = match strings {
+                    true => (Vec::new(), self.strings(']')?),
+                    false => (self.numbers(']')?, Vec::new()),
+                };
                 self.expect('>')?;
                 self.expect(':')?;
                 let ty = self.ty()?;
-                if items.len() != ty.num_elements() {
-                    return self.error(format!("{} values given for {ty}", items.len()));
+                let given = items.len() + texts.len();
+                if given != ty.num_elements() {
+                    return self.error(format!("{given} values given for {ty}"));
                 }
-                Ok(Attr::Tensor(dense(&ty, &items)))
+                match (strings, ty.dtype == DType::Str) {
+                    (true, true) => Ok(Attr::Tensor(Tensor::from_strings(ty.shape, texts))),
+                    (false, false) => Ok(Attr::Tensor(dense(&ty, &items))),
+                    _ if given == 0 && ty.dtype == DType::Str => {
+                        Ok(Attr::Tensor(Tensor::from_strings(ty.shape, texts)))
+                    }
+                    (true, false) => self.error(format!("strings given for {ty}")),
+                    (false, true) => self.error(format!("numbers given for {ty}")),
+                }
             }
             Tok::Ident(w) if w == "dense_resource" => {
                 self.expect('<')?;
@@ -425,6 +438,24 @@ impl Parser {
                 _ => {
                     self.pos -= 1;
                     return self.error(format!("expected a number, found {}", self.found()));
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    /// Quoted strings separated by commas, up to `close`.
+    fn strings(&mut self, close: char) -> Result<Vec<String>, IrError> {
+        let mut items = Vec::new();
+        while !self.eat(close) {
+            if !items.is_empty() {
+                self.expect(',')?;
+            }
+            match self.next() {
+                Tok::Str(s) => items.push(s),
+                _ => {
+                    self.pos -= 1;
+                    return self.error(format!("expected a string, found {}", self.found()));
                 }
             }
         }

@@ -114,6 +114,11 @@ impl<'a> Printer<'a> {
             Attr::Floats(v) => format!("[{}]", v.iter().map(|x| float(*x)).collect::<Vec<_>>().join(", ")),
             Attr::Str(s) => quote(s),
             Attr::DType(d) => d.name().to_string(),
+            // strings are always inline, quoted
+            Attr::Tensor(t) if t.strings().is_some() => {
+                let values: Vec<String> = t.strings().unwrap_or_default().into_iter().map(quote).collect();
+                format!("dense<[{}]> : {}", values.join(", "), t.ty)
+            }
             Attr::Tensor(t) if t.len() > INLINE_LIMIT => {
                 self.resources.push(t);
                 format!("dense_resource<r{}> : {}", self.resources.len() - 1, t.ty)

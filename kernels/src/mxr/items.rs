@@ -3,10 +3,13 @@
 //! an if (u64 condition, the then block, the else block, the results), `2` a loop (its label,
 //! u64 trip count, u64 condition, the initial values, u64 iteration number, u64 body
 //! condition, the carried inputs, the body block, u64 iterations or `u64::MAX` when not
-//! known, the results).
+//! known, the results), `3` a host step (the op's name, its attributes (`attrs.rs`), the
+//! operands, the results).
 
+use super::attrs::{read_attrs, write_attrs};
 use super::{Reader, Writer};
-use mxc_dialects::program::{Block, IfStep, Item, LoopStep, MAX_DEPTH};
+use mxc_dialects::program::{Block, HostStep, IfStep, Item, LoopStep, MAX_DEPTH};
+use mxc_dialects::OpKind;
 
 pub(super) fn write_items(w: &mut Writer, items: &[Item]) {
     w.u64(items.len() as u64);
@@ -34,6 +37,13 @@ pub(super) fn write_items(w: &mut Writer, items: &[Item]) {
                 w.indices(&s.carried_in);
                 write_block(w, &s.body);
                 w.u64(s.iterations.unwrap_or(u64::MAX));
+                w.indices(&s.results);
+            }
+            Item::Host(s) => {
+                w.u32(3);
+                w.str(s.kind.name());
+                write_attrs(w, &s.attrs);
+                w.indices(&s.operands);
                 w.indices(&s.results);
             }
         }
@@ -77,6 +87,15 @@ pub(super) fn read_items(r: &mut Reader, depth: usize) -> Result<Vec<Item>, Stri
                 },
                 results: r.indices()?,
             })),
+            3 => {
+                let name = r.str()?;
+                Item::Host(Box::new(HostStep {
+                    kind: OpKind::from_name(&name).ok_or_else(|| format!("a host step runs unknown op `{name}`"))?,
+                    attrs: read_attrs(r)?,
+                    operands: r.indices()?,
+                    results: r.indices()?,
+                }))
+            }
             tag => return Err(format!("unknown plan item {tag}")),
         });
     }

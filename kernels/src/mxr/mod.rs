@@ -16,6 +16,7 @@
 //! asked for, and that this CPU has the features. A fuzzing build (`cfg(fuzzing)`) skips the
 //! digest so that a fuzzer's files reach the checks after it.
 
+mod attrs;
 mod interface;
 mod items;
 
@@ -30,8 +31,9 @@ use std::sync::Arc;
 const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
-/// 5 had no items: its steps ran in order; 6 had no interface).
-pub const VERSION: u32 = 7;
+/// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
+/// string weights).
+pub const VERSION: u32 = 8;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -89,11 +91,9 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
     let data_start = align(HEAD + meta_len);
     let mut at = align(data_start + m.library.len());
     let mut weights = vec![0; m.program.buffers.len()];
-    for (i, b) in m.program.buffers.iter().enumerate() {
-        if let BufferKind::Constant(t) = &b.kind {
-            weights[i] = at as u64;
-            at = align(at + t.bytes().len());
-        }
+    for (i, t) in weights_in_data(&m.program) {
+        weights[i] = at as u64;
+        at = align(at + t.bytes().len());
     }
     let meta = metadata(m, &weights, data_start as u64);
     let total = at + TRAILER;
@@ -108,11 +108,9 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
     w.put(&meta)?;
     w.pad_to(data_start)?;
     w.put(&m.library)?;
-    for b in &m.program.buffers {
-        if let BufferKind::Constant(t) = &b.kind {
-            w.pad_to(align(w.written))?;
-            w.put(t.bytes())?;
-        }
+    for (_, t) in weights_in_data(&m.program) {
+        w.pad_to(align(w.written))?;
+        w.put(t.bytes())?;
     }
     w.pad_to(at)?;
     let digest: [u8; DIGEST] = w.hash.finalize().into();
@@ -124,6 +122,15 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
         }
         None => w.out.write_all(&[0; KEY_BYTES + SIGNATURE_BYTES]),
     }
+}
+
+/// The weights that lie in the data (not string constants: the metadata holds their
+/// strings), with their buffers.
+fn weights_in_data(p: &Program) -> impl Iterator<Item = (usize, &Tensor)> {
+    p.buffers.iter().enumerate().filter_map(|(i, b)| match &b.kind {
+        BufferKind::Constant(t) if t.strings().is_none() => Some((i, t)),
+        _ => None,
+    })
 }
 
 /// A writer that keeps the SHA-256 digest of what went through it, and its length.
@@ -351,10 +358,17 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
                 w.u32(0);
                 w.u64(*n as u64);
             }
-            BufferKind::Constant(_) => {
-                w.u32(1);
-                w.u64(weights[i]);
-            }
+            BufferKind::Constant(t) => match t.strings() {
+                Some(strings) => {
+                    w.u32(3);
+                    w.u64(strings.len() as u64);
+                    strings.iter().for_each(|s| w.str(s));
+                }
+                None => {
+                    w.u32(1);
+                    w.u64(weights[i]);
+                }
+            },
             BufferKind::Temp => {
                 w.u32(2);
                 w.u64(m.memory.offsets[i].unwrap_or(0) as u64);
@@ -414,6 +428,16 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
                 (BufferKind::Constant(t), None)
             }
             2 => (BufferKind::Temp, Some(r.u64()? as usize)),
+            3 => {
+                let strings = (0..r.count()?).map(|_| r.str()).collect::<Result<Vec<_>, _>>()?;
+                if ty.dtype != DType::Str || ty.checked_num_bytes() != strings.len().checked_mul(8) {
+                    return Err(format!("{} strings for a weight of {ty}", strings.len()));
+                }
+                (
+                    BufferKind::Constant(Tensor::from_strings(ty.shape.clone(), strings)),
+                    None,
+                )
+            }
             k => return Err(format!("unknown buffer kind {k}")),
         };
         buffers.push(Buffer { ty, kind });
@@ -749,6 +773,51 @@ mod tests {
             msg.contains("the interface's outputs are carried by [y[0], y[1]], the program's outputs are [y]"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn host_steps_and_string_weights_round_trip() {
+        use mxc_dialects::program::{HostStep, Item};
+        use mxc_dialects::{Attr, Attrs, OpKind};
+        let mut m = sample();
+        let strings = |kind| Buffer {
+            ty: TensorType::new(DType::Str, vec![2]),
+            kind,
+        };
+        let words = Tensor::from_strings(vec![2], vec!["é".into(), "a \"b\"".into()]);
+        m.program.buffers.push(strings(BufferKind::Constant(words)));
+        m.program.buffers.push(strings(BufferKind::Temp));
+        m.program.main.push(Item::Host(Box::new(HostStep {
+            kind: OpKind::StringCase,
+            attrs: Attrs::new().with("to", Attr::Str("upper".into())),
+            operands: vec![3],
+            results: vec![4],
+        })));
+        m.program.outputs.push(Binding {
+            name: "s".into(),
+            buffer: 4,
+        });
+        m.memory = m.program.memory_plan();
+        let bytes = encode(&m, None);
+        let back = any(&bytes).unwrap();
+        assert_eq!(back, m);
+        // the strings are in the metadata, not a weight of handles in the data
+        assert!(bytes.windows(3).any(|w| w == "a \"".as_bytes()));
+        let msg = any(&redigested(&m, |b| {
+            let at = b.windows(2).position(|w| w == "é".as_bytes()).unwrap();
+            // the count of strings (u64) before the first one's length (u64)
+            b[at - 16] = 3;
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("3 strings for a weight of tensor<2xstring>"), "{msg}");
+        let msg = any(&redigested(&m, |b| {
+            let at = b.windows(11).position(|w| w == b"string_case").unwrap();
+            b[at..at + 11].copy_from_slice(b"string_cose");
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("a host step runs unknown op `string_cose`"), "{msg}");
     }
 
     #[test]

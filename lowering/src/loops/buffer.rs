@@ -28,7 +28,8 @@ pub fn storage_ty(dtype: DType) -> Ty {
         | DType::F4E2M1FN => int(8, false),
         DType::I16 => int(16, true),
         DType::I32 => int(32, true),
-        DType::I64 => int(64, true),
+        // a string's handle (ops on strings run on the host, `DType::Str`)
+        DType::I64 | DType::Str => int(64, true),
         DType::U8 => int(8, false),
         DType::U16 => int(16, false),
         DType::U32 => int(32, false),

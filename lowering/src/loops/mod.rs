@@ -83,9 +83,15 @@ pub enum LoopError {
     Mlir { stage: &'static str, message: String },
 }
 
-/// Lowers every op of a (valid) graph and of its regions, except constants and control ops, to
-/// a kernel: scalar code (the `ref` oracle) without a vector unit, else code for `isa`
-/// (vectorised, register-tiled).
+/// Whether `op` reads or gives strings: the plan runs it on the host with the evaluator.
+pub fn runs_on_host(g: &Graph, op: &mxc_dialects::Op) -> bool {
+    let string = |v: &mxc_dialects::ValueId| g.ty(*v).dtype == mxc_dialects::DType::Str;
+    op.kind.has(mxc_dialects::Trait::Host) || op.operands.iter().chain(&op.results).any(string)
+}
+
+/// Lowers every op of a (valid) graph and of its regions, except constants, control ops and
+/// ops on strings (host steps, `runs_on_host`), to a kernel: scalar code (the `ref` oracle)
+/// without a vector unit, else code for `isa` (vectorised, register-tiled).
 pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, LoopError> {
     mxc_dialects::verify(g)?;
     let mut mlir = String::from("module {\n");
@@ -97,7 +103,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
             n => format!("r{n}_"),
         };
         for (index, op) in graph.ops.iter().enumerate() {
-            if op.kind == OpKind::Constant || op.kind.is_control() {
+            if op.kind == OpKind::Constant || op.kind.is_control() || runs_on_host(graph, op) {
                 continue;
             }
             let symbol = format!("{prefix}k{index}_{}", kernel_name(op));
@@ -200,5 +206,6 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         Attention => attention::lower(e, attrs, ins, outs),
         Fused => Err("a fused op is lowered from its body".into()),
         If | Loop => Err("a control op runs on the host; its regions' ops are the kernels".into()),
+        StringConcat | StringCase | RegexFullMatch => Err("an op on strings runs on the host".into()),
     }
 }

@@ -91,6 +91,17 @@ impl<'a> NodeView<'a> {
             .map(|a| a.ints.clone()))
     }
 
+    pub fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+        let a = self.typed(name, AttributeType::Strings, "a list of strings")?;
+        a.map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8(s.clone()).map_err(|_| format!("attribute `{name}` is not UTF-8")))
+                .collect()
+        })
+        .transpose()
+    }
+
     pub fn opt_floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
         Ok(self
             .typed(name, AttributeType::Floats, "a list of floats")?

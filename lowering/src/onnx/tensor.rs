@@ -35,6 +35,7 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         DataType::Uint4 => DType::U4,
         DataType::Int2 => DType::I2,
         DataType::Uint2 => DType::U2,
+        DataType::String => DType::Str,
         _ => return None,
     })
 }
@@ -89,6 +90,9 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
         .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dimension {d} in shape {:?}", t.dims))))
         .collect::<Result<Vec<usize>, _>>()?;
     check_size(&shape).map_err(&err)?;
+    if dtype == DType::Str {
+        return decode_strings(t, shape).map_err(err);
+    }
     let ty = TensorType::new(dtype, shape);
     let count = ty.num_elements();
     // 4- and 2-bit elements come packed, the first in the low bits of a byte
@@ -132,6 +136,15 @@ pub fn type_code(dtype: DType) -> i32 {
 /// the first in the low bits of a byte).
 pub fn encode_tensor(name: &str, t: &Tensor) -> TensorProto {
     let dtype = t.dtype();
+    if let Some(strings) = t.strings() {
+        return TensorProto {
+            name: Some(name.to_string()),
+            dims: t.shape().iter().map(|&d| d as i64).collect(),
+            data_type: Some(type_code(dtype)),
+            string_data: strings.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            ..Default::default()
+        };
+    }
     let raw = match packed_bits(dtype) {
         None => t.bytes().to_vec(),
         Some(bits) => {
@@ -150,6 +163,24 @@ pub fn encode_tensor(name: &str, t: &Tensor) -> TensorProto {
         raw_data: Some(raw),
         ..Default::default()
     }
+}
+
+/// A string tensor: its elements in `string_data`, each UTF-8.
+fn decode_strings(t: &TensorProto, shape: Vec<usize>) -> Result<Tensor, String> {
+    let count: usize = shape.iter().product();
+    if t.string_data.len() != count {
+        return Err(format!(
+            "holds {} strings, but its shape {shape:?} has {count} elements",
+            t.string_data.len()
+        ));
+    }
+    let strings = t
+        .string_data
+        .iter()
+        .enumerate()
+        .map(|(i, s)| String::from_utf8(s.clone()).map_err(|_| format!("string #{i} is not UTF-8")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Tensor::from_strings(shape, strings))
 }
 
 /// The width of the element types ONNX packs several to a byte.
@@ -225,6 +256,7 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, count: usize) -> Result<Vec<
             t.int32_data.len(),
             t.int32_data.iter().map(|&v| (v != 0) as u8).collect(),
         ),
+        DType::Str => return Err("strings are in `string_data` (decode_strings)".into()),
     };
     if held != count {
         return Err(format!("holds {held} values for {count} elements"));
@@ -305,6 +337,15 @@ mod tests {
     }
 
     #[test]
+    fn strings_decode_and_encode() {
+        let mut t = proto(DataType::String, &[2]);
+        t.string_data = vec![b"mx".to_vec(), "\u{e9}t\u{e9}".as_bytes().to_vec()];
+        let decoded = decode(&t).unwrap();
+        assert_eq!(decoded.strings().unwrap(), ["mx", "\u{e9}t\u{e9}"]);
+        assert_eq!(encode_tensor("t", &decoded).string_data, t.string_data);
+    }
+
+    #[test]
     fn raw_data_decodes() {
         let mut t = proto(DataType::Int32, &[2]);
         t.raw_data = Some([5i32, -6].iter().flat_map(|v| v.to_le_bytes()).collect());
@@ -322,10 +363,16 @@ mod tests {
             decode(&t),
             Err("tensor \"t\": holds 7 bytes, but 2 elements of f32 take 8".into())
         );
-        let t = proto(DataType::String, &[1]);
+        let t = proto(DataType::Complex64, &[1]);
         assert_eq!(
             decode(&t),
-            Err("tensor \"t\": element type STRING is not supported".into())
+            Err("tensor \"t\": element type COMPLEX64 is not supported".into())
+        );
+        let mut t = proto(DataType::String, &[2]);
+        t.string_data = vec![b"a".to_vec()];
+        assert_eq!(
+            decode(&t),
+            Err("tensor \"t\": holds 1 strings, but its shape [2] has 2 elements".into())
         );
         let t = proto(DataType::Float, &[-1]);
         assert!(decode(&t).is_err());

@@ -134,6 +134,18 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             dtype: Known::Is(DType::Bool),
             rank: joined_rank(),
         },
+        StringConcat => Sig {
+            dtype: Known::Is(DType::Str),
+            rank: joined_rank(),
+        },
+        StringCase => Sig {
+            dtype: Known::Is(DType::Str),
+            rank: operands[0].rank.clone(),
+        },
+        RegexFullMatch => Sig {
+            dtype: Known::Is(DType::Bool),
+            rank: operands[0].rank.clone(),
+        },
         Add | Sub | Mul | Div | Pow | Max | Min | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => Sig {
             dtype: operands[0].dtype.clone(),
             rank: joined_rank(),

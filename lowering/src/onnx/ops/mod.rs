@@ -44,6 +44,7 @@ mod scan;
 mod sequence;
 mod shape;
 mod signal;
+mod strings;
 mod tfidf;
 mod training;
 mod tree_ensemble;
@@ -91,6 +92,7 @@ pub fn register(r: &mut Registry) {
     sample::register(r);
     optional::register(r);
     sequence::register(r);
+    strings::register(r);
     shape::register(r);
     signal::register(r);
     tfidf::register(r);
