@@ -84,7 +84,12 @@ impl<'a> View<'a> {
         for (k, i) in kernel_ops(&self.graph).enumerate() {
             writeln!(out).unwrap();
             let op = &self.graph.ops[i];
-            writeln!(out, "kernel {k}: {}", op_line(&self.graph, &self.names, i)).unwrap();
+            // an op on strings is no kernel: the runtime evaluates it (a host step of the plan)
+            let host = match mxc_lowering::loops::runs_on_host(&self.graph, op) {
+                true => " (on the host: strings)",
+                false => "",
+            };
+            writeln!(out, "kernel {k}{host}: {}", op_line(&self.graph, &self.names, i)).unwrap();
             if op.kind.is_control() {
                 regions(&mut out, op, self.model, "  ");
             }

@@ -157,3 +157,16 @@ fn string_cases_match_through_the_evaluator() {
     assert_eq!(count, 26, "the suite's string cases");
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+#[test]
+fn explain_marks_the_ops_on_strings_as_host_steps() {
+    let model = cache_dir("onnx-backend-tests/node/test_ai_onnx_ml_label_encoder_tensor_mapping").join("model.onnx");
+    let out = mxc(&["explain", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("kernel 1 (on the host: strings): %2 = mx.equal %0: tensor<5x1xstring>"),
+        "{text}"
+    );
+    assert!(text.contains("kernel 2: %3 = mx.cast %2: tensor<5x3xbool>"), "{text}");
+}
