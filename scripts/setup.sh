@@ -7,6 +7,8 @@
 #   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
 #   4. the generated test models in .cache/models/<name>
 #   5. the nightly Rust toolchain and cargo-fuzz, for the fuzz targets in fuzz/
+#   6. NVIDIA's libdevice and ptxas for the gpu target's PTX, from the PyPI wheel
+#      nvidia-cuda-nvcc-cu12, in $XDG_CACHE_HOME/mxc/nvidia (else ~/.cache/mxc/nvidia)
 #
 # Environment:
 #   MXC_PYTHON   interpreter used to create the venv (default: python3)
@@ -21,8 +23,10 @@ PY="$VENV/bin/python"
 APT_PACKAGES=(
     llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev libzstd-dev
     clang-22 lld-22 libclang-22-dev llvm-22-tools
+    rocm-device-libs
 )
 PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+NVCC_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86
 # The backend test data comes from this onnx release's wheel; the data is the
 # same in every wheel, so one fixed platform tag is used.
 BACKEND_ONNX_VERSION=1.22.0
@@ -177,6 +181,38 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo +nightly fuzz --version >/dev/null 2>&1 || die "cargo-fuzz is missing after installing it"
 else
     skip "cargo-fuzz present"
+fi
+
+# --- 6. libdevice and ptxas ---------------------------------------------------
+mxc_cache="${XDG_CACHE_HOME:-$HOME/.cache}/mxc"
+nvidia="$mxc_cache/nvidia"
+if [[ ! -f "$nvidia/libdevice.10.bc" || ! -x "$nvidia/ptxas" || "$(cat "$nvidia/.mxc-stamp" 2>/dev/null)" != "$NVCC_WHEEL" ]]; then
+    say "fetching libdevice and ptxas ($NVCC_WHEEL) into $nvidia"
+    tmp="$nvidia.tmp"
+    rm -rf "$tmp"
+    mkdir -p "$tmp/wheel"
+    "$PY" -m pip download -q --disable-pip-version-check --no-input --no-deps \
+        --only-binary :all: "$NVCC_WHEEL" -d "$tmp/wheel"
+    wheel=$(find "$tmp/wheel" -maxdepth 1 -name 'nvidia_cuda_nvcc_cu12-*.whl' | head -n1)
+    [[ -n "$wheel" ]] || die "pip download gave no $NVCC_WHEEL wheel"
+    "$PY" - "$wheel" "$tmp" <<'EOF'
+import os, sys, zipfile
+wheel, dest = sys.argv[1:]
+wanted = {"nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": "libdevice.10.bc",
+          "nvidia/cuda_nvcc/bin/ptxas": "ptxas"}
+with zipfile.ZipFile(wheel) as z:
+    for name, out in wanted.items():
+        with z.open(name) as src, open(os.path.join(dest, out), "wb") as dst:
+            dst.write(src.read())
+EOF
+    chmod +x "$tmp/ptxas"
+    rm -rf "$tmp/wheel"
+    printf '%s' "$NVCC_WHEEL" >"$tmp/.mxc-stamp"
+    rm -rf "$nvidia"
+    mkdir -p "$mxc_cache"
+    mv "$tmp" "$nvidia"
+else
+    skip "libdevice and ptxas present"
 fi
 
 skip "done"

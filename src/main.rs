@@ -155,6 +155,10 @@ struct RuleFiles {
     /// (fastest compile); 1 the built-in rewrites without fusion, LLVM -O1; 2 everything
     #[arg(short = 'O', value_name = "LEVEL", default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=2))]
     opt: u8,
+    /// The GPUs the gpu target compiles for, comma-separated: AMD chips (gfx90a) and NVIDIA
+    /// architectures (sm_90)
+    #[arg(long, value_name = "ARCHS", value_delimiter = ',', default_values_t = mxc_dialects::program::GpuArch::defaults())]
+    gpu_arch: Vec<mxc_dialects::program::GpuArch>,
 }
 
 impl RuleFiles {
@@ -177,6 +181,7 @@ impl RuleFiles {
                 1 => OptLevel::O1,
                 _ => OptLevel::O2,
             },
+            gpu_archs: self.gpu_arch.clone(),
         })
     }
 }
@@ -254,6 +259,9 @@ impl ProgramArgs {
             let file = mxr::read(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
             let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&file.program.interface))?;
             inputs::check_structures(&given, &file.program.interface)?;
+            if file.target == mxr::GPU_TARGET {
+                refuse_gpu(&file.code_objects)?;
+            }
             (
                 Executable::load_planned(file.program, file.memory, &file.library)?,
                 given,
@@ -396,6 +404,7 @@ fn run(cli: Cli) -> Result<()> {
             progress.finish();
             let (graph, compiled) = compiled?;
             report::print_compile_summary(&out, &graph, &compiled);
+            report::warn_gpu_spills(&compiled);
             let cpu = mxc_codegen::code_cpu(target);
             let file = Mxr::new(
                 target.name(),
@@ -403,7 +412,8 @@ fn run(cli: Cli) -> Result<()> {
                 &cpu.features,
                 compiled.program,
                 compiled.library,
-            );
+            )
+            .with_code_objects(compiled.code_objects);
             write_atomically(&out, |w| mxr::write(&file, key.as_ref(), w))
         }
         Command::Explain {
@@ -433,7 +443,26 @@ fn compile_model(model: &Path, target: Option<Target>, opts: &ImportOptions, rul
     let graph = import_file(model, opts)?;
     let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
         .with_context(|| format!("compiling {}", model.display()))?;
+    load_compiled(compiled)
+}
+
+/// A program compiled now, loaded to run (a `gpu` program is refused: `refuse_gpu`).
+pub(crate) fn load_compiled(compiled: mxc_codegen::Compiled) -> Result<Executable> {
+    if compiled.target == Target::Gpu {
+        refuse_gpu(&compiled.code_objects)?;
+    }
     Ok(Executable::load(compiled.program, &compiled.library)?)
+}
+
+/// The error of running a `gpu` program: no GPU runtime here, or (where one is found) that
+/// launching kernels on GPUs is not built yet.
+fn refuse_gpu(code_objects: &[mxc_dialects::program::CodeObject]) -> Result<()> {
+    let (runtime, code) = mxc_kernels::device::open_for(code_objects)?;
+    bail!(
+        "{} was found and the program holds code for {}, but running programs on GPUs is not built yet",
+        runtime.path,
+        code.arch
+    )
 }
 
 /// Whether `path` names a compiled file (by its extension, as every command decides).

@@ -135,3 +135,14 @@ pub fn size_text(bytes: f64) -> String {
         false => format!("{:.1} KB", bytes / 1e3),
     }
 }
+
+/// A warning on stderr for each GPU kernel that spills registers (it runs, slower).
+pub fn warn_gpu_spills(compiled: &mxc_codegen::Compiled) {
+    for o in &compiled.code_objects {
+        if let Ok(Some(summary)) = mxc_kernels::gpu::check(o, &compiled.program) {
+            for spill in summary.spills {
+                eprintln!("warning: {}: {spill} spilled to scratch", o.arch);
+            }
+        }
+    }
+}

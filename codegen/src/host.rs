@@ -14,7 +14,8 @@ pub struct CodeCpu {
 
 pub fn code_cpu(target: Target) -> CodeCpu {
     match target {
-        Target::Ref => CodeCpu {
+        // gpu programs have no host code: the generic CPU stands for it
+        Target::Ref | Target::Gpu => CodeCpu {
             name: "x86-64".to_string(),
             features: String::new(),
         },
@@ -29,7 +30,7 @@ pub fn code_cpu(target: Target) -> CodeCpu {
 /// `-O0` (the fastest compile); the host's widest vectors on `cpu`.
 pub fn vector_isa(target: Target, opt: OptLevel) -> Option<VectorIsa> {
     match (target, opt) {
-        (Target::Ref, _) | (Target::Cpu, OptLevel::O0) => None,
+        (Target::Ref | Target::Gpu, _) | (Target::Cpu, OptLevel::O0) => None,
         (Target::Cpu, _) => Some(VectorIsa::from_features(&code_cpu(target).features)),
     }
 }

@@ -5,6 +5,7 @@
 //! the options name one.
 
 pub mod cache;
+mod gpu;
 mod host;
 mod link;
 mod llvm;
@@ -13,13 +14,15 @@ mod plan;
 mod rewrites;
 mod workers;
 
+pub use gpu::nvidia_folder;
 pub use host::{code_cpu, vector_isa, CodeCpu};
 pub use objects::CacheStats;
 pub use rewrites::apply as rewrite_for;
 pub use rewrites::apply_to_regions as rewrite_regions;
 pub use rewrites::{cost_model, plan as rewrite_plan};
 
-use mxc_dialects::{program::Program, Graph};
+use mxc_dialects::program::{CodeObject, GpuArch, Program};
+use mxc_dialects::Graph;
 use std::fmt;
 use std::str::FromStr;
 
@@ -30,6 +33,9 @@ pub enum Target {
     Ref,
     /// The host CPU at -O3, after the rewrite engine (built-in and user rules, cpu cost model).
     Cpu,
+    /// GPUs: the target-independent rules and fusion, each kernel a GPU kernel compiled for
+    /// the architectures `CompileOptions::gpu_archs` names (`gpu.rs`).
+    Gpu,
 }
 
 impl Target {
@@ -37,6 +43,7 @@ impl Target {
         match self {
             Target::Ref => "ref",
             Target::Cpu => "cpu",
+            Target::Gpu => "gpu",
         }
     }
 }
@@ -53,7 +60,8 @@ impl FromStr for Target {
         match s {
             "ref" => Ok(Target::Ref),
             "cpu" => Ok(Target::Cpu),
-            other => Err(format!("unknown target `{other}` (known: ref, cpu)")),
+            "gpu" => Ok(Target::Gpu),
+            other => Err(format!("unknown target `{other}` (known: ref, cpu, gpu)")),
         }
     }
 }
@@ -73,6 +81,8 @@ pub struct CompileOptions {
     pub stage: Option<mxc_rewrite::StageHook>,
     /// How hard the `cpu` target works (`ref` is always the oracle).
     pub opt: OptLevel,
+    /// The GPUs the `gpu` target compiles for (`GpuArch::defaults()` unless told).
+    pub gpu_archs: Vec<GpuArch>,
 }
 
 /// Optimisation levels of the `cpu` target (`-O0`, `-O1`, `-O2`).
@@ -96,15 +106,18 @@ impl Default for CompileOptions {
             cache: None,
             stage: None,
             opt: OptLevel::O2,
+            gpu_archs: GpuArch::defaults(),
         }
     }
 }
 
-/// A compiled program: its plan and a shared object exporting one entry per step.
+/// A compiled program: its plan and a shared object exporting one entry per step (for the
+/// `gpu` target, an empty one and the kernels' code for each GPU).
 pub struct Compiled {
     pub target: Target,
     pub program: Program,
     pub library: Vec<u8>,
+    pub code_objects: Vec<CodeObject>,
     /// The graph the kernels were lowered from (after the target's rewrites).
     pub graph: Graph,
     /// What the rewrite engine did (`None` on `ref`).
@@ -127,6 +140,9 @@ pub enum CodegenError {
     Rules(#[from] mxc_rewrite::rules::RuleError),
     #[error("the ref target is the unrewritten oracle; user rules apply to cpu")]
     RulesOnRef,
+    /// GPU code cannot be made here (a file it needs is missing, no architecture asked for).
+    #[error("gpu: {0}")]
+    Gpu(String),
 }
 
 /// Compiles a verified graph for `target`.
@@ -137,14 +153,26 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let loops = mxc_lowering::loops::lower_graph(graph, vector_isa(target, options.opt))?;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
-    let (library, cache) = objects::library(&loops.kernels, target, options.opt, options.cache.as_deref())?;
+    let ((library, cache), code_objects, symbol): (_, _, fn(&str) -> String) = match target {
+        Target::Gpu => (
+            (Vec::new(), CacheStats::default()),
+            gpu::code_objects(&loops, &options.gpu_archs)?,
+            mxc_lowering::loops::gpu::launcher_name,
+        ),
+        _ => (
+            objects::library(&loops.kernels, target, options.opt, options.cache.as_deref())?,
+            Vec::new(),
+            plan::llvm_entry_name,
+        ),
+    };
     Ok(Compiled {
         target,
         program: Program {
             interface,
-            ..plan::plan(graph, &loops.kernels)
+            ..plan::plan(graph, &loops.kernels, symbol)
         },
         library,
+        code_objects,
         graph: rewritten.into_owned(),
         rewrite_stats,
         cache,

@@ -27,7 +27,7 @@ impl Machine {
         let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
         let CodeCpu { name: cpu, features } = code_cpu(target);
         let (level, pipeline) = match (target, opt) {
-            (Target::Ref, _) => (OptimizationLevel::Less, "default<O1>"),
+            (Target::Ref | Target::Gpu, _) => (OptimizationLevel::Less, "default<O1>"),
             (Target::Cpu, OptLevel::O0) => (OptimizationLevel::None, "default<O0>"),
             (Target::Cpu, OptLevel::O1) => (OptimizationLevel::Less, "default<O1>"),
             (Target::Cpu, OptLevel::O2) => (OptimizationLevel::Aggressive, "default<O3>"),

@@ -10,7 +10,9 @@ use mxc_dialects::{Graph, Op, OpKind, ValueId};
 use mxc_lowering::loops::{runs_on_host, KernelSpec};
 use std::collections::HashMap;
 
-pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
+/// The plan of `g` whose kernels are `kernels`, each step calling the symbol `symbol` makes
+/// of its kernel's (`llvm_entry_name` on the host, a GPU launcher's on `gpu`).
+pub fn plan(g: &Graph, kernels: &[KernelSpec], symbol: fn(&str) -> String) -> Program {
     let graphs = g.with_regions();
     let mut planner = Planner {
         buffers: Vec::new(),
@@ -26,7 +28,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
     let signatures = kernels
         .iter()
         .map(|k| KernelSignature {
-            symbol: llvm_entry_name(&k.symbol),
+            symbol: symbol(&k.symbol),
             arg_bytes: k
                 .args
                 .iter()
@@ -40,7 +42,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec]) -> Program {
         .iter()
         .zip(args)
         .map(|(k, args)| Step {
-            symbol: llvm_entry_name(&k.symbol),
+            symbol: symbol(&k.symbol),
             args,
             range: k.parallel.range,
             splittable: k.parallel.splittable,

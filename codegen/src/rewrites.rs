@@ -1,6 +1,7 @@
 //! Which rewrites each target runs: `ref` none (it is the oracle: every op by its plain
 //! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model,
-//! then fusion (`-O1`: no fusion; `-O0`: the user's rules alone).
+//! then fusion (`-O1`: no fusion; `-O0`: the user's rules alone); `gpu` the rule files that
+//! hold on any machine and the user's, then fusion.
 
 use crate::{CodegenError, CompileOptions, OptLevel, Target};
 use mxc_dialects::Graph;
@@ -82,8 +83,26 @@ pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule
             };
             Ok(Some((rules, opts)))
         }
+        Target::Gpu => {
+            let mut rules = Vec::new();
+            for name in GPU_RULE_FILES {
+                rules.extend(builtin_rules(name).expect("listed built-in rule file")?);
+            }
+            rules.extend(user.iter().cloned());
+            let opts = OptimizeOptions {
+                cost_model: cost_model(target),
+                fuse: options.fusion,
+                stage: options.stage.clone(),
+                ..OptimizeOptions::default()
+            };
+            Ok(Some((rules, opts)))
+        }
     }
 }
+
+/// The built-in rule files the `gpu` target rewrites with: those that hold on any machine
+/// (not the cpu's layouts, packed weights and Winograd, made for its vector kernels).
+const GPU_RULE_FILES: [&str; 4] = ["algebra", "fold", "fusion", "attention"];
 
 /// The cost model `target`'s kernels are estimated with (`cpu`: for the vectors of the
 /// machine it compiles for).

@@ -4,9 +4,11 @@
 //! read from a file may disagree with its kernels).
 
 mod control;
+mod device;
 mod host;
 
 pub use control::{straight, Block, IfStep, Item, LoopStep, MAX_DEPTH};
+pub use device::{CodeFormat, CodeObject, GpuArch, DEFAULT_GPU_ARCHS};
 pub use host::HostStep;
 
 use crate::{Tensor, TensorType};

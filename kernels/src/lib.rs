@@ -4,7 +4,9 @@
 
 mod buffer;
 mod control;
+pub mod device;
 mod executable;
+pub mod gpu;
 mod host_step;
 mod library;
 pub mod mxr;
@@ -33,4 +35,7 @@ pub enum RunError {
     /// A run that cannot go on (a loop ran more or fewer iterations than it was compiled for).
     #[error("{0}")]
     Run(String),
+    /// A program for GPUs where none can run it.
+    #[error("{0}")]
+    NoGpu(String),
 }

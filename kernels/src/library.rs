@@ -75,10 +75,10 @@ fn load(bytes: &[u8]) -> Result<(libloading::Library, std::fs::File), RunError> 
 }
 
 /// ELF constants this check reads (the System V ABI's values).
-const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
-const CLASS_64: u8 = 2;
-const LITTLE_ENDIAN: u8 = 1;
-const SHARED_OBJECT: u16 = 3;
+pub(crate) const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+pub(crate) const CLASS_64: u8 = 2;
+pub(crate) const LITTLE_ENDIAN: u8 = 1;
+pub(crate) const SHARED_OBJECT: u16 = 3;
 const HEADER_BYTES: usize = 64;
 const PROGRAM_HEADER_BYTES: usize = 56;
 const SECTION_HEADER_BYTES: usize = 64;

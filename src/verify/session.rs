@@ -49,7 +49,7 @@ impl Session {
         let exe = |target: Target, options: &CompileOptions| -> Result<Executable> {
             let compiled = mxc_codegen::compile(graph, target, options)
                 .with_context(|| format!("compiling {what} for {target}"))?;
-            Ok(Executable::load(compiled.program, &compiled.library)?)
+            crate::load_compiled(compiled)
         };
         let oracle = exe(Target::Ref, &CompileOptions::default())?;
         let tested = exe(self.target, &self.options)?;

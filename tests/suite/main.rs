@@ -12,6 +12,7 @@ mod eval_vs_ref;
 mod explain;
 mod filecheck;
 mod folding;
+mod gpu;
 mod layout;
 mod limits;
 mod microsoft_ops;

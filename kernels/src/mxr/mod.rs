@@ -17,13 +17,16 @@
 //! digest so that a fuzzer's files reach the checks after it.
 
 mod attrs;
+mod code;
 mod interface;
 mod items;
 
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
-use mxc_dialects::program::{Binding, Buffer, BufferKind, KernelSignature, MemoryPlan, Program, Step, ALIGN};
+use mxc_dialects::program::{
+    Binding, Buffer, BufferKind, CodeObject, KernelSignature, MemoryPlan, Program, Step, ALIGN,
+};
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -32,8 +35,8 @@ const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
 /// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
-/// string weights).
-pub const VERSION: u32 = 8;
+/// string weights; 8 had no GPU code).
+pub const VERSION: u32 = 9;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -51,8 +54,10 @@ pub struct Mxr {
     pub features: Vec<String>,
     pub program: Program,
     pub memory: MemoryPlan,
-    /// The kernels: a shared object.
+    /// The kernels: a shared object (empty for the `gpu` target).
     pub library: Vec<u8>,
+    /// The kernels' code for each GPU (the `gpu` target's).
+    pub code_objects: Vec<CodeObject>,
     /// The key whose signature the file carries (set when a file is read).
     pub signer: Option<PublicKey>,
 }
@@ -69,8 +74,14 @@ impl Mxr {
             memory: program.memory_plan(),
             program,
             library,
+            code_objects: Vec::new(),
             signer: None,
         }
+    }
+
+    /// The same, with the kernels' code for GPUs.
+    pub fn with_code_objects(self, code_objects: Vec<CodeObject>) -> Mxr {
+        Mxr { code_objects, ..self }
     }
 }
 
@@ -87,15 +98,21 @@ pub fn encode(m: &Mxr, key: Option<&SecretKey>) -> Vec<u8> {
 /// signed with `key` if given.
 pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     // offsets are fixed-width, so the metadata's length does not depend on their values
-    let meta_len = metadata(m, &vec![0; m.program.buffers.len()], 0).len();
+    let code_at = vec![0; m.code_objects.len()];
+    let meta_len = metadata(m, &vec![0; m.program.buffers.len()], 0, &code_at).len();
     let data_start = align(HEAD + meta_len);
     let mut at = align(data_start + m.library.len());
+    let mut code_at = Vec::with_capacity(m.code_objects.len());
+    for o in &m.code_objects {
+        code_at.push(at as u64);
+        at = align(at + o.bytes.len());
+    }
     let mut weights = vec![0; m.program.buffers.len()];
     for (i, t) in weights_in_data(&m.program) {
         weights[i] = at as u64;
         at = align(at + t.bytes().len());
     }
-    let meta = metadata(m, &weights, data_start as u64);
+    let meta = metadata(m, &weights, data_start as u64, &code_at);
     let total = at + TRAILER;
     let mut w = Digesting {
         out,
@@ -108,6 +125,10 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
     w.put(&meta)?;
     w.pad_to(data_start)?;
     w.put(&m.library)?;
+    for o in &m.code_objects {
+        w.pad_to(align(w.written))?;
+        w.put(&o.bytes)?;
+    }
     for (_, t) in weights_in_data(&m.program) {
         w.pad_to(align(w.written))?;
         w.put(t.bytes())?;
@@ -211,7 +232,7 @@ fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>, trust: &Tr
     let mut m = read_metadata(&mut r, &file).map_err(&bad)?;
     m.signer = signer;
     m.program.validate(&m.memory).map_err(|e| bad(e.to_string()))?;
-    check_elf(&m.library).map_err(|e| bad(format!("the kernels: {e}")))?;
+    check_code(&m).map_err(|e| bad(format!("the kernels: {e}")))?;
     if let Some(t) = target.filter(|t| *t != m.target) {
         return Err(bad(format!("compiled for target {}, not {t}", m.target)));
     }
@@ -224,6 +245,27 @@ fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>, trust: &Tr
     }
     Ok(m)
 }
+
+/// The kernels against the plan: a host program's shared object (an ELF for this machine), a
+/// `gpu` program's code for at least one GPU, each holding the kernels the plan launches.
+fn check_code(m: &Mxr) -> Result<(), String> {
+    if m.target != GPU_TARGET {
+        if !m.code_objects.is_empty() {
+            return Err(format!("a program for {} with code for GPUs", m.target));
+        }
+        return check_elf(&m.library);
+    }
+    if !m.library.is_empty() || m.code_objects.is_empty() {
+        return Err("a gpu program must hold code for GPUs and no host kernels".into());
+    }
+    for o in &m.code_objects {
+        crate::gpu::check(o, &m.program)?;
+    }
+    Ok(())
+}
+
+/// The target whose kernels run on GPUs.
+pub const GPU_TARGET: &str = "gpu";
 
 /// The signer of a file with `digest` whose trailer after the digest is `signed` (key, then
 /// signature; zeros for none), if it passes `trust`. A signature that does not verify is refused
@@ -341,8 +383,9 @@ fn align(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
-/// The metadata, with each weight's file offset from `weights` and the kernels at `library_at`.
-fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
+/// The metadata, with each weight's file offset from `weights`, the kernels at `library_at`
+/// and each GPU code object at `code_at`.
+fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u8> {
     let mut w = Writer(Vec::new());
     for s in [&m.producer, &m.target, &m.cpu] {
         w.str(s);
@@ -402,6 +445,7 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64) -> Vec<u8> {
         }
     }
     interface::write_interface(&mut w, &p.interface);
+    code::write_code_objects(&mut w, &m.code_objects, code_at);
     w.u64(library_at);
     w.u64(m.library.len() as u64);
     w.0
@@ -497,6 +541,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
         }
     }
     let interface = interface::read_interface(r, bindings[0].len() + bindings[1].len())?;
+    let code_objects = code::read_code_objects(r, file)?;
     let (at, len) = (r.u64()? as usize, r.u64()? as usize);
     let library = slice(file, at, len).ok_or("the kernels lie outside the file")?.to_vec();
     let [inputs, outputs] = bindings;
@@ -516,6 +561,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
         },
         memory,
         library,
+        code_objects,
         signer: None,
     })
 }
@@ -648,6 +694,7 @@ mod tests {
             memory: program.memory_plan(),
             program,
             library: library::header(),
+            code_objects: Vec::new(),
             signer: None,
         }
     }
@@ -708,8 +755,8 @@ mod tests {
         flipped[HEAD + 3] ^= 1;
         assert!(err(&flipped, None).contains("digest mismatch"));
         let mut foreign = bytes.clone();
-        foreign[4] = 9;
-        assert!(err(&foreign, None).contains(&format!("format version 9; this mxc reads version {VERSION}")));
+        foreign[4] = 99;
+        assert!(err(&foreign, None).contains(&format!("format version 99; this mxc reads version {VERSION}")));
         assert!(err(b"MXCA....", None).contains("bad magic"));
         assert!(err(&bytes, Some("ref")).contains("compiled for target cpu, not ref"));
         for cut in (0..bytes.len()).step_by(7) {
@@ -818,6 +865,40 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(msg.contains("a host step runs unknown op `string_cose`"), "{msg}");
+    }
+
+    #[test]
+    fn gpu_code_goes_only_with_the_gpu_target() {
+        use mxc_dialects::program::{CodeFormat, GpuArch};
+        let ptx = CodeObject {
+            arch: GpuArch::Nvidia("sm_90".into()),
+            format: CodeFormat::Ptx,
+            bytes: b".version 8.0\n.target sm_90\n".to_vec(),
+        };
+        let cpu_with_ptx = sample().with_code_objects(vec![ptx.clone()]);
+        let msg = any(&encode(&cpu_with_ptx, None)).unwrap_err().to_string();
+        assert!(msg.contains("a program for cpu with code for GPUs"), "{msg}");
+        let gpu_with_host_kernels = Mxr {
+            target: GPU_TARGET.into(),
+            ..sample()
+        };
+        let msg = any(&encode(&gpu_with_host_kernels, None)).unwrap_err().to_string();
+        assert!(
+            msg.contains("a gpu program must hold code for GPUs and no host kernels"),
+            "{msg}"
+        );
+        // the PTX is read back and checked against the plan: its kernel is missing
+        let gpu = Mxr {
+            target: GPU_TARGET.into(),
+            library: Vec::new(),
+            ..sample()
+        }
+        .with_code_objects(vec![ptx]);
+        let msg = any(&encode(&gpu, None)).unwrap_err().to_string();
+        assert!(
+            msg.contains("the code for sm_90: kernel `k0_add_entry` is missing"),
+            "{msg}"
+        );
     }
 
     #[test]

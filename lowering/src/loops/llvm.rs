@@ -60,6 +60,21 @@ impl MlirToLlvm {
 
     /// Translates a module of loop-level kernels to LLVM IR text.
     pub fn translate(&self, mlir: &str) -> Result<String, LoopError> {
+        self.run_pipeline(mlir, PIPELINE, "conversion to the LLVM dialect", |module, fail| {
+            translate_to_llvm_ir(module).ok_or_else(|| fail("translation to LLVM IR", "the module does not translate"))
+        })
+    }
+
+    /// Parses and verifies `mlir`, runs `pipeline` on it (`stage` names it in errors) and
+    /// hands the result to `then`; every error carries MLIR's diagnostics (`then` makes its
+    /// own with the function it is given: a stage and a fallback message).
+    pub(super) fn run_pipeline<T>(
+        &self,
+        mlir: &str,
+        pipeline: &str,
+        stage: &'static str,
+        then: impl FnOnce(&Module, &dyn Fn(&'static str, &str) -> LoopError) -> Result<T, LoopError>,
+    ) -> Result<T, LoopError> {
         let diagnostics = Rc::new(RefCell::new(Vec::<String>::new()));
         let sink = diagnostics.clone();
         let handler = self.context.attach_diagnostic_handler(move |d| {
@@ -72,12 +87,6 @@ impl MlirToLlvm {
             sink.borrow_mut().push(text);
             true
         });
-        let result = self.run(mlir, &diagnostics);
-        self.context.detach_diagnostic_handler(handler);
-        result
-    }
-
-    fn run(&self, mlir: &str, diagnostics: &Rc<RefCell<Vec<String>>>) -> Result<String, LoopError> {
         let fail = |stage: &'static str, fallback: &str| {
             let seen = diagnostics.borrow();
             let message = if seen.is_empty() {
@@ -87,20 +96,32 @@ impl MlirToLlvm {
             };
             LoopError::Mlir { stage, message }
         };
+        let result = self
+            .run(mlir, pipeline, stage, &fail)
+            .and_then(|module| then(&module, &fail));
+        self.context.detach_diagnostic_handler(handler);
+        result
+    }
+
+    fn run(
+        &self,
+        mlir: &str,
+        pipeline: &str,
+        stage: &'static str,
+        fail: &dyn Fn(&'static str, &str) -> LoopError,
+    ) -> Result<Module<'_>, LoopError> {
         let mut module =
             Module::parse(&self.context, mlir).ok_or_else(|| fail("parse", "the module does not parse"))?;
         if !module.as_operation().verify() {
             return Err(fail("verify", "the module does not verify"));
         }
         let passes = PassManager::new(&self.context);
-        parse_pass_pipeline(passes.as_operation_pass_manager(), PIPELINE).map_err(|e| LoopError::Mlir {
+        parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| LoopError::Mlir {
             stage: "pass pipeline",
             message: e.to_string(),
         })?;
-        passes
-            .run(&mut module)
-            .map_err(|_| fail("conversion to the LLVM dialect", "a pass failed"))?;
-        translate_to_llvm_ir(&module).ok_or_else(|| fail("translation to LLVM IR", "the module does not translate"))
+        passes.run(&mut module).map_err(|_| fail(stage, "a pass failed"))?;
+        Ok(module)
     }
 }
 

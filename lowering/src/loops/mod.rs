@@ -17,6 +17,8 @@ mod conv_tiled;
 mod elementwise;
 mod emit;
 mod fused;
+pub mod gpu;
+mod gpu_binary;
 mod half;
 mod layout;
 mod llvm;
@@ -37,6 +39,7 @@ mod window;
 mod winograd;
 
 pub use emit::Parallel;
+pub use gpu_binary::GpuToolkit;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
 pub use vector::VectorIsa;
 
@@ -70,6 +73,8 @@ pub struct KernelSpec {
     pub parallel: Parallel,
     /// The kernel's `func.func` as it appears in `LoopModule::mlir`.
     pub func: String,
+    /// The memref type of each argument in `args` (the function's parameters before the range).
+    pub memrefs: Vec<String>,
 }
 
 /// Errors of lowering to loops and of the way to LLVM IR.
@@ -81,6 +86,9 @@ pub enum LoopError {
     Op { index: usize, op: String, message: String },
     #[error("MLIR {stage}: {message}")]
     Mlir { stage: &'static str, message: String },
+    /// A file GPU code generation needs is missing (what it is and where it was looked for).
+    #[error("{0}")]
+    GpuToolkit(String),
 }
 
 /// Whether `op` reads or gives strings: the plan runs it on the host with the evaluator.
@@ -107,7 +115,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 continue;
             }
             let symbol = format!("{prefix}k{index}_{}", kernel_name(op));
-            let (func, parallel) = lower_op(graph, op, &symbol, isa).map_err(|message| LoopError::Op {
+            let (func, parallel, memrefs) = lower_op(graph, op, &symbol, isa).map_err(|message| LoopError::Op {
                 index,
                 op: match region {
                     0 => op.kind.to_string(),
@@ -123,6 +131,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 args: op.operands.iter().chain(&op.results).copied().collect(),
                 parallel,
                 func,
+                memrefs,
             });
         }
     }
@@ -130,8 +139,13 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
     Ok(LoopModule { mlir, kernels })
 }
 
-/// The kernel function of one op, and how it may be split across threads.
-fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>) -> Result<(String, Parallel), String> {
+/// The kernel function of one op, how it may be split across threads, and its memref types.
+fn lower_op(
+    g: &Graph,
+    op: &Op,
+    symbol: &str,
+    isa: Option<VectorIsa>,
+) -> Result<(String, Parallel, Vec<String>), String> {
     let buf = |name: String, v: &ValueId| {
         let ty = g.ty(*v);
         Buf::new(&name, ty.dtype, &ty.shape)
@@ -148,10 +162,12 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>) -> Result<
         .enumerate()
         .map(|(i, v)| buf(format!("%out{i}"), v))
         .collect();
+    let memrefs: Vec<String> = ins.iter().chain(&outs).map(Buf::memref).collect();
     let args: Vec<String> = ins
         .iter()
         .chain(&outs)
-        .map(|b| format!("{}: {}", b.name, b.memref()))
+        .zip(&memrefs)
+        .map(|(b, memref)| format!("{}: {memref}", b.name))
         .chain(["%lo: index".to_string(), "%hi: index".to_string()])
         .collect();
     let mut e = Emitter::with_isa(isa);
@@ -160,7 +176,11 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>) -> Result<
         None => lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?,
     }
     let parallel = e.parallel();
-    Ok((e.finish(&format!("func.func @{symbol}({})", args.join(", "))), parallel))
+    Ok((
+        e.finish(&format!("func.func @{symbol}({})", args.join(", "))),
+        parallel,
+        memrefs,
+    ))
 }
 
 /// What a kernel's symbol calls it: the op's name, or a fused kernel's ops in order (the first

@@ -1,0 +1,131 @@
+//! The loop level for GPUs: a graph's kernels, lowered as for `ref` (scalar bodies, no vector
+//! unit), as `gpu.func` kernels of one `gpu.module`. Each keeps its body and its arguments
+//! (the buffers, then the range `lo..hi` of its parallel loop, now the range of the launch)
+//! and runs one iteration of the parallel loop per thread: iteration `lo + block * 256 +
+//! thread`, when it is below `hi` (a thread past it runs an empty range, so that the body's
+//! stack buffers stay static allocations at the kernel's entry). A stack buffer is allocated
+//! in the GPU's private memory (address space 5 on AMD GPUs, where the back end takes no
+//! other) and cast to the generic space its uses name, which LLVM infers back. A step is
+//! launched on `ceil((hi - lo) / 256)` blocks of 256 threads. `gpu_binary.rs` compiles the
+//! module.
+
+use super::{KernelSpec, LoopError, LoopModule};
+
+/// Threads in a block (one dimension): each runs one iteration of the parallel loop.
+pub const THREADS_PER_BLOCK: u64 = 256;
+
+/// The name of the GPU kernel of kernel `symbol`.
+pub fn launcher_name(symbol: &str) -> String {
+    format!("{symbol}_kernel")
+}
+
+/// The blocks a launch of `iterations` iterations of a parallel loop needs.
+pub fn blocks(iterations: u64) -> u64 {
+    iterations.div_ceil(THREADS_PER_BLOCK)
+}
+
+/// `module`'s kernels as the `gpu.func`s of a `gpu.module @kernels`.
+pub fn gpu_module(module: &LoopModule) -> Result<String, LoopError> {
+    let mut out = String::from("module attributes {gpu.container_module} {\ngpu.module @kernels {\n");
+    for k in &module.kernels {
+        out.push_str(&gpu_kernel(k)?);
+    }
+    out.push_str("}\n}\n");
+    Ok(out)
+}
+
+/// Kernel `k`'s function (`Emitter::finish`'s form: the signature, its body, a `return`) as a
+/// `gpu.func` whose prologue computes the thread's `%lo..%hi`.
+fn gpu_kernel(k: &KernelSpec) -> Result<String, LoopError> {
+    let malformed = || LoopError::Mlir {
+        stage: "writing GPU kernels",
+        message: format!("kernel `{}` is not in the form the emitter writes", k.symbol),
+    };
+    let head = format!("func.func @{}(", k.symbol);
+    let (signature, rest) = k.func.split_once(" {\n").ok_or_else(malformed)?;
+    let params = signature
+        .strip_prefix(&head)
+        .and_then(|p| p.strip_suffix("%lo: index, %hi: index)"))
+        .ok_or_else(malformed)?;
+    let body = private_stack_buffers(rest.strip_suffix("  return\n}\n").ok_or_else(malformed)?);
+    Ok(format!(
+        "gpu.func @{}({params}%gpu_lo: index, %gpu_hi: index) kernel \
+         attributes {{known_block_size = array<i32: {THREADS_PER_BLOCK}, 1, 1>}} {{\n\
+        \x20 %gpu_block = gpu.block_id x\n\
+        \x20 %gpu_thread = gpu.thread_id x\n\
+        \x20 %gpu_width = arith.constant {THREADS_PER_BLOCK} : index\n\
+        \x20 %gpu_first = arith.muli %gpu_block, %gpu_width : index\n\
+        \x20 %gpu_offset = arith.addi %gpu_first, %gpu_thread : index\n\
+        \x20 %gpu_i = arith.addi %gpu_lo, %gpu_offset : index\n\
+        \x20 %gpu_one = arith.constant 1 : index\n\
+        \x20 %gpu_after = arith.addi %gpu_i, %gpu_one : index\n\
+        \x20 %lo = arith.minui %gpu_i, %gpu_hi : index\n\
+        \x20 %hi = arith.minui %gpu_after, %gpu_hi : index\n\
+        {body}  gpu.return\n}}\n",
+        launcher_name(&k.symbol)
+    ))
+}
+
+/// The private address space of AMD GPUs (NVIDIA's local memory is 5 too).
+const PRIVATE_SPACE: u32 = 5;
+
+/// `body` with each `memref.alloca` made in private memory and cast to the generic space.
+fn private_stack_buffers(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    for line in body.lines() {
+        let alloca = line
+            .split_once(" = memref.alloca() : ")
+            .filter(|(_, ty)| ty.starts_with("memref<") && ty.ends_with('>'));
+        match alloca {
+            Some((name, ty)) => {
+                let private = format!("{}, {PRIVATE_SPACE}>", &ty[..ty.len() - 1]);
+                let name = name.trim_start();
+                let indent = &line[..line.len() - line.trim_start().len()];
+                out.push_str(&format!(
+                    "{indent}{name}_private = memref.alloca() : {private}\n\
+                     {indent}{name} = memref.memory_space_cast {name}_private : {private} to {ty}\n"
+                ));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{one_op, t};
+    use super::super::{lower_graph, MlirToLlvm};
+    use super::*;
+    use mxc_dialects::{Attrs, DType, OpKind};
+
+    #[test]
+    fn each_kernel_is_a_gpu_func_with_its_thread_range_and_private_stack_buffers() {
+        let g = one_op(
+            OpKind::Softmax,
+            &[t(DType::F32, &[4, 300])],
+            Attrs::new().with("axis", mxc_dialects::Attr::Int(1)),
+        );
+        let loops = lower_graph(&g, None).unwrap();
+        let text = gpu_module(&loops).unwrap();
+        assert!(
+            text.contains("gpu.func @k0_softmax_kernel(%in0: memref<4x300xf32>, %out0: memref<4x300xf32>, %gpu_lo: index, %gpu_hi: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>}"),
+            "{text}"
+        );
+        assert!(text.contains("%lo = arith.minui %gpu_i, %gpu_hi : index"), "{text}");
+        assert!(text.ends_with("  gpu.return\n}\n}\n}\n"), "{text}");
+        // the module parses and verifies
+        MlirToLlvm::new()
+            .run_pipeline(&text, "builtin.module()", "verifying", |_, _| Ok(()))
+            .unwrap();
+        let body = private_stack_buffers("  %s0 = memref.alloca() : memref<16xf32>\n  %x = arith.constant 0 : index\n");
+        assert_eq!(
+            body,
+            "  %s0_private = memref.alloca() : memref<16xf32, 5>\n  %s0 = memref.memory_space_cast %s0_private : memref<16xf32, 5> to memref<16xf32>\n  %x = arith.constant 0 : index\n"
+        );
+        assert_eq!(blocks(257), 2);
+    }
+}

@@ -1,0 +1,190 @@
+//! The gpu target on a machine without a GPU: the repo's models and a sample of the node
+//! suite compile to an `.mxr` holding an AMDGPU code object for each default chip and PTX for
+//! sm_90, each checked against the plan when the file is read (`mxc_kernels::gpu`) and the PTX
+//! assembled by `ptxas`; damaged code is refused naming what is wrong; and running the file
+//! here says that no GPU runtime was found.
+
+use crate::common::{cache_dir, mxc, stderr};
+use mxc_dialects::program::{CodeFormat, CodeObject, GpuArch};
+use mxc_kernels::mxr::{self, Mxr};
+use mxc_kernels::TrustPolicy;
+use std::path::Path;
+
+/// Compiles `model` for the gpu target into `out` and reads the file back (which checks
+/// every code object against the plan).
+fn compile(model: &Path, out: &Path) -> Result<Mxr, String> {
+    let run = mxc(&[
+        "compile",
+        model.to_str().unwrap(),
+        "--target",
+        "gpu",
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    if !run.status.success() {
+        return Err(stderr(&run));
+    }
+    mxr::read(out, Some("gpu"), &TrustPolicy::AnyIntact).map_err(|e| e.to_string())
+}
+
+/// `ptxas` from where `scripts/setup.sh` puts it.
+fn ptxas() -> std::path::PathBuf {
+    let path = mxc_codegen::nvidia_folder().expect("a cache folder").join("ptxas");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash scripts/setup.sh` first",
+        path.display()
+    );
+    path
+}
+
+/// Assembles `ptx` for `arch` with ptxas.
+fn assemble(ptx: &CodeObject, dir: &Path) {
+    let file = dir.join(format!("{}.ptx", ptx.arch));
+    std::fs::write(&file, &ptx.bytes).unwrap();
+    let out = std::process::Command::new(ptxas())
+        .args(["-arch", ptx.arch.name(), "-o"])
+        .arg(dir.join("out.cubin"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ptxas: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn archs(m: &Mxr) -> Vec<(String, CodeFormat)> {
+    m.code_objects.iter().map(|o| (o.arch.to_string(), o.format)).collect()
+}
+
+#[test]
+fn the_repo_models_compile_for_amd_chips_and_nvidia() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["convnet", "encoder"] {
+        let model = cache_dir("models").join(name).join("model.onnx");
+        let m = compile(&model, &tmp.path().join(format!("{name}.mxr"))).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            archs(&m),
+            [
+                ("gfx90a".to_string(), CodeFormat::Hsaco),
+                ("gfx942".to_string(), CodeFormat::Hsaco),
+                ("gfx1100".to_string(), CodeFormat::Hsaco),
+                ("sm_90".to_string(), CodeFormat::Ptx),
+            ],
+            "{name}"
+        );
+        assert!(m.library.is_empty(), "{name}: no host kernels");
+        for o in &m.code_objects {
+            let summary = mxc_kernels::gpu::check(o, &m.program).unwrap_or_else(|e| panic!("{name}: {e}"));
+            if let Some(s) = summary {
+                assert!(s.kernels >= m.program.kernels.len(), "{name} {}: {s:?}", o.arch);
+                assert!(s.spills.is_empty(), "{name} {}: {:?}", o.arch, s.spills);
+            }
+        }
+        assemble(
+            m.code_objects.iter().find(|o| o.format == CodeFormat::Ptx).unwrap(),
+            tmp.path(),
+        );
+        let run = mxc(&["run", tmp.path().join(format!("{name}.mxr")).to_str().unwrap()]);
+        let err = stderr(&run);
+        assert!(!run.status.success());
+        assert!(
+            err.contains("no GPU runtime was found: looked for HIP and the CUDA driver as")
+                && err.contains("libcuda.so.1")
+                || err.contains("but running programs on GPUs is not built yet"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_sample_of_the_node_suite_compiles_for_every_default_gpu() {
+    let expected = std::fs::read_to_string(crate::common::repo().join("tests/node_expected_pass.txt")).unwrap();
+    let cases: Vec<&str> = expected.lines().filter(|l| !l.starts_with('#')).step_by(40).collect();
+    assert!(cases.len() > 40, "{} cases", cases.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut failures, mut compiled) = (Vec::new(), 0);
+    for case in &cases {
+        let model = cache_dir("onnx-backend-tests/node").join(case).join("model.onnx");
+        match compile(&model, &tmp.path().join(format!("{case}.mxr"))) {
+            Ok(m) if m.code_objects.len() == 4 => compiled += 1,
+            Ok(m) => failures.push(format!("{case}: {:?}", archs(&m))),
+            // a case whose import needs its inputs (values known at compile time, a sequence's
+            // length) is not the gpu target's to compile without them
+            Err(e) if !e.contains("error: compiling") => {}
+            Err(e) => failures.push(format!("{case}: {e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases: {failures:#?}",
+        failures.len(),
+        cases.len()
+    );
+    assert!(compiled > 30, "{compiled} of {} cases compiled", cases.len());
+}
+
+#[test]
+fn damaged_gpu_code_is_refused_naming_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = compile(
+        &cache_dir("models").join("convnet").join("model.onnx"),
+        &tmp.path().join("c.mxr"),
+    )
+    .unwrap();
+    let with = |arch: &str, change: &dyn Fn(&mut Vec<u8>)| {
+        let mut o = m.code_objects.iter().find(|o| o.arch.name() == arch).unwrap().clone();
+        change(&mut o.bytes);
+        mxc_kernels::gpu::check(&o, &m.program).unwrap_err()
+    };
+    // the machine number of gfx90a's object made gfx942's
+    let err = with("gfx90a", &|b| b[48] = 0x4c);
+    assert!(
+        err.contains("the code for gfx90a: machine number 0x4c, not gfx90a's (0x3f)"),
+        "{err}"
+    );
+    let err = with("gfx942", &|b| b[18] = 62);
+    assert!(err.contains("ELF machine 62, not AMDGPU"), "{err}");
+    // a kernel's name in the metadata changed: the plan's kernel is missing
+    let name = m.program.kernels[0].symbol.clone();
+    let err = with("gfx1100", &|b| {
+        let at = b.windows(name.len()).position(|w| w == name.as_bytes()).unwrap();
+        b[at] = b'X';
+    });
+    assert!(
+        err.contains("is missing") || err.contains("no descriptor symbol"),
+        "{err}"
+    );
+    let err = with("sm_90", &|b| {
+        let text = String::from_utf8(b.clone()).unwrap();
+        *b = text.replacen(".target sm_90", ".target sm_80", 1).into_bytes();
+    });
+    assert!(err.contains("made for `sm_80`, not sm_90"), "{err}");
+    let err = with("sm_90", &|b| b.extend(b"\n.extern .func __nv_expf\n"));
+    assert!(
+        err.contains("an undefined function: `.extern .func __nv_expf`"),
+        "{err}"
+    );
+    // an object for a GPU in the wrong format
+    let mut wrong = m.code_objects[0].clone();
+    wrong.arch = GpuArch::Nvidia("sm_90".into());
+    let err = mxc_kernels::gpu::check(&wrong, &m.program).unwrap_err();
+    assert!(err.contains("Hsaco code for sm_90"), "{err}");
+}
+
+#[test]
+fn an_unknown_gpu_architecture_is_refused() {
+    let model = cache_dir("models").join("convnet").join("model.onnx");
+    let out = mxc(&[
+        "compile",
+        model.to_str().unwrap(),
+        "--target",
+        "gpu",
+        "--gpu-arch",
+        "gfx90a,volta",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("unknown GPU architecture `volta`"), "{err}");
+}
