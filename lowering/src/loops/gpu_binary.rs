@@ -135,8 +135,17 @@ impl RocmFolder {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("mxc-rocm-{}-{n}", std::process::id()));
+        RocmFolder::at(path, libs, lld)
+    }
+
+    /// The folder at `path`; one already there is a dead process's (the name holds the
+    /// process id), left when it was killed, and is replaced.
+    fn at(path: PathBuf, libs: &Path, lld: &Path) -> Result<RocmFolder, LoopError> {
         let folder = RocmFolder { path };
         let io = |e: std::io::Error| LoopError::GpuToolkit(format!("{}: {e}", folder.path.display()));
+        if folder.path.exists() {
+            std::fs::remove_dir_all(&folder.path).map_err(io)?;
+        }
         std::fs::create_dir_all(folder.path.join("amdgcn")).map_err(io)?;
         std::fs::create_dir_all(folder.path.join("llvm/bin")).map_err(io)?;
         link(libs, &folder.path.join("amdgcn/bitcode")).map_err(io)?;
@@ -152,5 +161,27 @@ fn link(original: &Path, at: &Path) -> std::io::Result<()> {
 impl Drop for RocmFolder {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_left_by_a_killed_process_is_replaced() {
+        let base = std::env::temp_dir().join(format!("mxc-toolkit-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let lld = base.join("ld.lld");
+        std::fs::write(&lld, "").unwrap();
+        let path = base.join("rocm");
+        let stale = RocmFolder::at(path.clone(), &base, &lld).unwrap();
+        // killed before it could clean up
+        std::mem::forget(stale);
+        let folder = RocmFolder::at(path.clone(), &base, &lld).unwrap();
+        assert!(folder.path.join("llvm/bin/ld.lld").exists());
+        drop(folder);
+        assert!(!path.exists(), "removed when dropped");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
