@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use mxc_codegen::{CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
+use mxc_kernels::device::Gpu;
 use mxc_kernels::mxr::{self, Mxr};
 use mxc_kernels::{Executable, Parallelism, SecretKey, TrustPolicy};
 use mxc_lowering::onnx::{import_file, ImportOptions};
@@ -70,6 +71,10 @@ enum Command {
         /// Write each output to DIR/<name>.npy instead of printing a summary
         #[arg(short = 'o', value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Also write the value of each of the program's inputs (given or generated) to
+        /// DIR/<name>.npy, as `mxc-runner --inputs DIR` reads them
+        #[arg(long, value_name = "DIR")]
+        save_inputs: Option<PathBuf>,
     },
     /// Compile a model to a file.  Example: mxc compile model.onnx -o model.mxr
     Compile {
@@ -259,13 +264,11 @@ impl ProgramArgs {
             let file = mxr::read(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
             let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&file.program.interface))?;
             inputs::check_structures(&given, &file.program.interface)?;
-            if file.target == mxr::GPU_TARGET {
-                refuse_gpu(&file.code_objects)?;
-            }
-            (
-                Executable::load_planned(file.program, file.memory, &file.library)?,
-                given,
-            )
+            let exe = match file.target == mxr::GPU_TARGET {
+                true => Executable::load_gpu(file.program, file.memory, &file.code_objects, Gpu::find()?)?,
+                false => Executable::load_planned(file.program, file.memory, &file.library)?,
+            };
+            (exe, given)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
             let opts = inputs::specialize(self.shapes.import_options()?, &given)?;
@@ -368,8 +371,15 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
-        Command::Run { program, out } => {
+        Command::Run {
+            program,
+            out,
+            save_inputs,
+        } => {
             let (exe, values) = program.load()?;
+            if let Some(dir) = save_inputs {
+                report::write_inputs(&dir, exe.program(), &values)?;
+            }
             let outputs = report::model_values(exe.run(&values)?, &exe.program().interface)?;
             match out {
                 Some(dir) => report::write_outputs(&dir, &outputs),
@@ -446,23 +456,15 @@ fn compile_model(model: &Path, target: Option<Target>, opts: &ImportOptions, rul
     load_compiled(compiled)
 }
 
-/// A program compiled now, loaded to run (a `gpu` program is refused: `refuse_gpu`).
+/// A program compiled now, loaded to run (a `gpu` program on this machine's first GPU).
 pub(crate) fn load_compiled(compiled: mxc_codegen::Compiled) -> Result<Executable> {
-    if compiled.target == Target::Gpu {
-        refuse_gpu(&compiled.code_objects)?;
-    }
-    Ok(Executable::load(compiled.program, &compiled.library)?)
-}
-
-/// The error of running a `gpu` program: no GPU runtime here, or (where one is found) that
-/// launching kernels on GPUs is not built yet.
-fn refuse_gpu(code_objects: &[mxc_dialects::program::CodeObject]) -> Result<()> {
-    let (runtime, code) = mxc_kernels::device::open_for(code_objects)?;
-    bail!(
-        "{} was found and the program holds code for {}, but running programs on GPUs is not built yet",
-        runtime.path,
-        code.arch
-    )
+    Ok(match compiled.target {
+        Target::Gpu => {
+            let memory = compiled.program.memory_plan();
+            Executable::load_gpu(compiled.program, memory, &compiled.code_objects, Gpu::find()?)?
+        }
+        _ => Executable::load(compiled.program, &compiled.library)?,
+    })
 }
 
 /// Whether `path` names a compiled file (by its extension, as every command decides).

@@ -1,11 +1,12 @@
 //! `mxc perf`: runs a compiled program repeatedly and reports the end-to-end median and
 //! spread, the memory it holds, and a table of its kernels (median time, share of the kernels'
-//! total, the rate of its arithmetic, the threads a call runs on, the ops each fuses, read from
+//! total, the rate of its arithmetic, the threads a call runs on (on a GPU, the blocks it is
+//! launched on), the ops each fuses, read from
 //! its symbol), slowest first. A kernel in a loop's body is timed over all its calls in a run;
 //! its rate is not shown (how many times the body runs is the run's to decide).
 
 use crate::report::size_text;
-use mxc_dialects::program::Step;
+use mxc_dialects::program::{launch_shape, Step};
 use mxc_dialects::Tensor;
 use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
@@ -30,12 +31,22 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     let (low, high) = (totals[totals.len() / 10], totals[(totals.len() * 9) / 10]);
     let mut out = String::new();
     let parallelism = exe.parallelism();
+    let (place, copied_to, column) = match exe.device() {
+        Some((gpu, arch)) => (format!("{} ({arch} code)", gpu.name), "uploaded to the GPU", "blocks"),
+        None => (
+            format!(
+                "{} thread{}",
+                parallelism.threads,
+                if parallelism.threads == 1 { "" } else { "s" }
+            ),
+            "copied to align them",
+            "threads",
+        ),
+    };
     writeln!(
         out,
-        "{} runs on {} thread{}: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)",
+        "{} runs on {place}: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)",
         totals.len(),
-        parallelism.threads,
-        if parallelism.threads == 1 { "" } else { "s" },
         ms(median(&mut totals)),
         ms(low),
         ms(high)
@@ -44,7 +55,7 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     let memory = exe.memory_use();
     let copied = match memory.weights_copied {
         0 => "read in place".to_string(),
-        n => format!("{} of them copied to align them", size_text(n as f64)),
+        n => format!("{} of them {copied_to}", size_text(n as f64)),
     };
     writeln!(
         out,
@@ -66,12 +77,15 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     writeln!(
         out,
         "{:>10}  {:>6}  {:>8}  {:>7}  kernel (its ops)",
-        "ms", "share", "GFLOP/s", "threads"
+        "ms", "share", "GFLOP/s", column
     )
     .unwrap();
     for (t, step, in_loop) in kernels {
         let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
-        let parts = parallelism.parts(step);
+        let parts = match exe.device() {
+            Some(_) => launch_shape(step.range, step.splittable).0,
+            None => parallelism.parts(step),
+        };
         let rate = match in_loop {
             true => "-".to_string(),
             false => format!("{:.1}", step.flops as f64 / t.as_secs_f64().max(1e-12) / 1e9),
@@ -96,7 +110,10 @@ fn median(times: &mut [Duration]) -> Duration {
 /// number (in a region, `r1_k2`) and the ops its name lists (op names contain `_`, so the split
 /// is by the known names).
 fn ops_of(symbol: &str) -> String {
-    let name = symbol.strip_suffix("_entry").unwrap_or(symbol);
+    let name = symbol
+        .strip_suffix("_entry")
+        .or_else(|| symbol.strip_suffix("_kernel"))
+        .unwrap_or(symbol);
     let region = name.split_once("_k").filter(|(r, _)| {
         r.strip_prefix('r')
             .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))

@@ -4,10 +4,12 @@
 
 use anyhow::{bail, Context, Result};
 use mxc_dialects::interface::Interface;
+use mxc_dialects::program::Program;
 use mxc_dialects::{Graph, OpKind, Tensor};
 use mxc_lowering::onnx::data::{encode_value, DataValue};
 use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost};
 use mxc_rewrite::LinearCost;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// A run's outputs as the model's values: the output tensors regrouped into the sequences and
@@ -50,6 +52,17 @@ pub fn write_outputs(dir: &Path, outputs: &[(String, DataValue)]) -> Result<()> 
                 let pb = npy.with_extension("pb");
                 std::fs::write(&pb, encode_value(name, other)).with_context(|| format!("writing {}", pb.display()))?
             }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the value of each of `program`'s inputs to `dir/<name>.npy`.
+pub fn write_inputs(dir: &Path, program: &Program, values: &HashMap<String, Tensor>) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for input in &program.inputs {
+        if let Some(value) = values.get(&input.name) {
+            mxc_kernels::npy::write(&dir.join(mxc_kernels::npy::file_name_for(&input.name)), value)?;
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use mxc_dialects::interface::{Interface, Structure};
+use mxc_dialects::program::CodeFormat;
 use mxc_dialects::{Graph, TensorType};
 use mxc_kernels::mxr;
 use std::path::Path;
@@ -45,8 +46,16 @@ pub fn params(
     import: &mxc_lowering::onnx::ImportOptions,
     trust: &mxc_kernels::TrustPolicy,
 ) -> Result<String> {
+    let mut code = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
         let file = mxr::read(model, None, trust)?;
+        for o in &file.code_objects {
+            let form = match o.format {
+                CodeFormat::Hsaco => "AMDGPU code object",
+                CodeFormat::Ptx => "PTX",
+            };
+            code.push_str(&format!("  {}: {form}, {} bytes\n", o.arch, o.bytes.len()));
+        }
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
             bs.iter()
@@ -83,6 +92,10 @@ pub fn params(
                 out.push_str(&format!("    {port}: {}\n", ty_of(&port).unwrap_or_default()));
             }
         }
+    }
+    if !code.is_empty() {
+        out.push_str("code for GPUs:\n");
+        out.push_str(&code);
     }
     Ok(out)
 }

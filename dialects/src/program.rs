@@ -8,7 +8,9 @@ mod device;
 mod host;
 
 pub use control::{straight, Block, IfStep, Item, LoopStep, MAX_DEPTH};
-pub use device::{CodeFormat, CodeObject, GpuArch, DEFAULT_GPU_ARCHS};
+pub use device::{
+    launch_shape, threads_per_block, CodeFormat, CodeObject, GpuArch, DEFAULT_GPU_ARCHS, THREADS_PER_BLOCK,
+};
 pub use host::HostStep;
 
 use crate::{Tensor, TensorType};

@@ -1,13 +1,18 @@
-//! A program ready to run: its plan, its loaded kernels and its constants in aligned memory.
+//! A program ready to run: its plan, its memory plan, its string constants, and its kernels
+//! where they run: on this machine's CPU (`host_code.rs`) or on a GPU (`gpu_code.rs`). A run
+//! checks its inputs, runs the plan's items in a `Place` of that code (`control.rs`) and reads
+//! the outputs back.
 
-use crate::buffer::AlignedBuf;
-use crate::control::Run;
-use crate::library::{KernelFn, Library};
+use crate::control::{Place, Run};
+use crate::device::Gpu;
+use crate::gpu_code::GpuCode;
+use crate::host_code::HostCode;
 use crate::strings::StringTable;
 use crate::threads::{Parallelism, Workers};
 use crate::RunError;
-use mxc_dialects::program::{BufferKind, MemoryPlan, Program};
+use mxc_dialects::program::{BufferKind, CodeObject, GpuArch, MemoryPlan, Program};
 use mxc_dialects::Tensor;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -15,7 +20,8 @@ use std::time::Duration;
 pub type Outputs = Vec<(String, Tensor)>;
 
 /// Bytes a loaded program holds: its weights (where they are: a mapped file, the compiled
-/// program), the part of them copied to align them, and the arena of temporaries.
+/// program), the part of them copied (to align them on the host, or to the GPU's memory), and
+/// the arena of temporaries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryUse {
     pub weights: usize,
@@ -23,23 +29,18 @@ pub struct MemoryUse {
     pub arena: usize,
 }
 
+/// Where a program's kernels run.
+enum Code {
+    Host(HostCode),
+    Gpu(GpuCode),
+}
+
 pub struct Executable {
     pub(crate) program: Program,
     memory: MemoryPlan,
-    pub(crate) kernels: Vec<KernelFn>,
-    /// Aligned copies of the weights that are misaligned where they are, and of each string
-    /// constant's handles into `string_constants`.
-    copies: HashMap<usize, AlignedBuf>,
     /// The strings of the string constants: the first strings of every run (`strings.rs`).
     string_constants: Vec<String>,
-    /// The arena of the last run, kept for the next: a new one costs a page fault per page
-    /// on first touch (milliseconds for a large model). A run takes it (or makes one, when
-    /// another run holds it) and puts it back when done; kernels write every temporary
-    /// before reading it, so what a run leaves in it never reaches the next.
-    arena: std::sync::Mutex<Option<AlignedBuf>>,
-    pub(crate) workers: Workers,
-    // Keeps the kernels mapped while `kernels` points into them.
-    _library: Library,
+    code: Code,
 }
 
 impl Executable {
@@ -54,50 +55,61 @@ impl Executable {
     /// itself, the memory plan or its kernels (`Program::validate`).
     pub fn load_planned(program: Program, memory: MemoryPlan, library: &[u8]) -> Result<Executable, RunError> {
         program.validate(&memory).map_err(|e| RunError::Load(e.to_string()))?;
-        let lib = Library::from_bytes(library)?;
-        let kernels = program
-            .steps
-            .iter()
-            .map(|s| lib.kernel(&s.symbol))
-            .collect::<Result<_, _>>()?;
-        // kernels read weights where they are (a mapped file, a compiled tensor) unless they
-        // are not aligned for their element type
-        let mut copies = HashMap::new();
-        let mut string_constants = Vec::new();
-        for (i, b) in program.buffers.iter().enumerate() {
-            let BufferKind::Constant(t) = &b.kind else { continue };
-            let what = || format!("an aligned copy of weight {i}");
-            if let Some(strings) = t.strings() {
-                let first = string_constants.len() as u64;
-                let handles: Vec<u8> = (first..first + strings.len() as u64)
-                    .flat_map(u64::to_le_bytes)
-                    .collect();
-                string_constants.extend(strings.into_iter().map(str::to_string));
-                copies.insert(i, AlignedBuf::from_bytes(&handles, what)?);
-            } else if !(t.bytes().as_ptr() as usize).is_multiple_of(t.dtype().size()) {
-                copies.insert(i, AlignedBuf::from_bytes(t.bytes(), what)?);
-            }
-        }
+        let (string_constants, handles) = string_constants(&program);
+        let code = Code::Host(HostCode::load(&program, library, handles)?);
         Ok(Executable {
             program,
             memory,
-            kernels,
-            copies,
             string_constants,
-            arena: std::sync::Mutex::new(None),
-            workers: Workers::new(Parallelism::serial())?,
-            _library: lib,
+            code,
         })
     }
 
-    /// Runs later calls on `parallelism.threads` threads (one, the caller's, after loading).
+    /// Loads `program` on `gpu` from the one of `objects` (its code for each GPU architecture)
+    /// the device runs, its weights uploaded; an error if the plan disagrees with itself, the
+    /// memory plan or the code, or the device runs none of it.
+    pub fn load_gpu(
+        program: Program,
+        memory: MemoryPlan,
+        objects: &[CodeObject],
+        gpu: Gpu,
+    ) -> Result<Executable, RunError> {
+        program.validate(&memory).map_err(|e| RunError::Load(e.to_string()))?;
+        for object in objects {
+            crate::gpu::check(object, &program).map_err(RunError::Load)?;
+        }
+        let (string_constants, handles) = string_constants(&program);
+        let code = Code::Gpu(GpuCode::load(&program, &memory, objects, gpu, &handles)?);
+        Ok(Executable {
+            program,
+            memory,
+            string_constants,
+            code,
+        })
+    }
+
+    /// Runs later calls on `parallelism.threads` threads (one, the caller's, after loading);
+    /// on a GPU, where a call is a launch, it changes nothing.
     pub fn set_parallelism(&mut self, parallelism: Parallelism) -> Result<(), RunError> {
-        self.workers = Workers::new(parallelism)?;
+        if let Code::Host(host) = &mut self.code {
+            host.workers = Workers::new(parallelism)?;
+        }
         Ok(())
     }
 
     pub fn parallelism(&self) -> Parallelism {
-        self.workers.parallelism()
+        match &self.code {
+            Code::Host(host) => host.workers.parallelism(),
+            Code::Gpu(_) => Parallelism::serial(),
+        }
+    }
+
+    /// The GPU the program runs on and the architecture of the code it loaded (`None` on the host).
+    pub fn device(&self) -> Option<(&Gpu, &GpuArch)> {
+        match &self.code {
+            Code::Host(_) => None,
+            Code::Gpu(gpu) => Some((&gpu.gpu, &gpu.arch)),
+        }
     }
 
     pub fn program(&self) -> &Program {
@@ -112,7 +124,10 @@ impl Executable {
         });
         MemoryUse {
             weights: weights.sum(),
-            weights_copied: self.copies.values().map(AlignedBuf::len).sum(),
+            weights_copied: match &self.code {
+                Code::Host(host) => host.weights_copied(),
+                Code::Gpu(gpu) => gpu.weights_uploaded,
+            },
             arena: self.memory.size,
         }
     }
@@ -147,7 +162,7 @@ impl Executable {
             }
         }
         let mut strings = StringTable::new(&self.string_constants);
-        let mut owned: HashMap<usize, AlignedBuf> = HashMap::new();
+        let mut given = Vec::with_capacity(p.inputs.len());
         for binding in &p.inputs {
             let expected = &p.buffers[binding.buffer].ty;
             let value = inputs.get(&binding.name).ok_or_else(|| RunError::Input {
@@ -160,45 +175,55 @@ impl Executable {
                     message: format!("expected {expected}, got {}", value.ty),
                 });
             }
-            let what = || format!("input `{}`", binding.name);
-            let buffer = match value.strings() {
-                Some(s) => AlignedBuf::from_bytes(&strings.encode(&s), what)?,
-                None => AlignedBuf::from_bytes(value.bytes(), what)?,
+            let bytes = match value.strings() {
+                Some(s) => Cow::Owned(strings.encode(&s)),
+                None => Cow::Borrowed(value.bytes()),
             };
-            owned.insert(binding.buffer, buffer);
+            given.push((binding.buffer, bytes));
         }
-        let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
-        let arena = match kept {
-            Some(arena) => arena,
-            None => AlignedBuf::zeroed(self.memory.size, || "the arena of temporaries".into())?,
-        };
-        let pointer = |i: usize| -> *mut u8 {
-            match (&p.buffers[i].kind, self.copies.get(&i), self.memory.offsets[i]) {
-                (_, Some(c), _) => c.as_ptr(),
-                // kernels never write weights (results are temporaries), so a read-only
-                // mapping is safe to point them at
-                (BufferKind::Constant(t), None, _) => t.bytes().as_ptr().cast_mut(),
-                // SAFETY: the plan was checked at load: the buffer lies inside the arena
-                (_, None, Some(at)) => unsafe { arena.as_ptr().add(at) },
-                // the plan was checked at load: every input buffer is bound, so it is here
-                (_, None, None) => owned.get(&i).map_or(std::ptr::null_mut(), AlignedBuf::as_ptr),
+        let mut host;
+        let mut gpu;
+        let place: &mut dyn Place = match &self.code {
+            Code::Host(code) => {
+                host = code.place(p, &self.memory, &given)?;
+                &mut host
+            }
+            Code::Gpu(code) => {
+                gpu = code.place(p, &given)?;
+                &mut gpu
             }
         };
         let mut run = Run {
-            exe: self,
-            pointer: &pointer,
+            program: p,
+            place,
             strings,
             times,
         };
         run.block(&p.main)?;
-        let outputs = p
-            .outputs
+        p.outputs
             .iter()
             .map(|o| Ok((o.name.clone(), run.read(o.buffer)?)))
-            .collect::<Result<_, RunError>>()?;
-        if let Ok(mut slot) = self.arena.lock() {
-            *slot = Some(arena);
-        }
-        Ok(outputs)
+            .collect()
     }
+}
+
+/// The strings of `program`'s string constants, in buffer order, and each such constant's
+/// buffer: the handles of its strings (`strings.rs`).
+fn string_constants(program: &Program) -> (Vec<String>, HashMap<usize, Vec<u8>>) {
+    let mut strings = Vec::new();
+    let mut handles = HashMap::new();
+    for (i, b) in program.buffers.iter().enumerate() {
+        let BufferKind::Constant(t) = &b.kind else { continue };
+        if let Some(values) = t.strings() {
+            let first = strings.len() as u64;
+            handles.insert(
+                i,
+                (first..first + values.len() as u64)
+                    .flat_map(u64::to_le_bytes)
+                    .collect(),
+            );
+            strings.extend(values.into_iter().map(str::to_string));
+        }
+    }
+    (strings, handles)
 }

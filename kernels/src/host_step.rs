@@ -20,34 +20,32 @@ impl Run<'_> {
             .unwrap_or_else(|| Err("the evaluator does not compute it".into()))
             .map_err(failed)?;
         for (t, &b) in results.iter().zip(&s.results) {
-            self.write(b, t);
+            self.write(b, t)?;
         }
         Ok(())
     }
 
     /// The value in buffer `b`.
-    pub fn read(&self, b: usize) -> Result<Tensor, RunError> {
-        let ty = self.exe.program.buffers[b].ty.clone();
-        // SAFETY: buffer `b` is live and holds the bytes of its type (checked at load).
-        let bytes = unsafe { std::slice::from_raw_parts((self.pointer)(b), ty.num_bytes()) };
+    pub fn read(&mut self, b: usize) -> Result<Tensor, RunError> {
+        let ty = self.program.buffers[b].ty.clone();
+        let bytes = self.place.load(b)?;
         Ok(match ty.dtype {
-            DType::Str => Tensor::from_strings(ty.shape, self.strings.decode(bytes, || format!("buffer {b}"))?),
-            _ => Tensor::from_bytes(ty, bytes.to_vec()).expect("a buffer holds its type's bytes"),
+            DType::Str => Tensor::from_strings(ty.shape, self.strings.decode(&bytes, || format!("buffer {b}"))?),
+            _ => Tensor::from_bytes(ty, bytes).expect("a buffer holds its type's bytes"),
         })
     }
 
     /// Writes `t` into buffer `b`, a temporary of its type (the plan was checked at load).
-    fn write(&mut self, b: usize, t: &Tensor) {
+    fn write(&mut self, b: usize, t: &Tensor) -> Result<(), RunError> {
         let bytes = match t.strings() {
             Some(strings) => self.strings.encode(&strings),
             None => t.bytes().to_vec(),
         };
         assert_eq!(
             bytes.len(),
-            self.exe.program.buffers[b].ty.num_bytes(),
+            self.program.buffers[b].ty.num_bytes(),
             "a host step's result is its buffer's type"
         );
-        // SAFETY: buffer `b` is a live temporary of `bytes.len()` bytes that no operand shares.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (self.pointer)(b), bytes.len()) };
+        self.place.store(b, &bytes)
     }
 }

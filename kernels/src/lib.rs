@@ -3,10 +3,13 @@
 //! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and `.mxr` files.
 
 mod buffer;
+pub mod compare;
 mod control;
 pub mod device;
 mod executable;
 pub mod gpu;
+mod gpu_code;
+mod host_code;
 mod host_step;
 mod library;
 pub mod mxr;

@@ -3,14 +3,13 @@
 //! breaks them (`--bisect`) or the shortest failing prefix of the program (`--reduce`).
 
 mod bisect;
-mod compare;
 mod reduce;
 mod session;
 
 use crate::inputs;
 use anyhow::{bail, Result};
-use compare::Tolerance;
 use mxc_codegen::Target;
+use mxc_kernels::compare::Tolerance;
 use mxc_lowering::onnx::import_file;
 use session::Session;
 use std::path::PathBuf;

@@ -1,11 +1,11 @@
 //! Running a graph, or a copy of it that outputs other values, on the verified target and on
 //! `ref` with the same inputs, and comparing what they compute, value by value.
 
-use super::compare::{compare, Diff, Tolerance};
 use crate::inputs;
 use anyhow::{Context, Result};
 use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::{Graph, Tensor, ValueId};
+use mxc_kernels::compare::{compare, Diff, Tolerance};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
 

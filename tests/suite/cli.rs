@@ -1,7 +1,7 @@
 //! The `run` and `compile` commands: a compiled file run in a new process gives the same
 //! outputs as running the model directly, a damaged file is refused with a clear error, and
-//! inputs that are not given get the same seeded values every time, and dynamic dimensions
-//! are fixed by `--shape` or by the inputs given.
+//! inputs that are not given get the same seeded values every time (and are saved when asked),
+//! and dynamic dimensions are fixed by `--shape` or by the inputs given.
 
 use crate::common::{float_value, model_bytes, mxc, mxc_run_to, repo, stderr};
 use mxc_lowering::onnx::proto;
@@ -63,6 +63,27 @@ fn inputs_not_given_are_seeded_the_same_every_run() {
     let summary = String::from_utf8(first.stdout).unwrap();
     assert!(summary.starts_with("scores: [1, 3] f32 ["), "{summary}");
     assert_eq!(summary, String::from_utf8(second.stdout).unwrap());
+}
+
+#[test]
+fn the_inputs_a_run_generated_are_saved_and_give_the_same_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let (saved, first) = (dir.path().join("inputs"), dir.path().join("first"));
+    let out = mxc(&[
+        "run",
+        &model,
+        "--save-inputs",
+        saved.to_str().unwrap(),
+        "-o",
+        first.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let image = mxc_kernels::npy::read(&saved.join("image.npy")).unwrap();
+    assert_eq!(image.shape(), [1, 3, 8, 8]);
+    let input = format!("image={}", saved.join("image.npy").display());
+    let again = run_to(&model, "cpu", &input, &dir.path().join("again"));
+    assert_eq!(again, std::fs::read(first.join("scores.npy")).unwrap());
 }
 
 #[test]

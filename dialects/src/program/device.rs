@@ -5,6 +5,29 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Threads in a block of a kernel launch (one dimension) where each runs one iteration of the
+/// kernel's parallel loop.
+pub const THREADS_PER_BLOCK: u64 = 256;
+
+/// The threads in each block of a kernel's launches: `THREADS_PER_BLOCK` when the iterations
+/// of its parallel loop may run apart (a splittable kernel: one iteration per thread), else
+/// one, which runs the whole range.
+pub fn threads_per_block(splittable: bool) -> u64 {
+    match splittable {
+        true => THREADS_PER_BLOCK,
+        false => 1,
+    }
+}
+
+/// How a kernel call of parallel range `range` is launched: `(blocks, threads per block)`,
+/// `ceil(range / 256)` blocks of 256 threads for a splittable kernel, else one thread.
+pub fn launch_shape(range: u64, splittable: bool) -> (u64, u64) {
+    match splittable {
+        true => (range.div_ceil(THREADS_PER_BLOCK), THREADS_PER_BLOCK),
+        false => (1, 1),
+    }
+}
+
 /// A GPU to compile for: an AMD chip (`gfx90a`) or an NVIDIA architecture (`sm_90`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GpuArch {

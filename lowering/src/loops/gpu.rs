@@ -1,27 +1,22 @@
 //! The loop level for GPUs: a graph's kernels, lowered as for `ref` (scalar bodies, no vector
 //! unit), as `gpu.func` kernels of one `gpu.module`. Each keeps its body and its arguments
-//! (the buffers, then the range `lo..hi` of its parallel loop, now the range of the launch)
-//! and runs one iteration of the parallel loop per thread: iteration `lo + block * 256 +
-//! thread`, when it is below `hi` (a thread past it runs an empty range, so that the body's
-//! stack buffers stay static allocations at the kernel's entry). A stack buffer is allocated
-//! in the GPU's private memory (address space 5 on AMD GPUs, where the back end takes no
-//! other) and cast to the generic space its uses name, which LLVM infers back. A step is
-//! launched on `ceil((hi - lo) / 256)` blocks of 256 threads. `gpu_binary.rs` compiles the
-//! module.
+//! (the buffers, then the range `lo..hi` of its parallel loop, now the range of the launch).
+//! A splittable kernel runs one iteration of the parallel loop per thread: iteration `lo +
+//! block * 256 + thread`, when it is below `hi` (a thread past it runs an empty range, so that
+//! the body's stack buffers stay static allocations at the kernel's entry); one that is not
+//! (its loop is not all it does) runs whole in one thread (`launch_shape` in
+//! `mxc_dialects::program` says how each is launched). A stack buffer is allocated in the
+//! GPU's private memory (address space 5 on AMD GPUs, where the back end takes no other) and
+//! cast to the generic space its uses name, which LLVM infers back. `gpu_binary.rs` compiles
+//! the module.
 
 use super::{KernelSpec, LoopError, LoopModule};
 
-/// Threads in a block (one dimension): each runs one iteration of the parallel loop.
-pub const THREADS_PER_BLOCK: u64 = 256;
+use mxc_dialects::program::threads_per_block;
 
 /// The name of the GPU kernel of kernel `symbol`.
 pub fn launcher_name(symbol: &str) -> String {
     format!("{symbol}_kernel")
-}
-
-/// The blocks a launch of `iterations` iterations of a parallel loop needs.
-pub fn blocks(iterations: u64) -> u64 {
-    iterations.div_ceil(THREADS_PER_BLOCK)
 }
 
 /// `module`'s kernels as the `gpu.func`s of a `gpu.module @kernels`.
@@ -48,20 +43,29 @@ fn gpu_kernel(k: &KernelSpec) -> Result<String, LoopError> {
         .and_then(|p| p.strip_suffix("%lo: index, %hi: index)"))
         .ok_or_else(malformed)?;
     let body = private_stack_buffers(rest.strip_suffix("  return\n}\n").ok_or_else(malformed)?);
+    let threads = threads_per_block(k.parallel.splittable);
+    // a kernel run whole by one thread takes its range as it is
+    let (range, prologue) = match k.parallel.splittable {
+        false => ("%lo: index, %hi: index", String::new()),
+        true => (
+            "%gpu_lo: index, %gpu_hi: index",
+            format!(
+                "  %gpu_block = gpu.block_id x\n\
+                \x20 %gpu_thread = gpu.thread_id x\n\
+                \x20 %gpu_width = arith.constant {threads} : index\n\
+                \x20 %gpu_first = arith.muli %gpu_block, %gpu_width : index\n\
+                \x20 %gpu_offset = arith.addi %gpu_first, %gpu_thread : index\n\
+                \x20 %gpu_i = arith.addi %gpu_lo, %gpu_offset : index\n\
+                \x20 %gpu_one = arith.constant 1 : index\n\
+                \x20 %gpu_after = arith.addi %gpu_i, %gpu_one : index\n\
+                \x20 %lo = arith.minui %gpu_i, %gpu_hi : index\n\
+                \x20 %hi = arith.minui %gpu_after, %gpu_hi : index\n"
+            ),
+        ),
+    };
     Ok(format!(
-        "gpu.func @{}({params}%gpu_lo: index, %gpu_hi: index) kernel \
-         attributes {{known_block_size = array<i32: {THREADS_PER_BLOCK}, 1, 1>}} {{\n\
-        \x20 %gpu_block = gpu.block_id x\n\
-        \x20 %gpu_thread = gpu.thread_id x\n\
-        \x20 %gpu_width = arith.constant {THREADS_PER_BLOCK} : index\n\
-        \x20 %gpu_first = arith.muli %gpu_block, %gpu_width : index\n\
-        \x20 %gpu_offset = arith.addi %gpu_first, %gpu_thread : index\n\
-        \x20 %gpu_i = arith.addi %gpu_lo, %gpu_offset : index\n\
-        \x20 %gpu_one = arith.constant 1 : index\n\
-        \x20 %gpu_after = arith.addi %gpu_i, %gpu_one : index\n\
-        \x20 %lo = arith.minui %gpu_i, %gpu_hi : index\n\
-        \x20 %hi = arith.minui %gpu_after, %gpu_hi : index\n\
-        {body}  gpu.return\n}}\n",
+        "gpu.func @{}({params}{range}) kernel \
+         attributes {{known_block_size = array<i32: {threads}, 1, 1>}} {{\n{prologue}{body}  gpu.return\n}}\n",
         launcher_name(&k.symbol)
     ))
 }
@@ -117,6 +121,15 @@ mod tests {
         );
         assert!(text.contains("%lo = arith.minui %gpu_i, %gpu_hi : index"), "{text}");
         assert!(text.ends_with("  gpu.return\n}\n}\n}\n"), "{text}");
+        // a kernel that cannot be split runs whole, in one thread, its range as given
+        let mut whole = loops.kernels[0].clone();
+        whole.parallel.splittable = false;
+        let func = gpu_kernel(&whole).unwrap();
+        assert!(
+            func.starts_with("gpu.func @k0_softmax_kernel(%in0: memref<4x300xf32>, %out0: memref<4x300xf32>, %lo: index, %hi: index) kernel attributes {known_block_size = array<i32: 1, 1, 1>} {\n"),
+            "{func}"
+        );
+        assert!(!func.contains("gpu.thread_id"), "{func}");
         // the module parses and verifies
         MlirToLlvm::new()
             .run_pipeline(&text, "builtin.module()", "verifying", |_, _| Ok(()))
@@ -126,6 +139,5 @@ mod tests {
             body,
             "  %s0_private = memref.alloca() : memref<16xf32, 5>\n  %s0 = memref.memory_space_cast %s0_private : memref<16xf32, 5> to memref<16xf32>\n  %x = arith.constant 0 : index\n"
         );
-        assert_eq!(blocks(257), 2);
     }
 }

@@ -1,4 +1,5 @@
-//! Comparing one value as a target computed it with what `ref` computed: elementwise
+//! Comparing a value a program computed with a reference (what `ref` computed, for `mxc
+//! verify`; a file of expected outputs, for `mxc-runner --check`): elementwise
 //! `|a - b| <= atol + rtol * |b|` (NaN matches NaN), optionally the RMS of the difference
 //! relative to the RMS of ref's value; integers and bools exactly.
 

@@ -1,0 +1,146 @@
+//! `mxc-runner`: runs a compiled `.mxr` file where it is to be deployed, with only the runtime
+//! (`mxc_kernels`): no LLVM, no MLIR, no model. A `gpu` file runs on this machine's GPU
+//! through HIP or the CUDA driver, found at run time; a `ref` or `cpu` file on its CPU. It
+//! reads inputs from `.npy` files, writes the outputs as `.npy`, can check them against
+//! expected `.npy` files, and times repeated runs (`scripts/gpu-check.sh` drives it).
+
+mod args;
+
+use args::Args;
+use mxc_kernels::compare::{compare, Tolerance};
+use mxc_kernels::device::Gpu;
+use mxc_kernels::mxr::{self, GPU_TARGET};
+use mxc_kernels::{npy, Executable, Parallelism, RunError, TrustPolicy};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {}: {e}", args.file.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the file as `args` ask; whether every output checked is close enough.
+fn run(args: &Args) -> Result<bool, RunError> {
+    let policy = TrustPolicy::from_files(&args.trusted_keys)?;
+    let file = mxr::read(&args.file, None, &policy)?;
+    let mut exe = match file.target == GPU_TARGET {
+        true => Executable::load_gpu(file.program, file.memory, &file.code_objects, Gpu::find()?)?,
+        false => Executable::load_planned(file.program, file.memory, &file.library)?,
+    };
+    if let Some(threads) = args.threads {
+        exe.set_parallelism(Parallelism {
+            threads,
+            ..Parallelism::serial()
+        })?;
+    }
+    match exe.device() {
+        Some((gpu, arch)) => println!("device: {} ({arch} code, through {})", gpu.name, gpu.library),
+        None => println!("device: this CPU ({} threads)", exe.parallelism().threads),
+    }
+    let inputs = read_inputs(&exe, args)?;
+    let mut times = Vec::with_capacity(args.repeat);
+    let mut outputs = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        let start = Instant::now();
+        outputs = exe.run(&inputs)?;
+        times.push(start.elapsed());
+    }
+    if args.repeat > 1 {
+        println!(
+            "time: median {:.3} ms of {} runs (first {:.3} ms)",
+            ms(median(&times)),
+            times.len(),
+            ms(times[0])
+        );
+    }
+    let mut all_close = true;
+    for (name, value) in &outputs {
+        let file_name = npy::file_name_for(name);
+        if let Some(dir) = &args.output_dir {
+            npy::write(&dir.join(&file_name), value)?;
+        }
+        match &args.check {
+            Some(dir) => {
+                let expected = npy::read(&dir.join(&file_name))?;
+                let tolerance = Tolerance {
+                    rtol: args.rtol,
+                    atol: args.atol,
+                    rms: None,
+                };
+                let diff = compare(value, &expected, &tolerance);
+                all_close &= diff.ok;
+                println!("output {name}: {} {}", value.ty, diff.describe());
+            }
+            None => println!("output {name}: {}", value.ty),
+        }
+    }
+    Ok(all_close)
+}
+
+/// A value for each of the program's inputs: from `args.inputs` (`name → .npy`), else from
+/// `args.inputs_dir`'s file of its name.
+fn read_inputs(exe: &Executable, args: &Args) -> Result<HashMap<String, mxc_dialects::Tensor>, RunError> {
+    let program = exe.program();
+    let mut values = HashMap::new();
+    for input in &program.inputs {
+        let given = args
+            .inputs
+            .iter()
+            .find(|(name, _)| name == &input.name)
+            .map(|(_, p)| p.clone());
+        let path = given.or_else(|| {
+            let dir = args.inputs_dir.as_ref()?;
+            Some(dir.join(npy::file_name_for(&input.name)))
+        });
+        let Some(path) = path else {
+            return Err(RunError::Input {
+                name: input.name.clone(),
+                message: format!(
+                    "no value given (expected {}; give it with --input {}=FILE.npy)",
+                    program.buffers[input.buffer].ty, input.name
+                ),
+            });
+        };
+        let value = npy::read(&path).map_err(|e| RunError::Input {
+            name: input.name.clone(),
+            message: e.to_string(),
+        })?;
+        values.insert(input.name.clone(), value);
+    }
+    if let Some((name, _)) = args.inputs.iter().find(|(name, _)| !values.contains_key(name)) {
+        let known: Vec<&str> = program.inputs.iter().map(|b| b.name.as_str()).collect();
+        return Err(RunError::Input {
+            name: name.clone(),
+            message: format!("the program has no such input (its inputs: {})", known.join(", ")),
+        });
+    }
+    Ok(values)
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
