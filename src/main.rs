@@ -13,7 +13,7 @@ mod verify;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use mxc_codegen::{CompileOptions, OptLevel, Target};
+use mxc_codegen::{CodeKind, CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
 use mxc_kernels::device::Gpu;
 use mxc_kernels::mxr::{self, Mxr};
@@ -458,12 +458,12 @@ fn compile_model(model: &Path, target: Option<Target>, opts: &ImportOptions, rul
 
 /// A program compiled now, loaded to run (a `gpu` program on this machine's first GPU).
 pub(crate) fn load_compiled(compiled: mxc_codegen::Compiled) -> Result<Executable> {
-    Ok(match compiled.target {
-        Target::Gpu => {
+    Ok(match compiled.target.spec().code {
+        CodeKind::GpuCode => {
             let memory = compiled.program.memory_plan();
             Executable::load_gpu(compiled.program, memory, &compiled.code_objects, Gpu::find()?)?
         }
-        _ => Executable::load(compiled.program, &compiled.library)?,
+        CodeKind::SharedObject => Executable::load(compiled.program, &compiled.library)?,
     })
 }
 

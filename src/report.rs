@@ -154,7 +154,10 @@ pub fn warn_gpu_spills(compiled: &mxc_codegen::Compiled) {
     for o in &compiled.code_objects {
         if let Ok(Some(summary)) = mxc_kernels::gpu::check(o, &compiled.program) {
             for spill in summary.spills {
-                eprintln!("warning: {}: {spill} spilled to scratch", o.arch);
+                eprintln!("warning: {}: {spill} spilled to scratch memory", o.arch);
+            }
+            for spill in summary.sgpr_spills {
+                eprintln!("warning: {}: {spill} spilled (into vector registers' lanes)", o.arch);
             }
         }
     }

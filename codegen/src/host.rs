@@ -13,24 +13,24 @@ pub struct CodeCpu {
 }
 
 pub fn code_cpu(target: Target) -> CodeCpu {
-    match target {
-        // gpu programs have no host code: the generic CPU stands for it
-        Target::Ref | Target::Gpu => CodeCpu {
-            name: "x86-64".to_string(),
-            features: String::new(),
-        },
-        Target::Cpu => CodeCpu {
+    match target.spec().this_cpu {
+        true => CodeCpu {
             name: TargetMachine::get_host_cpu_name().to_string(),
             features: TargetMachine::get_host_cpu_features().to_string(),
+        },
+        // gpu programs have no host code: the generic CPU stands for it
+        false => CodeCpu {
+            name: "x86-64".to_string(),
+            features: String::new(),
         },
     }
 }
 
-/// The vector unit kernels are written for: none on `ref` (scalar code, the oracle) and at
-/// `-O0` (the fastest compile); the host's widest vectors on `cpu`.
+/// The vector unit kernels are written for: none on `ref` (scalar code, the oracle), on `gpu`
+/// (a thread per iteration) and at `-O0` (the fastest compile); the host's widest vectors on
+/// `cpu`.
 pub fn vector_isa(target: Target, opt: OptLevel) -> Option<VectorIsa> {
-    match (target, opt) {
-        (Target::Ref | Target::Gpu, _) | (Target::Cpu, OptLevel::O0) => None,
-        (Target::Cpu, _) => Some(VectorIsa::from_features(&code_cpu(target).features)),
-    }
+    let spec = target.spec();
+    let scalar = !spec.this_cpu || (spec.opt_levels && opt == OptLevel::O0);
+    (!scalar).then(|| VectorIsa::from_features(&code_cpu(target).features))
 }

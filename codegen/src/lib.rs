@@ -12,6 +12,7 @@ mod llvm;
 mod objects;
 mod plan;
 mod rewrites;
+mod target;
 mod workers;
 
 pub use gpu::nvidia_folder;
@@ -20,51 +21,10 @@ pub use objects::CacheStats;
 pub use rewrites::apply as rewrite_for;
 pub use rewrites::apply_to_regions as rewrite_regions;
 pub use rewrites::{cost_model, plan as rewrite_plan};
+pub use target::{CodeKind, CostKind, Target, TargetSpec};
 
 use mxc_dialects::program::{CodeObject, GpuArch, Program};
 use mxc_dialects::Graph;
-use std::fmt;
-use std::str::FromStr;
-
-/// Where compiled code runs and how it is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The oracle: every op by its plain definition, scalar code for a generic x86-64.
-    Ref,
-    /// The host CPU at -O3, after the rewrite engine (built-in and user rules, cpu cost model).
-    Cpu,
-    /// GPUs: the target-independent rules and fusion, each kernel a GPU kernel compiled for
-    /// the architectures `CompileOptions::gpu_archs` names (`gpu.rs`).
-    Gpu,
-}
-
-impl Target {
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Ref => "ref",
-            Target::Cpu => "cpu",
-            Target::Gpu => "gpu",
-        }
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Target {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ref" => Ok(Target::Ref),
-            "cpu" => Ok(Target::Cpu),
-            "gpu" => Ok(Target::Gpu),
-            other => Err(format!("unknown target `{other}` (known: ref, cpu, gpu)")),
-        }
-    }
-}
 
 /// What to compile with besides the target's own choices.
 pub struct CompileOptions {
@@ -153,8 +113,8 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let loops = mxc_lowering::loops::lower_graph(graph, vector_isa(target, options.opt))?;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
-    let ((library, cache), code_objects, symbol): (_, _, fn(&str) -> String) = match target {
-        Target::Gpu => (
+    let ((library, cache), code_objects, symbol): (_, _, fn(&str) -> String) = match target.spec().code {
+        CodeKind::GpuCode => (
             (Vec::new(), CacheStats::default()),
             gpu::code_objects(&loops, &options.gpu_archs)?,
             mxc_lowering::loops::gpu::launcher_name,

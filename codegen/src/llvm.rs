@@ -26,11 +26,13 @@ impl Machine {
         let triple = TargetTriple::create(TRIPLE);
         let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
         let CodeCpu { name: cpu, features } = code_cpu(target);
-        let (level, pipeline) = match (target, opt) {
-            (Target::Ref | Target::Gpu, _) => (OptimizationLevel::Less, "default<O1>"),
-            (Target::Cpu, OptLevel::O0) => (OptimizationLevel::None, "default<O0>"),
-            (Target::Cpu, OptLevel::O1) => (OptimizationLevel::Less, "default<O1>"),
-            (Target::Cpu, OptLevel::O2) => (OptimizationLevel::Aggressive, "default<O3>"),
+        // the oracle's scalar code is compiled quickly; the cpu target's as its level says
+        let spec = target.spec();
+        let (level, pipeline) = match (spec.this_cpu && spec.opt_levels, opt) {
+            (false, _) => (OptimizationLevel::Less, "default<O1>"),
+            (true, OptLevel::O0) => (OptimizationLevel::None, "default<O0>"),
+            (true, OptLevel::O1) => (OptimizationLevel::Less, "default<O1>"),
+            (true, OptLevel::O2) => (OptimizationLevel::Aggressive, "default<O3>"),
         };
         let machine = llvm_target
             .create_target_machine(&triple, &cpu, &features, level, RelocMode::PIC, CodeModel::Default)

@@ -1,11 +1,11 @@
-//! Which rewrites each target runs: `ref` none (it is the oracle: every op by its plain
-//! definition), `cpu` the built-in rule files and the user's rules under the cpu cost model,
-//! then fusion (`-O1`: no fusion; `-O0`: the user's rules alone); `gpu` the rule files that
-//! hold on any machine and the user's, then fusion.
+//! Which rewrites each target runs, as its `TargetSpec` says: `ref` none (it is the oracle:
+//! every op by its plain definition), `cpu` the built-in rule files and the user's rules under
+//! the cpu cost model, then fusion (`-O1`: no fusion; `-O0`: the user's rules alone); `gpu` the
+//! rule files that hold on any machine and the user's under the gpu cost model, then fusion.
 
-use crate::{CodegenError, CompileOptions, OptLevel, Target};
+use crate::{CodegenError, CompileOptions, CostKind, OptLevel, Target};
 use mxc_dialects::Graph;
-use mxc_rewrite::rules::{builtin_rules, rewrites, Rule, BUILTIN_FILES};
+use mxc_rewrite::rules::{builtin_rules, rewrites, Rule};
 use mxc_rewrite::{optimize, CostModel, LinearCost, MxRewrite, OptimizeOptions, Stats};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -60,55 +60,45 @@ fn regions_rewritten(
 }
 
 /// The rules (built-in, then the user's) and options `target` rewrites with, or `None` when it
-/// rewrites nothing (`ref`, which refuses user rules).
+/// rewrites nothing (`ref`, which refuses user rules; `cpu` at `-O0` without user rules).
 pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule>, OptimizeOptions)>, CodegenError> {
+    let spec = target.spec();
     let user = &options.rules;
-    match target {
-        Target::Ref if user.is_empty() => Ok(None),
-        Target::Ref => Err(CodegenError::RulesOnRef),
-        Target::Cpu if options.opt == OptLevel::O0 && user.is_empty() => Ok(None),
-        Target::Cpu => {
-            let mut rules = Vec::new();
-            if options.opt != OptLevel::O0 {
-                for (name, _, _) in BUILTIN_FILES {
-                    rules.extend(builtin_rules(name).expect("listed built-in rule file")?);
-                }
-            }
-            rules.extend(user.iter().cloned());
-            let opts = OptimizeOptions {
-                cost_model: cost_model(target),
-                fuse: options.fusion && options.opt == OptLevel::O2,
-                stage: options.stage.clone(),
-                ..OptimizeOptions::default()
-            };
-            Ok(Some((rules, opts)))
-        }
-        Target::Gpu => {
-            let mut rules = Vec::new();
-            for name in GPU_RULE_FILES {
-                rules.extend(builtin_rules(name).expect("listed built-in rule file")?);
-            }
-            rules.extend(user.iter().cloned());
-            let opts = OptimizeOptions {
-                cost_model: cost_model(target),
-                fuse: options.fusion,
-                stage: options.stage.clone(),
-                ..OptimizeOptions::default()
-            };
-            Ok(Some((rules, opts)))
+    let Some(files) = spec.rule_files else {
+        return match user.is_empty() {
+            true => Ok(None),
+            false => Err(CodegenError::RulesOnRef),
+        };
+    };
+    let level = if spec.opt_levels { options.opt } else { OptLevel::O2 };
+    if level == OptLevel::O0 && user.is_empty() {
+        return Ok(None);
+    }
+    let mut rules = Vec::new();
+    if level != OptLevel::O0 {
+        for name in files {
+            rules.extend(builtin_rules(name).expect("a built-in rule file")?);
         }
     }
+    rules.extend(user.iter().cloned());
+    let opts = OptimizeOptions {
+        cost_model: cost_model(target),
+        fuse: spec.fuses && options.fusion && level == OptLevel::O2,
+        stage: options.stage.clone(),
+        ..OptimizeOptions::default()
+    };
+    Ok(Some((rules, opts)))
 }
-
-/// The built-in rule files the `gpu` target rewrites with: those that hold on any machine
-/// (not the cpu's layouts, packed weights and Winograd, made for its vector kernels).
-const GPU_RULE_FILES: [&str; 4] = ["algebra", "fold", "fusion", "attention"];
 
 /// The cost model `target`'s kernels are estimated with (`cpu`: for the vectors of the
 /// machine it compiles for).
 pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
-    match crate::host::vector_isa(target, OptLevel::O2) {
-        None => Arc::new(LinearCost::reference()),
-        Some(isa) => Arc::new(LinearCost::cpu_with_lanes(isa.lanes)),
+    match target.spec().cost {
+        CostKind::Reference => Arc::new(LinearCost::reference()),
+        CostKind::Gpu => Arc::new(LinearCost::gpu()),
+        CostKind::Cpu => {
+            let lanes = crate::host::vector_isa(target, OptLevel::O2).map_or(1, |isa| isa.lanes);
+            Arc::new(LinearCost::cpu_with_lanes(lanes))
+        }
     }
 }

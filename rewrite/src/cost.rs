@@ -181,6 +181,29 @@ impl LinearCost {
         }
     }
 
+    /// The `gpu` target, in nanoseconds, estimated from data-centre GPUs' published figures
+    /// (MI250X / MI300X, H100 / H200), not fitted: no GPU was at hand. A launch and its tail
+    /// cost about 5 µs on the default stream, so fusing pays far more than on a CPU; memory
+    /// streams at about 2 TB/s of the 3 to 5 the chips quote (0.0005 ns a byte, weights
+    /// alike: they do not stay in the caches); the generated kernels compute one output per
+    /// thread with scalar loops, no shared-memory tiling, so a product or convolution reaches
+    /// about 5 TFLOP/s of f32 (a tenth of the vector peak), the attention kernel (a thread per
+    /// query row walking the keys) about 2, other arithmetic about 20. To be fitted on a GPU
+    /// with `scripts/gpu-check.sh`'s times.
+    pub fn gpu() -> LinearCost {
+        LinearCost {
+            launch: 5000.0,
+            per_byte: 0.0005,
+            per_weight_byte: 0.0005,
+            per_flop: FlopCost {
+                attention: 0.0005,
+                other: 0.00005,
+                ..FlopCost::flat(0.0002)
+            },
+            channels_last: ChannelsLast::neutral(),
+        }
+    }
+
     /// The `cpu` target on a vector unit of `lanes` f32 lanes: `cpu()`, fitted with 8 lanes,
     /// with the arithmetic of the vector kernels (the tiled products and convolutions,
     /// depthwise, Winograd's transforms, attention) priced `8 / lanes` times as much, and the

@@ -2,12 +2,14 @@
 //! the `.so.7`, `.6`, `.5` of ROCm releases, under `$ROCM_PATH/lib`, `/opt/rocm/lib` and the
 //! loader's path) for AMD GPUs, the CUDA driver (`libcuda.so.1`) for NVIDIA's, or the library
 //! `$MXC_GPU_RUNTIME` names. Each is opened with `libloading` and only the functions mxc calls
-//! are looked up (`hip.rs`, `cuda.rs`), behind one `Driver` interface, so a binary built here
+//! are looked up (`hip.rs`, `cuda.rs`; the calls both share, `runtime.rs`), behind one `Driver`
+//! interface, so a binary built here
 //! starts anywhere and a `gpu` program on a machine without a GPU is refused naming every
 //! library looked for. `Gpu::choose` picks the code object the device runs.
 
 mod cuda;
 mod hip;
+mod runtime;
 
 use crate::RunError;
 use mxc_dialects::program::{CodeFormat, CodeObject, GpuArch};
@@ -153,16 +155,12 @@ impl Gpu {
 
     fn open(library: libloading::Library, vendor: Vendor, path: &str) -> Result<Gpu, RunError> {
         let failed = |e: String| RunError::NoGpu(format!("{path}: {e}"));
-        let (driver, name, arch): (Box<dyn Driver>, _, _) = match vendor {
-            Vendor::Amd => {
-                let (hip, name, arch) = hip::Hip::open(library).map_err(failed)?;
-                (Box::new(hip), name, arch)
-            }
-            Vendor::Nvidia => {
-                let (cuda, name, arch) = cuda::Cuda::open(library).map_err(failed)?;
-                (Box::new(cuda), name, arch)
-            }
-        };
+        let (runtime, name, arch) = match vendor {
+            Vendor::Amd => hip::open(library),
+            Vendor::Nvidia => cuda::open(library),
+        }
+        .map_err(failed)?;
+        let driver: Box<dyn Driver> = Box::new(runtime);
         Ok(Gpu {
             vendor,
             library: path.to_string(),

@@ -4,7 +4,8 @@
 //! dynamic symbols, and the metadata note (`amdhsa.kernels`, MessagePack): the target names
 //! the chip; each kernel the plan launches is there with its descriptor symbol, the explicit
 //! arguments the launch packs (one 8-byte pointer per buffer, then `lo` and `hi`). Registers
-//! a kernel spills are reported (slow, not wrong).
+//! a kernel spills are reported (slow, not wrong): vector registers to scratch memory, scalar
+//! registers (into vector registers' lanes).
 
 use super::msgpack::{self, Value};
 use super::KernelExpect;
@@ -40,9 +41,12 @@ pub struct HsacoSummary {
     pub kernels: usize,
     /// The largest fixed scratch (private segment) a kernel uses, in bytes.
     pub max_scratch: u64,
-    /// Each kernel that spills registers to scratch, with how many (`k3_attention_kernel: 2
-    /// VGPRs`).
+    /// Each kernel that spills vector registers to scratch memory, with how many
+    /// (`k3_attention_kernel: 2 VGPRs`).
     pub spills: Vec<String>,
+    /// Each kernel that spills scalar registers, with how many: the back end keeps them in
+    /// lanes of vector registers (`v_writelane`), and in scratch only when those run out.
+    pub sgpr_spills: Vec<String>,
 }
 
 /// Checks `bytes`, a code object for `chip`, against the kernels a plan launches.
@@ -91,7 +95,7 @@ pub fn check(bytes: &[u8], chip: &str, expected: &[KernelExpect]) -> Result<Hsac
         .get("amdhsa.kernels")
         .and_then(Value::as_array)
         .ok_or("no amdhsa.kernels")?;
-    let (mut max_scratch, mut spills) = (0, Vec::new());
+    let (mut max_scratch, mut spills, mut sgpr_spills) = (0, Vec::new(), Vec::new());
     for want in expected {
         let k = kernels
             .iter()
@@ -106,16 +110,18 @@ pub fn check(bytes: &[u8], chip: &str, expected: &[KernelExpect]) -> Result<Hsac
         }
         check_kernel(k, want)?;
         max_scratch = max_scratch.max(int(k, ".private_segment_fixed_size").unwrap_or(0) as u64);
-        for (key, what) in [(".sgpr_spill_count", "SGPRs"), (".vgpr_spill_count", "VGPRs")] {
-            if let Some(n) = int(k, key).filter(|&n| n > 0) {
-                spills.push(format!("{}: {n} {what}", want.name));
-            }
+        if let Some(n) = int(k, ".vgpr_spill_count").filter(|&n| n > 0) {
+            spills.push(format!("{}: {n} VGPRs", want.name));
+        }
+        if let Some(n) = int(k, ".sgpr_spill_count").filter(|&n| n > 0) {
+            sgpr_spills.push(format!("{}: {n} SGPRs", want.name));
         }
     }
     Ok(HsacoSummary {
         kernels: kernels.len(),
         max_scratch,
         spills,
+        sgpr_spills,
     })
 }
 
