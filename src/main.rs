@@ -264,11 +264,7 @@ impl ProgramArgs {
             let file = mxr::read(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
             let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&file.program.interface))?;
             inputs::check_structures(&given, &file.program.interface)?;
-            let exe = match file.target == mxr::GPU_TARGET {
-                true => Executable::load_gpu(file.program, file.memory, &file.code_objects, Gpu::find()?)?,
-                false => Executable::load_planned(file.program, file.memory, &file.library)?,
-            };
-            (exe, given)
+            (Executable::load_mxr(file)?, given)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
             let opts = inputs::specialize(self.shapes.import_options()?, &given)?;

@@ -7,6 +7,7 @@ use crate::control::{Place, Run};
 use crate::device::Gpu;
 use crate::gpu_code::GpuCode;
 use crate::host_code::HostCode;
+use crate::mxr::{Mxr, GPU_TARGET};
 use crate::strings::StringTable;
 use crate::threads::{Parallelism, Workers};
 use crate::RunError;
@@ -86,6 +87,15 @@ impl Executable {
             string_constants,
             code,
         })
+    }
+
+    /// The program of a `.mxr` file read, its kernels loaded where they run: a `gpu` file's on
+    /// this machine's GPU (`Gpu::find`), another's on its CPU.
+    pub fn load_mxr(file: Mxr) -> Result<Executable, RunError> {
+        match file.target == GPU_TARGET {
+            true => Executable::load_gpu(file.program, file.memory, &file.code_objects, Gpu::find()?),
+            false => Executable::load_planned(file.program, file.memory, &file.library),
+        }
     }
 
     /// Runs later calls on `parallelism.threads` threads (one, the caller's, after loading);

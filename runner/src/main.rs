@@ -8,8 +8,7 @@ mod args;
 
 use args::Args;
 use mxc_kernels::compare::{compare, Tolerance};
-use mxc_kernels::device::Gpu;
-use mxc_kernels::mxr::{self, GPU_TARGET};
+use mxc_kernels::mxr;
 use mxc_kernels::{npy, Executable, Parallelism, RunError, TrustPolicy};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -41,10 +40,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<bool, RunError> {
     let policy = TrustPolicy::from_files(&args.trusted_keys)?;
     let file = mxr::read(&args.file, None, &policy)?;
-    let mut exe = match file.target == GPU_TARGET {
-        true => Executable::load_gpu(file.program, file.memory, &file.code_objects, Gpu::find()?)?,
-        false => Executable::load_planned(file.program, file.memory, &file.library)?,
-    };
+    let mut exe = Executable::load_mxr(file)?;
     if let Some(threads) = args.threads {
         exe.set_parallelism(Parallelism {
             threads,

@@ -34,10 +34,12 @@ impl Vendor {
     /// The vendor whose runtime a library file is, by its name (`libcuda.so.1`, `libamdhip64.so`).
     pub fn of_library(path: &str) -> Option<Vendor> {
         let name = path.rsplit('/').next().unwrap_or(path);
-        match () {
-            _ if name.contains("cuda") => Some(Vendor::Nvidia),
-            _ if name.contains("hip") => Some(Vendor::Amd),
-            _ => None,
+        if name.contains("cuda") {
+            Some(Vendor::Nvidia)
+        } else if name.contains("hip") {
+            Some(Vendor::Amd)
+        } else {
+            None
         }
     }
 }
@@ -91,12 +93,18 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-/// Every library looked for, in order, with the vendor it serves.
-fn candidates() -> Vec<(Vendor, String)> {
+/// Every library looked for, in order, with the vendor it serves; an error when
+/// `$MXC_GPU_RUNTIME` names a library of neither vendor.
+fn candidates() -> Result<Vec<(Vendor, String)>, RunError> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(path) = var("MXC_GPU_RUNTIME") {
         let path = path.display().to_string();
-        return Vendor::of_library(&path).map(|v| vec![(v, path)]).unwrap_or_default();
+        return match Vendor::of_library(&path) {
+            Some(vendor) => Ok(vec![(vendor, path)]),
+            None => Err(RunError::NoGpu(format!(
+                "MXC_GPU_RUNTIME names {path}, which is neither a CUDA driver nor a HIP runtime by its name"
+            ))),
+        };
     }
     let hip = [
         "libamdhip64.so",
@@ -118,20 +126,14 @@ fn candidates() -> Vec<(Vendor, String)> {
         out.push((Vendor::Amd, name.to_string()));
     }
     out.push((Vendor::Nvidia, "libcuda.so.1".to_string()));
-    out
+    Ok(out)
 }
 
 impl Gpu {
     /// Device 0 of the first runtime library that opens and initialises, or an error naming
     /// every library looked for.
     pub fn find() -> Result<Gpu, RunError> {
-        let candidates = candidates();
-        if let (Some(path), true) = (std::env::var_os("MXC_GPU_RUNTIME"), candidates.is_empty()) {
-            return Err(RunError::NoGpu(format!(
-                "MXC_GPU_RUNTIME names {}, which is neither a CUDA driver nor a HIP runtime by its name",
-                path.to_string_lossy()
-            )));
-        }
+        let candidates = candidates()?;
         for (vendor, path) in &candidates {
             // SAFETY: opening a GPU vendor's runtime runs its initialisers, as linking it would.
             if let Ok(library) = unsafe { libloading::Library::new(path) } {
