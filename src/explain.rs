@@ -96,7 +96,8 @@ impl<'a> View<'a> {
             if let Some(body) = &op.body {
                 let kernels = self.notes.as_ref().map(|(notes, _)| &notes[..]).unwrap_or(&[]);
                 let notes = kernels.get(k).map(|n| &n.body[..]).unwrap_or(&[]);
-                fuses(&mut out, body, notes, kernels);
+                let label = if op.kind == OpKind::Call { "computes" } else { "fuses" };
+                fuses(&mut out, label, body, notes, kernels);
             }
             let (cost, bytes) = with_site(&self.graph, op, |s| {
                 (kernel_cost(self.model, s, op.body.as_deref()), bytes_moved(s))
@@ -337,11 +338,12 @@ fn op_flops(g: &Graph, op: &Op) -> f64 {
     }
 }
 
-/// A fused kernel's ops, one line each, with where each comes from when the notes say.
-fn fuses(out: &mut String, body: &Graph, notes: &[(usize, ValueNote)], kernels: &[KernelNote]) {
+/// A fused kernel's (or a call's) ops, one line each, the first labelled `label`, with where
+/// each comes from when the notes say.
+fn fuses(out: &mut String, label: &str, body: &Graph, notes: &[(usize, ValueNote)], kernels: &[KernelNote]) {
     let names = value_names(body);
     for (n, j) in kernel_ops(body).enumerate() {
-        let label = if n == 0 { "fuses" } else { "" };
+        let label = if n == 0 { label } else { "" };
         let op = &body.ops[j];
         let name = format!("{} = {}", names[op.results[0].index()], op.kind.name());
         match notes.iter().find(|(k, _)| *k == j) {
@@ -398,6 +400,27 @@ fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
         writeln!(out, "  algorithm {}{cost}", algorithm.chosen).unwrap();
         if let Some((name, form, cost)) = &algorithm.rejected {
             writeln!(out, "            rejected {name}: {form}, cost {cost:.0}").unwrap();
+        }
+    }
+    if let Some(library) = &note.library {
+        let (callee, libraries) = (library.callee, library.callee.libraries());
+        let (generated, generated_cost) = &library.generated;
+        if library.called {
+            let call = format!("call {callee} ({libraries}), cost {:.0}", library.call_cost);
+            writeln!(out, "  library   {call}").unwrap();
+            writeln!(
+                out,
+                "            rejected generated {generated}: cost {generated_cost:.0}"
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "            (the generated kernel runs where the library is absent)"
+            )
+            .unwrap();
+        } else {
+            let call = format!("call {callee} ({libraries}): cost {:.0}", library.call_cost);
+            writeln!(out, "  library   rejected {call}").unwrap();
         }
     }
 }

@@ -152,6 +152,10 @@ struct RuleFiles {
     /// Do not fuse ops into kernels: every op its own kernel (to compare with the fused program)
     #[arg(long)]
     no_fusion: bool,
+    /// Do not make products and convolutions library calls (gpu target: hipBLASLt, cuBLASLt,
+    /// MIOpen): every kernel generated
+    #[arg(long)]
+    no_library_calls: bool,
     /// Compile every kernel afresh, neither reading nor writing the kernel cache
     /// ($MXC_CACHE_DIR, else $XDG_CACHE_HOME/mxc or ~/.cache/mxc)
     #[arg(long)]
@@ -175,6 +179,7 @@ impl RuleFiles {
         Ok(CompileOptions {
             rules,
             fusion: !self.no_fusion,
+            library_calls: !self.no_library_calls,
             cache: if self.no_cache {
                 None
             } else {

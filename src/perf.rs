@@ -64,6 +64,9 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
         size_text(memory.arena as f64)
     )
     .unwrap();
+    for route in exe.call_routes() {
+        writeln!(out, "library calls: {route}").unwrap();
+    }
     let in_loops = exe.program().steps_in_loops();
     let mut kernels: Vec<(Duration, &Step, bool)> = per_step
         .iter_mut()

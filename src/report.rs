@@ -7,7 +7,7 @@ use mxc_dialects::interface::Interface;
 use mxc_dialects::program::Program;
 use mxc_dialects::{Graph, OpKind, Tensor};
 use mxc_lowering::onnx::data::{encode_value, DataValue};
-use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost};
+use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost, LibraryCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
 use std::path::Path;
@@ -115,6 +115,11 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
         per_weight_byte: 1.0,
         per_flop: FlopCost::flat(0.0),
         channels_last: ChannelsLast::neutral(),
+        library: Some(LibraryCost {
+            call: 0.0,
+            matmul: 0.0,
+            conv: 0.0,
+        }),
     };
     // `+ 0.0` makes the -0.0 of a graph without ops print as 0.00
     let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6 + 0.0;

@@ -47,6 +47,7 @@ pub fn params(
     trust: &mxc_kernels::TrustPolicy,
 ) -> Result<String> {
     let mut code = String::new();
+    let mut calls = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
         let file = mxr::read(model, None, trust)?;
         for o in &file.code_objects {
@@ -55,6 +56,14 @@ pub fn params(
                 CodeFormat::Ptx => "PTX",
             };
             code.push_str(&format!("  {}: {form}, {} bytes\n", o.arch, o.bytes.len()));
+        }
+        let mut by_callee = std::collections::BTreeMap::new();
+        for call in file.program.steps.iter().filter_map(|s| s.call.as_ref()) {
+            *by_callee.entry(call.callee()).or_insert(0) += 1;
+        }
+        for (callee, n) in by_callee {
+            let steps = if n == 1 { "step" } else { "steps" };
+            calls.push_str(&format!("  {callee}: {n} {steps}, through {}\n", callee.libraries()));
         }
         let p = &file.program;
         let list = |bs: &[mxc_dialects::program::Binding]| {
@@ -96,6 +105,10 @@ pub fn params(
     if !code.is_empty() {
         out.push_str("code for GPUs:\n");
         out.push_str(&code);
+    }
+    if !calls.is_empty() {
+        out.push_str("library calls (each step's generated kernel runs where its library is absent):\n");
+        out.push_str(&calls);
     }
     Ok(out)
 }

@@ -33,6 +33,9 @@ pub struct CompileOptions {
     /// Let extraction fuse ops into kernels (on targets that fuse: `cpu`); off, every op is
     /// its own kernel, which is what the fused program is measured against.
     pub fusion: bool,
+    /// Let extraction make products and convolutions library calls (on targets that make
+    /// them: `gpu`); off, every kernel is generated.
+    pub library_calls: bool,
     /// The root of the persistent kernel cache (`cache::default_dir()` is where `mxc` keeps
     /// it), or `None` to compile every kernel. Off by default, so that a library user or a
     /// test writes nothing outside its own folders unless it asks to.
@@ -63,6 +66,7 @@ impl Default for CompileOptions {
         CompileOptions {
             rules: Vec::new(),
             fusion: true,
+            library_calls: true,
             cache: None,
             stage: None,
             opt: OptLevel::O2,

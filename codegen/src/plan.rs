@@ -3,6 +3,7 @@
 //! in op order, a control step per `mx.if` or `mx.loop` holding its regions' items, and a
 //! host step per op on strings (`runs_on_host`: the runtime evaluates it).
 
+use mxc_dialects::mx::call::{recognise, Callee, LibraryCall};
 use mxc_dialects::program::{
     Binding, Block, Buffer, BufferKind, HostStep, IfStep, Item, KernelSignature, LoopStep, Program, Step,
 };
@@ -48,6 +49,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec], symbol: fn(&str) -> String) -> Pr
             splittable: k.parallel.splittable,
             work: k.parallel.work,
             flops: kernel_flops(region_graph(k), k.op) as u64,
+            call: library_call(&region_graph(k).ops[k.op]),
         })
         .collect();
     let bind = |p: &mxc_dialects::Port| Binding {
@@ -200,6 +202,14 @@ fn kernel_flops(g: &Graph, op: usize) -> f64 {
         Some(body) => mxc_rewrite::cost::kernel_flops(body),
         None => mxc_rewrite::cost::with_site(g, op, mxc_rewrite::cost::flops),
     }
+}
+
+/// The parameters of the library call an `mx.call` op makes (`None` for any other op).
+fn library_call(op: &Op) -> Option<LibraryCall> {
+    (op.kind == OpKind::Call).then_some(())?;
+    let callee = Callee::from_name(op.attrs.str("callee").ok()?)?;
+    let call = recognise(callee, op.body.as_deref()?);
+    Some(call.expect("a verified mx.call's callee computes its body"))
 }
 
 /// The exported symbol that calls kernel `symbol` with an array of buffer pointers.

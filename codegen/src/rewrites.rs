@@ -84,6 +84,7 @@ pub fn plan(target: Target, options: &CompileOptions) -> Result<Option<(Vec<Rule
     let opts = OptimizeOptions {
         cost_model: cost_model(target),
         fuse: spec.fuses && options.fusion && level == OptLevel::O2,
+        library_calls: spec.library_calls && options.library_calls,
         stage: options.stage.clone(),
         ..OptimizeOptions::default()
     };

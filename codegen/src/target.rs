@@ -1,5 +1,6 @@
 //! The targets, as data. A `TargetSpec` says what differs between targets and nothing else:
-//! the rule files it rewrites with, whether it fuses and heeds the optimisation level, its
+//! the rule files it rewrites with, whether it fuses, makes library calls and heeds the
+//! optimisation level, its
 //! cost model, the CPU its host code is for, and what its code is (a shared object for the
 //! host, or code objects for GPUs). The rest of codegen reads the spec; a new target is a new
 //! row here and, where its code is new, a new way to make it.
@@ -50,6 +51,9 @@ pub struct TargetSpec {
     /// Whether `-O0`/`-O1` change what it does (else it compiles as at `-O2`).
     pub opt_levels: bool,
     pub fuses: bool,
+    /// Whether products and convolutions may be library calls (`mx.call`) where its cost
+    /// model prices them cheaper than generated kernels.
+    pub library_calls: bool,
     pub cost: CostKind,
     /// Whether its host code is for this machine's CPU (its features and vector unit) rather
     /// than a generic x86-64 with scalar kernels.
@@ -79,6 +83,7 @@ const SPECS: [TargetSpec; 3] = [
         rule_files: None,
         opt_levels: false,
         fuses: false,
+        library_calls: false,
         cost: CostKind::Reference,
         this_cpu: false,
         code: CodeKind::SharedObject,
@@ -89,6 +94,7 @@ const SPECS: [TargetSpec; 3] = [
         rule_files: Some(ALL_RULE_FILES),
         opt_levels: true,
         fuses: true,
+        library_calls: false,
         cost: CostKind::Cpu,
         this_cpu: true,
         code: CodeKind::SharedObject,
@@ -99,6 +105,7 @@ const SPECS: [TargetSpec; 3] = [
         rule_files: Some(PORTABLE_RULE_FILES),
         opt_levels: false,
         fuses: true,
+        library_calls: true,
         cost: CostKind::Gpu,
         this_cpu: false,
         code: CodeKind::GpuCode,

@@ -3,6 +3,7 @@
 //! A `Graph` is one function: named inputs, ops in a valid execution order (every operand is
 //! defined before it is used), named outputs. Values are numbered densely by `ValueId`.
 
+use crate::mx::call::Callee;
 use crate::{mx, Attrs, IrError, OpKind, Tensor, TensorType};
 use std::sync::Arc;
 
@@ -126,11 +127,32 @@ impl Graph {
     /// valid kernel body or does not take the operands' types.
     pub fn build_fused(&mut self, body: Arc<Graph>, operands: Vec<ValueId>) -> Result<ValueId, IrError> {
         let types: Vec<TensorType> = operands.iter().map(|v| self.ty(*v).clone()).collect();
-        let results = mx::fused::infer(Some(&body), &types).map_err(|message| IrError::Op {
-            op: OpKind::Fused.to_string(),
+        let results = mx::fused::infer(Some(&body), &types);
+        self.push_with_body(OpKind::Fused, Attrs::new(), body, operands, results)
+    }
+
+    /// Appends an `mx.call` of `callee` computing `body` on `operands`; refused if the callee
+    /// does not compute the body (`mx::call::infer`).
+    pub fn build_call(&mut self, callee: Callee, body: Arc<Graph>, operands: Vec<ValueId>) -> Result<ValueId, IrError> {
+        let types: Vec<TensorType> = operands.iter().map(|v| self.ty(*v).clone()).collect();
+        let results = mx::call::infer(callee.name(), Some(&body), &types);
+        let attrs = Attrs::new().with("callee", crate::Attr::Str(callee.name().into()));
+        self.push_with_body(OpKind::Call, attrs, body, operands, results)
+    }
+
+    fn push_with_body(
+        &mut self,
+        kind: OpKind,
+        attrs: Attrs,
+        body: Arc<Graph>,
+        operands: Vec<ValueId>,
+        results: Result<Vec<TensorType>, String>,
+    ) -> Result<ValueId, IrError> {
+        let results = results.map_err(|message| IrError::Op {
+            op: kind.to_string(),
             message,
         })?;
-        let r = self.push_op(OpKind::Fused, operands, Attrs::new(), results);
+        let r = self.push_op(kind, operands, attrs, results);
         self.ops.last_mut().expect("just pushed").body = Some(body);
         Ok(r[0])
     }

@@ -136,6 +136,7 @@ op_kinds! {
     ReduceSum => "reduce_sum", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     ReduceMax => "reduce_max", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     Fused => "fused", 1..=4096, [], [];
+    Call => "call", 1..=4096, ["callee"], [];
     If => "if", 1..=4096, ["else_branch", "then_branch"], [Control];
     Loop => "loop", 2..=4096, ["body", "carried", "iterations"], [Control];
     StringConcat => "string_concat", 2..=2, [], [Evaluable, Host];

@@ -13,6 +13,7 @@ pub use device::{
 };
 pub use host::HostStep;
 
+use crate::mx::call::LibraryCall;
 use crate::{Tensor, TensorType};
 
 /// What a buffer holds before the program runs.
@@ -47,6 +48,9 @@ pub struct Step {
     /// The arithmetic the kernel does, in floating-point (or integer) operations: what `mxc
     /// perf` divides by the time.
     pub flops: u64,
+    /// The library call that computes the step where its library is present (`mx.call`); the
+    /// kernel computes the same where it is not.
+    pub call: Option<LibraryCall>,
 }
 
 /// What a kernel was compiled for, recorded apart from the steps that call it: the byte size of
@@ -58,6 +62,32 @@ pub struct KernelSignature {
     pub arg_bytes: Vec<u64>,
     pub results: usize,
     pub range: u64,
+}
+
+/// Whether `call` takes the step's buffers (`args`, `results` of them results, their sizes
+/// `bytes`): a library trusts the sizes it is given, so each must be the buffer's.
+fn check_call(call: &LibraryCall, args: &[usize], bytes: &[usize], results: usize) -> Result<(), String> {
+    let (operands, result) = call.operand_bytes();
+    let what = call.callee();
+    if results != 1 || args.len() < 2 {
+        return Err(format!("{what} gives one result from its operands"));
+    }
+    let n = args.len() - 1;
+    let sized = |i: usize, b: usize, want: u64| match bytes[b] as u64 == want {
+        true => Ok(()),
+        false => Err(format!(
+            "{what} takes {want} bytes as argument {i}, buffer {b} has {}",
+            bytes[b]
+        )),
+    };
+    for (i, want) in operands {
+        let b = *args[..n]
+            .get(i)
+            .ok_or_else(|| format!("{what} names operand {i} of {n}"))?;
+        sized(i, b, want)?;
+    }
+    sized(n, args[n], result)?;
+    Ok(())
 }
 
 /// A named graph input or output and its buffer.
@@ -217,6 +247,9 @@ impl Program {
                     )));
                 }
             }
+            if let Some(call) = &step.call {
+                check_call(call, &step.args, &bytes, kernel.results).map_err(at)?;
+            }
         }
         fn names(bindings: &[Binding]) -> Vec<&str> {
             bindings.iter().map(|b| b.name.as_str()).collect()
@@ -290,6 +323,7 @@ mod tests {
             splittable: true,
             work: 16,
             flops: 0,
+            call: None,
         };
         let p = Program {
             buffers,
@@ -309,5 +343,75 @@ mod tests {
         let plan = p.memory_plan();
         assert_eq!(plan.offsets, [None, Some(0), Some(64), Some(0)]);
         assert_eq!(plan.size, 128);
+    }
+
+    #[test]
+    fn a_library_call_must_take_its_buffers_sizes() {
+        use crate::mx::call::{Activation, MatmulCall};
+        // y (4x4) = a (4x8) x b (8x4)
+        let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape);
+        let input = |n: usize, shape| Buffer {
+            ty: ty(shape),
+            kind: BufferKind::Input(n),
+        };
+        let call = MatmulCall {
+            batch: 1,
+            m: 4,
+            n: 4,
+            k: 8,
+            trans_a: false,
+            trans_b: false,
+            stride_a: 0,
+            stride_b: 0,
+            alpha: 1.0,
+            a: 0,
+            b: 1,
+            bias: None,
+            activation: Activation::None,
+        };
+        let program = |call: MatmulCall| Program {
+            buffers: vec![input(0, vec![4, 8]), input(1, vec![8, 4]), temp(16)],
+            kernels: vec![KernelSignature {
+                symbol: "k".into(),
+                arg_bytes: vec![128, 128, 64],
+                results: 1,
+                range: 4,
+            }],
+            steps: vec![Step {
+                symbol: "k".into(),
+                args: vec![0, 1, 2],
+                range: 4,
+                splittable: true,
+                work: 4,
+                flops: 256,
+                call: Some(LibraryCall::Matmul(call)),
+            }],
+            main: straight(1),
+            inputs: ["a", "b"]
+                .iter()
+                .enumerate()
+                .map(|(buffer, name)| Binding {
+                    name: name.to_string(),
+                    buffer,
+                })
+                .collect(),
+            outputs: vec![Binding {
+                name: "y".into(),
+                buffer: 2,
+            }],
+            interface: Default::default(),
+        };
+        let p = program(call.clone());
+        p.validate(&p.memory_plan()).unwrap();
+        // a deeper product than the buffers hold, and a bias the step does not pass
+        let deeper = program(MatmulCall { k: 16, ..call.clone() });
+        let err = deeper.validate(&deeper.memory_plan()).unwrap_err().0;
+        assert!(
+            err.contains("blaslt.matmul takes 256 bytes as argument 0, buffer 0 has 128"),
+            "{err}"
+        );
+        let biased = program(MatmulCall { bias: Some(2), ..call });
+        let err = biased.validate(&biased.memory_plan()).unwrap_err().0;
+        assert!(err.contains("blaslt.matmul names operand 2 of 2"), "{err}");
     }
 }

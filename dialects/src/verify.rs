@@ -56,7 +56,11 @@ pub(crate) fn check_types(g: &Graph, op: &Op) -> Result<(), String> {
     let inferred = match op.kind {
         OpKind::Fused if op.attrs.0.is_empty() => mx::fused::infer(op.body.as_deref(), &operand_types),
         OpKind::Fused => Err("takes no attributes".to_string()),
-        _ if op.body.is_some() => Err("only mx.fused has a body".to_string()),
+        OpKind::Call => match (op.attrs.str("callee"), op.attrs.0.len()) {
+            (Ok(callee), 1) => mx::call::infer(callee, op.body.as_deref(), &operand_types),
+            _ => Err("takes one attribute, `callee`, a string".to_string()),
+        },
+        _ if op.body.is_some() => Err("only mx.fused and mx.call have a body".to_string()),
         kind => mx::infer(kind, &operand_types, &op.attrs),
     }?;
     let recorded: Vec<_> = op.results.iter().map(|v| g.ty(*v).clone()).collect();

@@ -5,6 +5,7 @@
 
 use crate::control::{Place, Run};
 use crate::device::Gpu;
+use crate::gpu_calls::CallRoute;
 use crate::gpu_code::GpuCode;
 use crate::host_code::HostCode;
 use crate::mxr::{Mxr, GPU_TARGET};
@@ -119,6 +120,16 @@ impl Executable {
         match &self.code {
             Code::Host(_) => None,
             Code::Gpu(gpu) => Some((&gpu.gpu, &gpu.arch)),
+        }
+    }
+
+    /// How the program's library calls run, by callee and outcome (empty on the host, and for
+    /// a program without library calls): through the library opened, or as generated kernels,
+    /// with why.
+    pub fn call_routes(&self) -> Vec<CallRoute> {
+        match &self.code {
+            Code::Host(_) => Vec::new(),
+            Code::Gpu(gpu) => gpu.calls.routes().to_vec(),
         }
     }
 

@@ -3,11 +3,13 @@
 //! uploaded once at load, each input's slot, and the arena of temporaries), all freed when the
 //! program is dropped. A kernel call is a launch (`launch_shape`: `ceil(range / 256)` blocks of
 //! 256 threads, or one thread for a kernel that cannot be split), its arguments the buffers'
-//! device addresses, then `lo = 0` and `hi = range`, as the kernel's code declares them. Runs are serialised: they share the
-//! device memory. A run's `Place` here is the device's memory.
+//! device addresses, then `lo = 0` and `hi = range`, as the kernel's code declares them. A step
+//! with a library call whose library is present calls it instead (`gpu_calls.rs`). Runs are
+//! serialised: they share the device memory. A run's `Place` here is the device's memory.
 
 use crate::control::Place;
 use crate::device::{DevicePtr, Gpu, Handle};
+use crate::gpu_calls::LibraryCalls;
 use crate::RunError;
 use mxc_dialects::program::{launch_shape, BufferKind, CodeObject, GpuArch, MemoryPlan, Program};
 use std::borrow::Cow;
@@ -26,6 +28,8 @@ pub(crate) struct GpuCode {
     addresses: Vec<DevicePtr>,
     /// Every allocation made, freed on drop.
     allocations: Vec<DevicePtr>,
+    /// The steps that call a library.
+    pub calls: LibraryCalls,
     /// Held by a run: runs share the input slots and the arena.
     running: Mutex<()>,
     pub weights_uploaded: usize,
@@ -60,6 +64,7 @@ impl GpuCode {
             functions: Vec::new(),
             addresses: vec![0; program.buffers.len()],
             allocations: Vec::new(),
+            calls: LibraryCalls::default(),
             running: Mutex::new(()),
             weights_uploaded: 0,
         };
@@ -102,16 +107,14 @@ impl GpuCode {
                 (_, None) => self.allocate(b.ty.num_bytes(), &format!("buffer {i} (an input)"))?,
             };
         }
+        let (gpu, allocations) = (&self.gpu, &mut self.allocations);
+        let mut allocate = |bytes: usize, what: &str| allocate(gpu, allocations, bytes, what);
+        self.calls = LibraryCalls::prepare(program, gpu, &self.addresses, &mut allocate)?;
         Ok(())
     }
 
     fn allocate(&mut self, bytes: usize, what: &str) -> Result<DevicePtr, RunError> {
-        let at = self.gpu.driver.alloc(bytes).map_err(|e| RunError::Memory {
-            what: format!("{what} on {} ({e})", self.gpu.name),
-            bytes,
-        })?;
-        self.allocations.push(at);
-        Ok(at)
+        allocate(&self.gpu, &mut self.allocations, bytes, what)
     }
 
     /// A run's place: the device's memory, `inputs` uploaded to their slots.
@@ -135,10 +138,22 @@ impl GpuCode {
     }
 }
 
+/// `bytes` of `gpu`'s memory for `what`, recorded in `allocations`.
+fn allocate(gpu: &Gpu, allocations: &mut Vec<DevicePtr>, bytes: usize, what: &str) -> Result<DevicePtr, RunError> {
+    let at = gpu.driver.alloc(bytes).map_err(|e| RunError::Memory {
+        what: format!("{what} on {} ({e})", gpu.name),
+        bytes,
+    })?;
+    allocations.push(at);
+    Ok(at)
+}
+
 impl Drop for GpuCode {
     fn drop(&mut self) {
         // nothing is running: a run borrows the code
         let _ = self.gpu.driver.synchronize();
+        // the libraries' descriptors and handles go before the memory their calls used
+        self.calls = LibraryCalls::default();
         for &at in &self.allocations {
             self.gpu.driver.free(at);
         }
@@ -165,6 +180,14 @@ impl GpuPlace<'_> {
 impl Place for GpuPlace<'_> {
     fn call(&mut self, n: usize, wait: bool) -> Result<(), RunError> {
         let step = &self.program.steps[n];
+        let driver = &self.code.gpu.driver;
+        let library_call = || format!("kernel `{}`'s library call", step.symbol);
+        if self.code.calls.run(n).map_err(self.failed(library_call()))? {
+            if wait {
+                driver.synchronize().map_err(self.failed(library_call()))?;
+            }
+            return Ok(());
+        }
         let (blocks, threads) = launch_shape(step.range, step.splittable);
         let blocks = u32::try_from(blocks).map_err(|_| {
             RunError::Run(format!(
@@ -178,7 +201,6 @@ impl Place for GpuPlace<'_> {
         let mut values: Vec<u64> = step.args.iter().map(|&b| self.code.addresses[b]).collect();
         values.extend([0, step.range]);
         let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
-        let driver = &self.code.gpu.driver;
         driver
             .launch(self.code.functions[n], blocks, threads as u32, &mut params)
             .map_err(self.failed(format!("kernel `{}`", step.symbol)))?;

@@ -8,6 +8,7 @@ mod control;
 pub mod device;
 mod executable;
 pub mod gpu;
+mod gpu_calls;
 mod gpu_code;
 mod host_code;
 mod host_step;
@@ -19,6 +20,7 @@ mod strings;
 mod threads;
 
 pub use executable::{Executable, MemoryUse};
+pub use gpu_calls::CallRoute;
 pub use signing::{PublicKey, SecretKey, TrustPolicy};
 pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 

@@ -289,6 +289,7 @@ mod tests {
             splittable,
             work,
             flops: 0,
+            call: None,
         }
     }
 

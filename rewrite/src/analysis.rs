@@ -242,11 +242,13 @@ impl Analysis<Mx> for MxAnalysis {
                 other => Kind::Invalid(format!("result {n} of {other}")),
             }),
             Mx::Op(..) => make_op(egraph, enode),
-            Mx::Kernel(body, operands) => ClassData::of(match kernel_types(egraph, &body.graph, operands) {
-                Ok(mut ts) if ts.len() == 1 => Kind::Value(ts.remove(0)),
-                Ok(ts) => Kind::Tuple(ts),
-                Err(why) => Kind::Invalid(why),
-            }),
+            Mx::Kernel(body, operands) | Mx::Call(_, body, operands) => {
+                ClassData::of(match kernel_types(egraph, &body.graph, operands) {
+                    Ok(mut ts) if ts.len() == 1 => Kind::Value(ts.remove(0)),
+                    Ok(ts) => Kind::Tuple(ts),
+                    Err(why) => Kind::Invalid(why),
+                })
+            }
         }
     }
 

@@ -8,6 +8,7 @@ use crate::extract::Selection;
 use crate::lang::{AttrValue, ConstValue, GraphValue, Mx};
 use crate::RewriteError;
 use egg::{EGraph, Id, Language};
+use mxc_dialects::mx::call::Callee;
 use mxc_dialects::{verify, Attr, Graph, OpKind, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 
@@ -80,7 +81,11 @@ pub fn to_egraph_with(g: &Graph, mut analysis: MxAnalysis, explanations: bool) -
             .iter()
             .map(|v| class[v.index()].expect("verified: defined before use"));
         if let Some(body) = &op.body {
-            let node = Mx::Kernel(GraphValue::new(body.clone(), Vec::new()), operands.collect());
+            let body = GraphValue::new(body.clone(), Vec::new());
+            let node = match op.attrs.str("callee").ok().and_then(Callee::from_name) {
+                Some(callee) => Mx::Call(callee, body, operands.collect()),
+                None => Mx::Kernel(body, operands.collect()),
+            };
             class[op.results[0].index()] = Some(add(&mut egraph, node));
             continue;
         }
@@ -194,7 +199,8 @@ pub fn to_graph_traced(
                     .get(*n as usize)
                     .ok_or_else(|| fail(format!("no result {n}")))?])
             }
-            Mx::Kernel(body, operands) => {
+            Mx::Kernel(..) | Mx::Call(..) => {
+                let (callee, body, operands) = node.kernel().expect("a kernel or a call");
                 let mut args = Vec::new();
                 for c in operands {
                     match values(c)?.as_slice() {
@@ -202,7 +208,10 @@ pub fn to_graph_traced(
                         _ => return Err(fail("a fused kernel's operand is a multi-result op".into())),
                     }
                 }
-                let v = g.build_fused(body.graph.clone(), args);
+                let v = match callee {
+                    Some(callee) => g.build_call(callee, body.graph.clone(), args),
+                    None => g.build_fused(body.graph.clone(), args),
+                };
                 Built::Values(vec![v.map_err(RewriteError::InvalidOutput)?])
             }
             Mx::Op(..) => {

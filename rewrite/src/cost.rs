@@ -6,6 +6,7 @@
 //! nothing; the extractor (`extract.rs`) adds the costs of the kernels a selection runs, each
 //! computed value counted once.
 
+use mxc_dialects::mx::call::Callee;
 use mxc_dialects::{Attrs, Graph, Op, OpKind, TensorType};
 use std::fmt;
 
@@ -18,12 +19,14 @@ pub struct OpSite<'a> {
     pub results: &'a [TensorType],
 }
 
-/// A fused kernel as a cost model sees it: its body, operand and result types.
+/// A fused kernel or a library call as a cost model sees it: its body, operand and result
+/// types, and the library function computing it (`None` for a generated kernel).
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSite<'a> {
     pub body: &'a Graph,
     pub operands: &'a [TensorType],
     pub results: &'a [TensorType],
+    pub callee: Option<Callee>,
 }
 
 /// The cost of running kernels on a target, in its own unit (estimated nanoseconds for the
@@ -31,8 +34,12 @@ pub struct KernelSite<'a> {
 pub trait CostModel: fmt::Debug + Send + Sync {
     /// A kernel computing one op.
     fn op_cost(&self, op: &OpSite) -> f64;
-    /// A fused kernel; by default what its ops cost as separate kernels (no gain from fusing).
+    /// A fused kernel; by default what its ops cost as separate kernels (no gain from fusing),
+    /// and a library call cannot be made.
     fn kernel_cost(&self, kernel: &KernelSite) -> f64 {
+        if kernel.callee.is_some() {
+            return f64::INFINITY;
+        }
         let body = kernel.body;
         body.ops
             .iter()
@@ -55,6 +62,19 @@ pub struct LinearCost {
     pub per_weight_byte: f64,
     pub per_flop: FlopCost,
     pub channels_last: ChannelsLast,
+    /// What library calls cost, on a target that makes them (else they cannot be chosen).
+    pub library: Option<LibraryCost>,
+}
+
+/// A library call (`mx.call`): the call itself (a launch and the library's own work on the
+/// host), then memory as any kernel's and each FLOP at the library's rate for its callee.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LibraryCost {
+    pub call: f64,
+    /// `blaslt.matmul`: hipBLASLt's and cuBLASLt's tuned products.
+    pub matmul: f64,
+    /// `miopen.conv_forward`.
+    pub conv: f64,
 }
 
 /// The cost of a FLOP by kind of kernel: the matrix products and convolutions have kernels of
@@ -150,6 +170,7 @@ impl LinearCost {
             per_weight_byte: 0.25,
             per_flop: FlopCost::flat(1.0),
             channels_last: ChannelsLast::neutral(),
+            library: None,
         }
     }
 
@@ -178,6 +199,7 @@ impl LinearCost {
                 pointwise: 1.0,
                 strided: 1.3,
             },
+            library: None,
         }
     }
 
@@ -188,8 +210,11 @@ impl LinearCost {
     /// alike: they do not stay in the caches); the generated kernels compute one output per
     /// thread with scalar loops, no shared-memory tiling, so a product or convolution reaches
     /// about 5 TFLOP/s of f32 (a tenth of the vector peak), the attention kernel (a thread per
-    /// query row walking the keys) about 2, other arithmetic about 20. To be fitted on a GPU
-    /// with `scripts/gpu-check.sh`'s times.
+    /// query row walking the keys) about 2, other arithmetic about 20. A library call costs a
+    /// launch and about 3 µs of the library's host-side work, and its products reach about 33
+    /// TFLOP/s of f32 (hipBLASLt's and cuBLASLt's tuned kernels near two thirds of the f32
+    /// peak), MIOpen's convolutions about 20. To be fitted on a GPU with
+    /// `scripts/gpu-check.sh`'s times.
     pub fn gpu() -> LinearCost {
         LinearCost {
             launch: 5000.0,
@@ -201,6 +226,11 @@ impl LinearCost {
                 ..FlopCost::flat(0.0002)
             },
             channels_last: ChannelsLast::neutral(),
+            library: Some(LibraryCost {
+                call: 8000.0,
+                matmul: 0.00003,
+                conv: 0.00005,
+            }),
         }
     }
 
@@ -252,7 +282,18 @@ impl CostModel for LinearCost {
     fn kernel_cost(&self, k: &KernelSite) -> f64 {
         let bytes: f64 = k.operands.iter().chain(k.results).map(|t| t.num_bytes() as f64).sum();
         let weights: f64 = k.body.ops.iter().map(|op| with_site(k.body, op, weight_bytes)).sum();
-        self.launch + self.memory(bytes, weights) + kernel_work(k.body, |site| self.compute(site))
+        let memory = self.memory(bytes, weights);
+        match (k.callee, &self.library) {
+            (None, _) => self.launch + memory + kernel_work(k.body, |site| self.compute(site)),
+            (Some(_), None) => f64::INFINITY,
+            (Some(callee), Some(library)) => {
+                let rate = match callee {
+                    Callee::BlasLtMatmul => library.matmul,
+                    Callee::MiopenConvForward => library.conv,
+                };
+                library.call + memory + rate * kernel_flops(k.body)
+            }
+        }
     }
 }
 
@@ -320,8 +361,8 @@ pub fn flops(op: &OpSite) -> f64 {
         WinogradInput => 6.0 * out,
         WinogradOutput => 6.0 * input,
         WinogradWeights => 4.0 * out,
-        // a fused op's arithmetic is its body's (`kernel_flops`)
-        Fused => 0.0,
+        // a fused op's or a call's arithmetic is its body's (`kernel_flops`)
+        Fused | Call => 0.0,
         // control steps run on the host; their regions' ops are kernels of their own
         If | Loop => 0.0,
         // one pass over each string (bytes are not known here)
@@ -397,13 +438,19 @@ pub fn graph_cost(g: &Graph, model: &dyn CostModel) -> f64 {
         .sum()
 }
 
-/// The cost of the kernel computing `site`: a fused kernel's when `body` is its body.
+/// The cost of the kernel computing `site`: a fused kernel's or a library call's when `body`
+/// is its body.
 pub fn kernel_cost(model: &dyn CostModel, site: &OpSite, body: Option<&Graph>) -> f64 {
+    let callee = match site.kind {
+        OpKind::Call => site.attrs.str("callee").ok().and_then(Callee::from_name),
+        _ => None,
+    };
     match body {
         Some(body) => model.kernel_cost(&KernelSite {
             body,
             operands: site.operands,
             results: site.results,
+            callee,
         }),
         None => model.op_cost(site),
     }

@@ -17,9 +17,11 @@ use crate::convert::MxEGraph;
 use crate::extract::{dag_cost, greedy_dag, NodeCosts, Selection};
 use crate::fuse::FUSION;
 use crate::lang::{AttrValue, Mx};
+use crate::library::LIBRARY;
 use crate::runner::{rewrite, OptimizeOptions, Stats};
 use crate::{MxAnalysis, RewriteError};
 use egg::{Id, Language, Rewrite, TreeExplanation, TreeTerm};
+use mxc_dialects::mx::call::Callee;
 use mxc_dialects::{Graph, OpKind, TensorType};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -51,6 +53,19 @@ pub struct KernelNote {
     /// The algorithm of each convolution or matrix product the kernel computes, and the best
     /// of the other algorithms for it.
     pub algorithms: Vec<AlgorithmNote>,
+    /// Where a library function computes the kernel: the call and the generated kernel.
+    pub library: Option<LibraryNote>,
+}
+
+/// A library call and the generated kernel of the same body, each with its cost as a kernel;
+/// the program runs the call when `called`, else the generated kernel.
+#[derive(Clone, Debug)]
+pub struct LibraryNote {
+    pub callee: Callee,
+    pub called: bool,
+    pub call_cost: f64,
+    /// The generated kernel's form and cost.
+    pub generated: (String, f64),
 }
 
 /// How a convolution or a matrix product is computed, and what the best other way would have
@@ -106,6 +121,7 @@ pub fn explain(
     let mut done = rewrite(graph, rules, opts, true)?;
     let mut names: HashSet<String> = rules.iter().map(|r| r.name.to_string()).collect();
     names.insert(FUSION.to_string());
+    names.insert(LIBRARY.to_string());
     let egraph = &mut done.runner.egraph;
     let costs = NodeCosts::new(egraph, opts.cost_model.as_ref());
     let greedy = greedy_dag(egraph, &done.roots, &costs);
@@ -143,12 +159,17 @@ pub fn explain(
         let (value, body) = match &node {
             // a fused kernel: its value as the op it grew from computes it, then fused; its
             // body's ops (the root last) each as computed
-            Mx::Kernel(body, _) if !body.members.is_empty() => {
+            Mx::Kernel(body, _) | Mx::Call(_, body, _) if !body.members.is_empty() => {
                 let members = &body.members;
                 let (root_class, root_node) = members.last().expect("not empty").clone();
                 let root = notes.value(root_class, root_node, k);
                 let mut value = root.clone();
-                value.rules.push(FUSION.to_string());
+                if matches!(node, Mx::Kernel(..)) || members.len() > 1 {
+                    value.rules.push(FUSION.to_string());
+                }
+                if matches!(node, Mx::Call(..)) {
+                    value.rules.push(LIBRARY.to_string());
+                }
                 let mut ops = Vec::new();
                 for (j, (c, n)) in members.iter().enumerate().filter(|(_, (_, n))| !n.is_leaf()) {
                     let note = match j + 1 == members.len() {
@@ -163,19 +184,25 @@ pub fn explain(
         };
         let rejected = rejected(notes.egraph, &selection, &done.roots, &costs, class);
         let members: Vec<(Id, Mx)> = match &node {
-            Mx::Kernel(body, _) if !body.members.is_empty() => body.members.to_vec(),
+            Mx::Kernel(body, _) | Mx::Call(_, body, _) if !body.members.is_empty() => body.members.to_vec(),
             _ => vec![(class, node.clone())],
         };
-        let algorithms = members
-            .iter()
-            .filter_map(|(c, n)| algorithm_note(notes.egraph, &selection, &costs, *c, n))
-            .collect();
+        // a call's algorithm is the library's (`library` says which)
+        let algorithms = match &node {
+            Mx::Call(..) => Vec::new(),
+            _ => members
+                .iter()
+                .filter_map(|(c, n)| algorithm_note(notes.egraph, &selection, &costs, *c, n))
+                .collect(),
+        };
+        let library = library_note(notes.egraph, &selection, &costs, class, &node);
         kernels.push(KernelNote {
             op: i,
             value,
             rejected,
             body,
             algorithms,
+            library,
         });
     }
     let created_by = notes.created_by;
@@ -436,6 +463,49 @@ fn algorithm_note(
         chosen: chosen_algorithm,
         cost: own,
         rejected: best.map(|(c, name, i)| (name, form(egraph, selection, &nodes[i]), c)),
+    })
+}
+
+/// The library note of `class`, computed as `chosen`: a call and the generated kernel it was
+/// made from (the fused kernel with the same body, or the op it computes alone), whichever of
+/// the two was chosen.
+fn library_note(
+    egraph: &MxEGraph,
+    selection: &Selection,
+    costs: &NodeCosts,
+    class: Id,
+    chosen: &Mx,
+) -> Option<LibraryNote> {
+    let class = egraph.find(class);
+    let nodes = &egraph[class].nodes;
+    // whether `generated` is the kernel call `call` was made from
+    let made_from = |call: &Mx, generated: &Mx| match (call, generated) {
+        (Mx::Call(_, body, operands), Mx::Kernel(kernel, kernel_operands)) => {
+            body == kernel && operands == kernel_operands
+        }
+        (Mx::Call(_, body, _), Mx::Op(..)) => match &body.members[..] {
+            [(c, n)] => egraph.find(*c) == class && n == generated,
+            _ => false,
+        },
+        _ => false,
+    };
+    let cost_of = |n: &Mx| nodes.iter().position(|m| m == n).map(|i| costs.get(egraph, class, i));
+    let (call, generated) = match chosen {
+        Mx::Call(..) => (chosen, nodes.iter().find(|n| made_from(chosen, n))?),
+        _ => (nodes.iter().find(|n| made_from(n, chosen))?, chosen),
+    };
+    let Mx::Call(callee, _, _) = call else {
+        unreachable!("a call")
+    };
+    let form = match generated {
+        Mx::Op(..) => form(egraph, selection, generated),
+        _ => generated.to_string(),
+    };
+    Some(LibraryNote {
+        callee: *callee,
+        called: matches!(chosen, Mx::Call(..)),
+        call_cost: cost_of(call)?,
+        generated: (form, cost_of(generated)?),
     })
 }
 

@@ -113,18 +113,22 @@ fn node_cost(egraph: &MxEGraph, class: &Kind, node: &Mx, model: &dyn CostModel) 
             (Kind::Tuple(ts), Kind::Value(ty)) if ts.get(*n as usize) == Some(ty) => 0.0,
             _ => f64::INFINITY,
         },
-        Mx::Kernel(body, operands) => match (kernel_types(egraph, &body.graph, operands), class) {
-            (Ok(results), Kind::Value(ty)) if results.len() == 1 && results[0] == *ty => {
-                let operands = operand_types(egraph, operands).expect("kernel_types read them");
-                let site = KernelSite {
-                    body: &body.graph,
-                    operands: &operands,
-                    results: &results,
-                };
-                model.kernel_cost(&site).max(MIN_OP_COST)
+        Mx::Kernel(..) | Mx::Call(..) => {
+            let (callee, body, operands) = node.kernel().expect("a kernel or a call");
+            match (kernel_types(egraph, &body.graph, operands), class) {
+                (Ok(results), Kind::Value(ty)) if results.len() == 1 && results[0] == *ty => {
+                    let operands = operand_types(egraph, operands).expect("kernel_types read them");
+                    let site = KernelSite {
+                        body: &body.graph,
+                        operands: &operands,
+                        results: &results,
+                        callee,
+                    };
+                    model.kernel_cost(&site).max(MIN_OP_COST)
+                }
+                _ => f64::INFINITY,
             }
-            _ => f64::INFINITY,
-        },
+        }
         Mx::Op(kind, _) => match infer_node(egraph, node) {
             Ok((attrs, operands, results)) => {
                 let fits = match class {

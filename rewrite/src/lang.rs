@@ -3,9 +3,11 @@
 //! operands; attribute values, constants and graph inputs are leaves. Keeping attributes as
 //! children lets ordinary egg patterns bind them to variables (`(transpose ?x ?perm)`) and
 //! rules compute new ones. A fused kernel (`Mx::Kernel`, added by `fuse.rs`) carries its body
-//! graph; its children are its operands.
+//! graph, and a library call (`Mx::Call`, added by `library.rs`) its callee and the body it
+//! computes; the children of both are their operands.
 
 use egg::{Id, Language};
+use mxc_dialects::mx::call::Callee;
 use mxc_dialects::{Attr, DType, Graph, OpKind, Tensor};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -26,6 +28,8 @@ pub enum Mx {
     Result(u32, [Id; 1]),
     /// An `mx.fused` kernel: its body, then its operands (the body's inputs, in order).
     Kernel(GraphValue, Vec<Id>),
+    /// An `mx.call`: the library function, the body it computes, then its operands.
+    Call(Callee, GraphValue, Vec<Id>),
 }
 
 impl Mx {
@@ -36,6 +40,15 @@ impl Mx {
                 let n = kind.attr_names().len();
                 Some((*kind, &children[..n], &children[n..]))
             }
+            _ => None,
+        }
+    }
+
+    /// The callee (none for a generated kernel), body and operands of a fused kernel or call.
+    pub fn kernel(&self) -> Option<(Option<Callee>, &GraphValue, &[Id])> {
+        match self {
+            Mx::Kernel(body, operands) => Some((None, body, operands)),
+            Mx::Call(callee, body, operands) => Some((Some(*callee), body, operands)),
             _ => None,
         }
     }
@@ -53,13 +66,14 @@ impl Language for Mx {
             (Mx::Op(a, xs), Mx::Op(b, ys)) => a == b && xs.len() == ys.len(),
             (Mx::Result(a, _), Mx::Result(b, _)) => a == b,
             (Mx::Kernel(a, xs), Mx::Kernel(b, ys)) => a == b && xs.len() == ys.len(),
+            (Mx::Call(f, a, xs), Mx::Call(g, b, ys)) => f == g && a == b && xs.len() == ys.len(),
             (a, b) => a == b,
         }
     }
 
     fn children(&self) -> &[Id] {
         match self {
-            Mx::Op(_, children) | Mx::Kernel(_, children) => children,
+            Mx::Op(_, children) | Mx::Kernel(_, children) | Mx::Call(_, _, children) => children,
             Mx::Result(_, child) => child,
             _ => &[],
         }
@@ -67,7 +81,7 @@ impl Language for Mx {
 
     fn children_mut(&mut self) -> &mut [Id] {
         match self {
-            Mx::Op(_, children) | Mx::Kernel(_, children) => children,
+            Mx::Op(_, children) | Mx::Kernel(_, children) | Mx::Call(_, _, children) => children,
             Mx::Result(_, child) => child,
             _ => &mut [],
         }
@@ -83,6 +97,7 @@ impl fmt::Display for Mx {
             Mx::Op(kind, _) => f.write_str(kind.name()),
             Mx::Result(n, _) => write!(f, "result{n}"),
             Mx::Kernel(body, _) => write!(f, "fused({})", body.op_names().join(", ")),
+            Mx::Call(callee, _, _) => write!(f, "call {callee}"),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! - `analysis`: per-class type and constant value, constant folding;
 //! - `convert`: `Graph` to e-graph and a selection back to a verified `Graph`;
 //! - `cost`: per-target cost models; `extract`: sharing-aware extraction;
+//! - `fuse` and `library`: fused kernels and library calls offered to a second extraction;
 //! - `runner`: `optimize`, the entry point;
 //! - `explain`: `optimize` with the reasons for each kernel (`mxc explain`).
 
@@ -16,6 +17,7 @@ pub mod explain;
 pub mod extract;
 pub mod fuse;
 pub mod lang;
+pub mod library;
 mod refine;
 pub mod rules;
 pub mod runner;

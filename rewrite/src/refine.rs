@@ -115,7 +115,7 @@ pub fn refine(egraph: &MxEGraph, unfused: &Selection, roots: &[Id], costs: &Node
             .nodes
             .iter()
             .enumerate()
-            .filter(|(i, n)| matches!(n, Mx::Kernel(..)) && costs.get(egraph, class, *i).is_finite())
+            .filter(|(i, n)| matches!(n, Mx::Kernel(..) | Mx::Call(..)) && costs.get(egraph, class, *i).is_finite())
             .map(|(i, _)| i);
         options.push((class, std::iter::once(node).chain(kernels).collect()));
         stack.extend(p.children(class, node));

@@ -9,6 +9,7 @@ use crate::cost::{graph_cost, CostModel, LinearCost};
 use crate::extract::{extract, selected_nodes, Extraction, Fallback};
 use crate::fuse::add_kernels;
 use crate::lang::Mx;
+use crate::library::add_calls;
 use crate::RewriteError;
 use egg::{BackoffScheduler, Id, Rewrite, Runner, StopReason};
 use mxc_dialects::Graph;
@@ -55,6 +56,8 @@ pub struct OptimizeOptions {
     pub cost_model: Arc<dyn CostModel>,
     /// Offer fused kernels to extraction (`fuse.rs`).
     pub fuse: bool,
+    /// Offer library calls to extraction (`library.rs`), for a cost model that prices them.
+    pub library_calls: bool,
     /// Told each stage as it starts.
     pub stage: Option<StageHook>,
 }
@@ -71,6 +74,7 @@ impl Default for OptimizeOptions {
             fold_limit: DEFAULT_FOLD_LIMIT,
             cost_model: Arc::new(LinearCost::cpu()),
             fuse: false,
+            library_calls: false,
             stage: None,
         }
     }
@@ -89,7 +93,7 @@ pub struct Stats {
     /// False when the input graph's own choice (or, with fusion, the unfused extraction) was
     /// cheaper than the greedy extractor's.
     pub greedy_won: bool,
-    /// Fused kernels offered to extraction.
+    /// Fused kernels and library calls offered to extraction.
     pub kernels_offered: usize,
     pub saturation_time: Duration,
     pub extraction_time: Duration,
@@ -152,13 +156,18 @@ pub(crate) fn rewrite(
     };
     let mut extraction = extract(&runner.egraph, &roots, &[imported], model)?;
     let mut kernels_offered = 0;
-    if opts.fuse {
+    if opts.fuse || opts.library_calls {
         let unfused: Vec<Mx> = selected_nodes(&runner.egraph, &extraction.selection, &roots)
             .into_iter()
             .map(|(_, n)| n)
             .collect();
         StageHook::start(opts.stage.as_ref(), "fusion");
-        kernels_offered = add_kernels(&mut runner.egraph, &extraction.selection, &roots);
+        if opts.fuse {
+            kernels_offered = add_kernels(&mut runner.egraph, &extraction.selection, &roots);
+        }
+        if opts.library_calls {
+            kernels_offered += add_calls(&mut runner.egraph);
+        }
         roots = canonical(&runner.egraph);
         let fallbacks = [
             Fallback {

@@ -1,8 +1,10 @@
 //! `mxc-runner`: runs a compiled `.mxr` file where it is to be deployed, with only the runtime
 //! (`mxc_kernels`): no LLVM, no MLIR, no model. A `gpu` file runs on this machine's GPU
-//! through HIP or the CUDA driver, found at run time; a `ref` or `cpu` file on its CPU. It
-//! reads inputs from `.npy` files, writes the outputs as `.npy`, can check them against
-//! expected `.npy` files, and times repeated runs (`scripts/gpu-check.sh` drives it).
+//! through HIP or the CUDA driver, found at run time, its library calls through the libraries
+//! found then (or as their generated kernels: a line says which, and why); a `ref` or `cpu`
+//! file on its CPU. It reads inputs from `.npy` files, writes the outputs as `.npy`, can check
+//! them against expected `.npy` files, and times repeated runs (`scripts/gpu-check.sh` drives
+//! it).
 
 mod args;
 
@@ -50,6 +52,9 @@ fn run(args: &Args) -> Result<bool, RunError> {
     match exe.device() {
         Some((gpu, arch)) => println!("device: {} ({arch} code, through {})", gpu.name, gpu.library),
         None => println!("device: this CPU ({} threads)", exe.parallelism().threads),
+    }
+    for route in exe.call_routes() {
+        println!("{route}");
     }
     let inputs = read_inputs(&exe, args)?;
     let mut times = Vec::with_capacity(args.repeat);

@@ -258,6 +258,22 @@ pub fn float_value(name: &str, dims: &[&str]) -> mxc_lowering::onnx::proto::Valu
     }
 }
 
+/// An ONNX node of the default domain.
+pub fn node(
+    op: &str,
+    inputs: &[&str],
+    output: &str,
+    attribute: Vec<mxc_lowering::onnx::proto::AttributeProto>,
+) -> mxc_lowering::onnx::proto::NodeProto {
+    mxc_lowering::onnx::proto::NodeProto {
+        op_type: Some(op.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![output.into()],
+        attribute,
+        ..Default::default()
+    }
+}
+
 /// The bytes of a model of `graph` (IR version 8, default-domain opset 17).
 pub fn model_bytes(graph: mxc_lowering::onnx::proto::GraphProto) -> Vec<u8> {
     use mxc_lowering::onnx::proto;
@@ -311,4 +327,26 @@ pub fn compile_and_load(src: &str, target: mxc_codegen::Target) -> mxc_kernels::
     let read = mxr::decode(&bytes, "test.mxr", None, &mxc_kernels::TrustPolicy::AnyIntact).expect("reads back");
     assert_eq!(read.program, file.program, "the plan round-trips through the file");
     mxc_kernels::Executable::load_planned(read.program, read.memory, &read.library).expect("loads")
+}
+
+/// `relu(x · w + b)` with x of 256 x 512 and w of 512 x 512, all inputs.
+pub fn dense_model(dir: &Path) -> PathBuf {
+    let graph = mxc_lowering::onnx::proto::GraphProto {
+        name: Some("dense".into()),
+        node: vec![
+            node("MatMul", &["x", "w"], "xw", vec![]),
+            node("Add", &["xw", "b"], "z", vec![]),
+            node("Relu", &["z"], "y", vec![]),
+        ],
+        input: vec![
+            float_value("x", &["256", "512"]),
+            float_value("w", &["512", "512"]),
+            float_value("b", &["512"]),
+        ],
+        output: vec![float_value("y", &["256", "512"])],
+        ..Default::default()
+    };
+    let path = dir.join("dense.onnx");
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path
 }

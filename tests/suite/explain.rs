@@ -153,3 +153,34 @@ fn missing_model_is_a_one_line_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_large_product_on_the_gpu_is_a_library_call_explained_against_the_generated_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = crate::common::dense_model(dir.path());
+    let text = squeezed(&explain(&model, &["--target", "gpu"]));
+    let [kernel] = kernels(&text)[..] else { panic!("{text}") };
+    assert!(kernel.contains("= mx.call %arg0"), "{kernel}");
+    assert!(kernel.contains("computes %0 = matmul"), "{kernel}");
+    assert!(kernel.contains("from relu, by fusion, library call"), "{kernel}");
+    let call = "library call blaslt.matmul (hipBLASLt on AMD GPUs, cuBLASLt on NVIDIA GPUs), cost ";
+    assert!(kernel.contains(call), "{kernel}");
+    assert!(
+        kernel.contains("rejected generated fused(matmul, add, relu): cost "),
+        "{kernel}"
+    );
+    // the call is cheaper than the generated kernel, by the costs printed
+    let cost_after = |label: &str| -> f64 {
+        let at = kernel.find(label).unwrap() + label.len();
+        kernel[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(cost_after(call) < cost_after("relu): cost "), "{kernel}");
+    // without library calls: the fused kernel, no library line
+    let text = explain(&model, &["--target", "gpu", "--no-library-calls"]);
+    assert!(text.contains("mx.fused") && !text.contains("library"), "{text}");
+}

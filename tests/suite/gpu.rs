@@ -58,6 +58,25 @@ fn archs(m: &Mxr) -> Vec<(String, CodeFormat)> {
 }
 
 #[test]
+fn params_lists_the_library_calls_a_gpu_file_makes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = crate::common::dense_model(tmp.path());
+    let mxr = tmp.path().join("dense.mxr");
+    for (extra, calls) in [(None, true), (Some("--no-library-calls"), false)] {
+        let mut args = vec!["compile", model.to_str().unwrap(), "-o", mxr.to_str().unwrap()];
+        args.extend(["--target", "gpu", "--gpu-arch", "sm_90"]);
+        args.extend(extra);
+        let out = mxc(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let listed = String::from_utf8(mxc(&["params", mxr.to_str().unwrap()]).stdout).unwrap();
+        let line = "library calls (each step's generated kernel runs where its library is absent):\n  \
+                    blaslt.matmul: 1 step, through hipBLASLt on AMD GPUs, cuBLASLt on NVIDIA GPUs\n";
+        assert_eq!(listed.contains(line), calls, "{listed}");
+        assert_eq!(listed.contains("library calls"), calls, "{listed}");
+    }
+}
+
+#[test]
 fn the_repo_models_compile_for_amd_chips_and_nvidia() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["convnet", "encoder"] {

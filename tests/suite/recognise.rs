@@ -8,7 +8,8 @@
 //! `mx.gelu {approximate = "tanh"}` and compute what `ref` and the definitions compute.
 
 use crate::common::{
-    cache_dir, float_value, kernel_count, mismatch, model_bytes, mxc, mxc_run_to, op_names, read_for_target, stderr,
+    cache_dir, float_value, kernel_count, mismatch, model_bytes, mxc, mxc_run_to, node, op_names, read_for_target,
+    stderr,
 };
 use mxc_dialects::Tensor;
 use mxc_lowering::onnx::proto;
@@ -42,16 +43,6 @@ fn encoder_layer_norms_written_out_become_one_op_each() {
     assert_eq!(op_names(&rewritten).len(), 54, "{rewritten}");
     let summary = format!("{} kernels for cpu (111 ops imported)", kernel_count(&rewritten));
     assert!(stderr(&out).contains(&summary), "{}", stderr(&out));
-}
-
-fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<proto::AttributeProto>) -> proto::NodeProto {
-    proto::NodeProto {
-        op_type: Some(op.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: vec![output.into()],
-        attribute,
-        ..Default::default()
-    }
 }
 
 fn int_attr(name: &str, ints: &[i64]) -> proto::AttributeProto {

@@ -3,6 +3,7 @@
 //! (axes non-negative, pads explicit, shapes fully resolved); each family's file says which.
 
 pub mod attention;
+pub mod call;
 pub mod control;
 mod elementwise;
 pub mod fused;
@@ -94,6 +95,7 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Expand => layout::expand(&operands[0], attrs).map(|t| vec![t]),
         ReduceMean | ReduceSum | ReduceMax => reduce::reduce(&operands[0], attrs).map(|t| vec![t]),
         Fused => Err("takes its result types from its body (see `mx::fused::infer`)".into()),
+        Call => Err("takes its result types from its body (see `mx::call::infer`)".into()),
         If => control::if_types(operands, attrs),
         Loop => control::loop_types(operands, attrs),
         StringConcat => strings::concat(operands).map(|t| vec![t]),

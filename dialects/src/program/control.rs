@@ -327,6 +327,7 @@ mod tests {
             splittable: false,
             work: 1,
             flops: 0,
+            call: None,
         }
     }
 

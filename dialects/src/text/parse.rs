@@ -281,7 +281,7 @@ impl Parser {
             ));
         }
         let body = match kind {
-            OpKind::Fused => Some(std::sync::Arc::new(self.body()?)),
+            OpKind::Fused | OpKind::Call => Some(std::sync::Arc::new(self.body()?)),
             _ => None,
         };
         let results = g.push_op(kind, operands, attrs, types);

@@ -5,10 +5,15 @@
 //! are looked up (`hip.rs`, `cuda.rs`; the calls both share, `runtime.rs`), behind one `Driver`
 //! interface, so a binary built here
 //! starts anywhere and a `gpu` program on a machine without a GPU is refused naming every
-//! library looked for. `Gpu::choose` picks the code object the device runs.
+//! library looked for. `Gpu::choose` picks the code object the device runs. The libraries that
+//! library calls need are found the same way (`library.rs`) and bound in `blaslt.rs`
+//! (hipBLASLt, cuBLASLt) and `miopen.rs`.
 
+pub(crate) mod blaslt;
 mod cuda;
 mod hip;
+pub(crate) mod library;
+pub(crate) mod miopen;
 mod runtime;
 
 use crate::RunError;

@@ -24,6 +24,7 @@ mod items;
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
+use mxc_dialects::mx::call::{Callee, LibraryCall};
 use mxc_dialects::program::{
     Binding, Buffer, BufferKind, CodeObject, KernelSignature, MemoryPlan, Program, Step, ALIGN,
 };
@@ -35,8 +36,8 @@ const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
 /// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
-/// string weights; 8 had no GPU code).
-pub const VERSION: u32 = 9;
+/// string weights; 8 had no GPU code; 9 had no library calls).
+pub const VERSION: u32 = 10;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -435,6 +436,15 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u
         w.u32(s.splittable as u32);
         w.u64(s.work);
         w.u64(s.flops);
+        match &s.call {
+            None => w.str(""),
+            Some(call) => {
+                w.str(call.callee().name());
+                let params = call.encode();
+                w.u64(params.len() as u64);
+                params.iter().for_each(|&v| w.u64(v));
+            }
+        }
     }
     items::write_items(&mut w, &p.main);
     for bindings in [&p.inputs, &p.outputs] {
@@ -519,6 +529,18 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
         };
         let work = r.u64()?;
         let flops = r.u64()?;
+        let call = match r.str()?.as_str() {
+            "" => None,
+            name => {
+                let callee = Callee::from_name(name)
+                    .ok_or_else(|| format!("step `{symbol}` calls `{name}`, which this runtime does not know"))?;
+                let mut params = Vec::new();
+                for _ in 0..r.count()? {
+                    params.push(r.u64()?);
+                }
+                Some(LibraryCall::decode(callee, &params).map_err(|e| format!("step `{symbol}`: {e}"))?)
+            }
+        };
         steps.push(Step {
             symbol,
             args,
@@ -526,6 +548,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             splittable,
             work,
             flops,
+            call,
         });
     }
     let main = items::read_items(r, 0)?;

@@ -33,6 +33,7 @@ fn sample() -> Mxr {
             splittable: true,
             work: 8,
             flops: 4,
+            call: None,
         }],
         main: mxc_dialects::program::straight(1),
         inputs: vec![Binding {
@@ -326,4 +327,37 @@ fn features_the_cpu_lacks_are_named() {
 fn required_features_are_the_enabled_known_ones() {
     let f = required_features("+sse2,+avx2,-avx512f,+fma,+cx16,+avx2");
     assert_eq!(f, ["avx2", "fma"]);
+}
+
+#[test]
+fn a_library_call_round_trips_and_an_unknown_callee_is_refused_naming_it() {
+    use mxc_dialects::mx::call::{Activation, MatmulCall};
+    // two 1x1 products: y[i] = x[i] * w[i]
+    let mut m = sample();
+    m.program.steps[0].call = Some(LibraryCall::Matmul(MatmulCall {
+        batch: 2,
+        m: 1,
+        n: 1,
+        k: 1,
+        trans_a: false,
+        trans_b: false,
+        stride_a: 1,
+        stride_b: 1,
+        alpha: 1.0,
+        a: 0,
+        b: 1,
+        bias: None,
+        activation: Activation::Relu,
+    }));
+    let bytes = encode(&m, None);
+    assert_eq!(any(&bytes).unwrap(), m);
+    let renamed = redigested(&m, |b| {
+        let at = b.windows(13).position(|w| w == b"blaslt.matmul").unwrap();
+        b[at..at + 13].copy_from_slice(b"blaslt.gemmxx");
+    });
+    let err = any(&renamed).unwrap_err().to_string();
+    assert!(
+        err.contains("step `k0_add_entry` calls `blaslt.gemmxx`, which this runtime does not know"),
+        "{err}"
+    );
 }

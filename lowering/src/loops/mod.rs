@@ -224,7 +224,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
         ReduceMean | ReduceSum | ReduceMax => reduce::lower(e, kind, attrs, ins, outs),
         WinogradInput | WinogradWeights | WinogradOutput => winograd::lower(e, kind, attrs, ins, outs),
         Attention => attention::lower(e, attrs, ins, outs),
-        Fused => Err("a fused op is lowered from its body".into()),
+        Fused | Call => Err("a fused op or a call is lowered from its body".into()),
         If | Loop => Err("a control op runs on the host; its regions' ops are the kernels".into()),
         StringConcat | StringCase | RegexFullMatch => Err("an op on strings runs on the host".into()),
     }

@@ -27,7 +27,7 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
     match kind {
         // fused kernels have their own tests (`fused.rs`); control ops and ops on strings have
         // no kernel
-        Constant | Fused | If | Loop | StringConcat | StringCase | RegexFullMatch => vec![],
+        Constant | Fused | Call | If | Loop | StringConcat | StringCase | RegexFullMatch => vec![],
         Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos
         | Atan | Relu | Sigmoid | Tanh | Erf => plain(vec![t(d, &[2, 3])]),
         Gelu => ["none", "tanh"]
@@ -264,11 +264,10 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
             );
         }
     }
-    // fused kernels are covered by `fused.rs`'s tests; ops on strings have no kernel
-    for &kind in OpKind::ALL
-        .iter()
-        .filter(|k| !matches!(k, OpKind::Constant | OpKind::Fused) && !k.is_control() && !k.has(Trait::Host))
-    {
+    // fused kernels and calls are covered by `fused.rs`'s tests; ops on strings have no kernel
+    for &kind in OpKind::ALL.iter().filter(|k| {
+        !matches!(k, OpKind::Constant | OpKind::Fused | OpKind::Call) && !k.is_control() && !k.has(Trait::Host)
+    }) {
         let dtypes = covered.get(&kind).cloned().unwrap_or_default();
         let wanted: &[DType] = match kind {
             OpKind::Not => &[DType::Bool],

@@ -180,7 +180,7 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
         | ConvNhwcPacked | Attention | MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool
         | BatchNorm | LayerNorm | Concat | Slice | Scatter => first(),
         // the first operand's element type, another rank (the kernels' layouts, a fused body)
-        MatMulPacked | Pack | WinogradInput | WinogradWeights | WinogradOutput | Fused => Sig {
+        MatMulPacked | Pack | WinogradInput | WinogradWeights | WinogradOutput | Fused | Call => Sig {
             dtype: operands[0].dtype.clone(),
             rank: Known::Unknown,
         },

@@ -8,6 +8,7 @@ mod folding;
 mod fusion;
 mod kernels;
 mod layout;
+mod library;
 mod recognise;
 mod round_trip;
 mod rules;

@@ -74,7 +74,7 @@ impl Analysis<Mx> for TestAnalysis {
                 ty: op_type(egraph, enode),
                 constant: None,
             },
-            Mx::Kernel(..) => unreachable!("rule tests add no fused kernels"),
+            Mx::Kernel(..) | Mx::Call(..) => unreachable!("rule tests add no fused kernels or calls"),
             Mx::Result(n, [tuple]) => Facts {
                 ty: result_type(egraph, *n, *tuple),
                 constant: None,
