@@ -86,7 +86,7 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     for (t, step, in_loop) in kernels {
         let share = 100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12);
         let parts = match exe.device() {
-            Some(_) => launch_shape(step.range, step.splittable).0,
+            Some(_) => launch_shape(step.range, step.splittable, step.per_block).0,
             None => parallelism.parts(step),
         };
         let rate = match in_loop {

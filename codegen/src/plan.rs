@@ -47,6 +47,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec], symbol: fn(&str) -> String) -> Pr
             args,
             range: k.parallel.range,
             splittable: k.parallel.splittable,
+            per_block: k.parallel.per_block,
             work: k.parallel.work,
             flops: kernel_flops(region_graph(k), k.op) as u64,
             call: library_call(&region_graph(k).ops[k.op]),

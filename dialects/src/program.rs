@@ -43,6 +43,8 @@ pub struct Step {
     pub args: Vec<usize>,
     pub range: u64,
     pub splittable: bool,
+    /// On a GPU, a block computes each iteration (`launch_shape`); only with `splittable`.
+    pub per_block: bool,
     /// Operations the call executes (an estimate): what decides whether splitting pays.
     pub work: u64,
     /// The arithmetic the kernel does, in floating-point (or integer) operations: what `mxc
@@ -224,6 +226,9 @@ impl Program {
                     kernel.results
                 )));
             }
+            if step.per_block && !step.splittable {
+                return Err(at("a block per iteration, but not split".into()));
+            }
             if step.range != kernel.range {
                 return Err(at(format!(
                     "range {}, the kernel's loop has {}",
@@ -321,6 +326,7 @@ mod tests {
             args,
             range: 16,
             splittable: true,
+            per_block: false,
             work: 16,
             flops: 0,
             call: None,
@@ -382,6 +388,7 @@ mod tests {
                 args: vec![0, 1, 2],
                 range: 4,
                 splittable: true,
+                per_block: false,
                 work: 4,
                 flops: 256,
                 call: Some(LibraryCall::Matmul(call)),

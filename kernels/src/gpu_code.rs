@@ -188,7 +188,7 @@ impl Place for GpuPlace<'_> {
             }
             return Ok(());
         }
-        let (blocks, threads) = launch_shape(step.range, step.splittable);
+        let (blocks, threads) = launch_shape(step.range, step.splittable, step.per_block);
         let blocks = u32::try_from(blocks).map_err(|_| {
             RunError::Run(format!(
                 "kernel `{}`: a range of {} is too many blocks",

@@ -287,6 +287,7 @@ mod tests {
             args: Vec::new(),
             range,
             splittable,
+            per_block: false,
             work,
             flops: 0,
             call: None,

@@ -67,11 +67,19 @@ fn compile_for_the_stand_in(graph: &Graph, driver: &libloading::Library, host_ke
         ..CompileOptions::default()
     };
     let gpu = mxc_codegen::compile(graph, Target::Gpu, &options).unwrap();
-    let host = mxc_codegen::compile(&gpu.graph, Target::Ref, &CompileOptions::default()).unwrap();
+    // the host build runs the GPU's row kernels in their host form, with the gpu plan's ranges
+    let emulated = CompileOptions {
+        emulate_gpu_rows: true,
+        ..CompileOptions::default()
+    };
+    let host = mxc_codegen::compile(&gpu.graph, Target::Ref, &emulated).unwrap();
     assert_eq!(gpu.program.steps.len(), host.program.steps.len());
     for (g, h) in gpu.program.steps.iter().zip(&host.program.steps) {
         assert_eq!(g.symbol.strip_suffix("_kernel"), h.symbol.strip_suffix("_entry"));
-        assert_eq!((&g.args, g.range, g.splittable), (&h.args, h.range, h.splittable));
+        assert_eq!(
+            (&g.args, g.range, g.splittable, g.per_block),
+            (&h.args, h.range, h.splittable, h.per_block)
+        );
     }
     std::fs::write(host_kernels, &host.library).unwrap();
     let path = CString::new(host_kernels.to_str().unwrap()).unwrap();
@@ -119,6 +127,9 @@ fn gpu_programs_run_through_the_cuda_driver_api_as_their_kernels_run_on_the_host
         let model = cache_dir("models").join(name).join("model.onnx");
         let graph = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
         let (gpu, host) = compile_for_the_stand_in(&graph, &driver, &dir.path().join(format!("host{n}.so")));
+        // the encoder's layer norms and softmax run a block per row
+        let row_kernels = gpu.program.steps.iter().filter(|s| s.per_block).count();
+        assert_eq!(row_kernels > 0, name == "encoder", "{name}: {row_kernels} row kernels");
 
         let device = Gpu::open_library(driver_path.to_str().unwrap(), Vendor::Nvidia).unwrap();
         assert_eq!(device.name, "mxc fake GPU 0");

@@ -13,6 +13,7 @@ mod explain;
 mod filecheck;
 mod folding;
 mod gpu;
+mod gpu_rows;
 mod gpu_runtime;
 mod layout;
 mod limits;

@@ -325,6 +325,7 @@ mod tests {
             args,
             range: 1,
             splittable: false,
+            per_block: false,
             work: 1,
             flops: 0,
             call: None,

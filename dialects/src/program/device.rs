@@ -20,11 +20,13 @@ pub fn threads_per_block(splittable: bool) -> u64 {
 }
 
 /// How a kernel call of parallel range `range` is launched: `(blocks, threads per block)`,
-/// `ceil(range / 256)` blocks of 256 threads for a splittable kernel, else one thread.
-pub fn launch_shape(range: u64, splittable: bool) -> (u64, u64) {
-    match splittable {
-        true => (range.div_ceil(THREADS_PER_BLOCK), THREADS_PER_BLOCK),
-        false => (1, 1),
+/// `ceil(range / 256)` blocks of 256 threads for a splittable kernel, a block of 256 per
+/// iteration for one whose blocks compute an iteration each (`per_block`), else one thread.
+pub fn launch_shape(range: u64, splittable: bool, per_block: bool) -> (u64, u64) {
+    match (splittable, per_block) {
+        (true, true) => (range, THREADS_PER_BLOCK),
+        (true, false) => (range.div_ceil(THREADS_PER_BLOCK), THREADS_PER_BLOCK),
+        (false, _) => (1, 1),
     }
 }
 

@@ -433,7 +433,8 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u
         w.str(&s.symbol);
         w.indices(&s.args);
         w.u64(s.range);
-        w.u32(s.splittable as u32);
+        // 0: one call, 1: split, 2: split, a GPU block per iteration
+        w.u32(s.splittable as u32 + s.per_block as u32);
         w.u64(s.work);
         w.u64(s.flops);
         match &s.call {
@@ -522,10 +523,11 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             return Err(format!("step `{symbol}` names buffer {bad} of {}", buffers.len()));
         }
         let range = r.u64()?;
-        let splittable = match r.u32()? {
-            0 => false,
-            1 => true,
-            k => return Err(format!("step `{symbol}`: splittable is {k}, not 0 or 1")),
+        let (splittable, per_block) = match r.u32()? {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (true, true),
+            k => return Err(format!("step `{symbol}`: splittable is {k}, not 0, 1 or 2")),
         };
         let work = r.u64()?;
         let flops = r.u64()?;
@@ -546,6 +548,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
             args,
             range,
             splittable,
+            per_block,
             work,
             flops,
             call,

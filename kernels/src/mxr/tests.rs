@@ -31,6 +31,7 @@ fn sample() -> Mxr {
             args: vec![0, 1, 2],
             range: 2,
             splittable: true,
+            per_block: false,
             work: 8,
             flops: 4,
             call: None,

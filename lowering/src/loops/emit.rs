@@ -128,6 +128,9 @@ pub struct Parallel {
     /// The trip count of the parallel loop (0 when the kernel has none).
     pub range: u64,
     pub splittable: bool,
+    /// On a GPU, a block of threads computes each iteration together (a row kernel,
+    /// `gpu_rows.rs`); else a thread computes each.
+    pub per_block: bool,
     /// Operations the kernel executes, estimated from its text and its loops' trip counts.
     pub work: u64,
 }
@@ -471,6 +474,7 @@ impl Emitter {
         Parallel {
             range,
             splittable: self.parallel_range.is_some() && self.top_regions == 1 && self.top_stores == 0,
+            per_block: false,
             work: self.work,
         }
     }

@@ -7,16 +7,43 @@
 //! (its loop is not all it does) runs whole in one thread (`launch_shape` in
 //! `mxc_dialects::program` says how each is launched). A stack buffer is allocated in the
 //! GPU's private memory (address space 5 on AMD GPUs, where the back end takes no other) and
-//! cast to the generic space its uses name, which LLVM infers back. `gpu_binary.rs` compiles
-//! the module.
+//! cast to the generic space its uses name, which LLVM infers back. Work along rows (softmax,
+//! layer norm, reductions over trailing axes) runs a block per row instead (`gpu_rows.rs`,
+//! chosen by `shape_rows`). `gpu_binary.rs` compiles the module.
 
+use super::gpu_rows::RowKernel;
 use super::{KernelSpec, LoopError, LoopModule};
 
 use mxc_dialects::program::threads_per_block;
+use mxc_dialects::Graph;
 
 /// The name of the GPU kernel of kernel `symbol`.
 pub fn launcher_name(symbol: &str) -> String {
     format!("{symbol}_kernel")
+}
+
+/// Makes each kernel of `module` (lowered from `g`) that a row kernel computes one: a block
+/// per row, its parallel range the rows.
+pub fn shape_rows(g: &Graph, module: &mut LoopModule) {
+    let graphs = g.with_regions();
+    for k in &mut module.kernels {
+        if let Some(rows) = RowKernel::of(graphs[k.region], &graphs[k.region].ops[k.op]) {
+            k.parallel.range = rows.rows as u64;
+            k.parallel.splittable = true;
+            k.parallel.per_block = true;
+            k.rows = Some(rows);
+        }
+    }
+}
+
+/// `module` with each row kernel's function replaced by its host form, which runs the GPU
+/// algorithm on the CPU (for testing it against `ref`).
+pub fn emulate_rows_on_host(module: &mut LoopModule) {
+    for k in &mut module.kernels {
+        if let Some(rows) = &k.rows {
+            k.func = rows.host_func(k);
+        }
+    }
 }
 
 /// `module`'s kernels as the `gpu.func`s of a `gpu.module @kernels`.
@@ -32,6 +59,9 @@ pub fn gpu_module(module: &LoopModule) -> Result<String, LoopError> {
 /// Kernel `k`'s function (`Emitter::finish`'s form: the signature, its body, a `return`) as a
 /// `gpu.func` whose prologue computes the thread's `%lo..%hi`.
 fn gpu_kernel(k: &KernelSpec) -> Result<String, LoopError> {
+    if let Some(rows) = &k.rows {
+        return Ok(rows.gpu_func(k, &launcher_name(&k.symbol)));
+    }
     let malformed = || LoopError::Mlir {
         stage: "writing GPU kernels",
         message: format!("kernel `{}` is not in the form the emitter writes", k.symbol),

@@ -19,6 +19,7 @@ mod emit;
 mod fused;
 pub mod gpu;
 mod gpu_binary;
+mod gpu_rows;
 mod half;
 mod layout;
 mod llvm;
@@ -75,6 +76,9 @@ pub struct KernelSpec {
     pub func: String,
     /// The memref type of each argument in `args` (the function's parameters before the range).
     pub memrefs: Vec<String>,
+    /// On the gpu target, the row kernel that computes it with a block per row, if one does
+    /// (`gpu::shape_rows`).
+    pub rows: Option<gpu_rows::RowKernel>,
 }
 
 /// Errors of lowering to loops and of the way to LLVM IR.
@@ -132,6 +136,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 parallel,
                 func,
                 memrefs,
+                rows: None,
             });
         }
     }
