@@ -197,7 +197,9 @@ fn a_gpu_that_runs_none_of_the_code_is_refused_naming_it() {
     );
 }
 
-/// f32 values of `shape`, different for each `seed`.
+/// f32 values of `shape`, different for each `seed`: multiples of 1/16 near [-1, 1), coarser
+/// than `cpu_kernels::values`, so that the library's and the kernel's sums in different orders
+/// stay within the comparison's 1e-6.
 fn values(shape: &[usize], seed: usize) -> Tensor {
     let n = shape.iter().product::<usize>();
     let v: Vec<f32> = (0..n)

@@ -1,7 +1,7 @@
-//! What the vendor libraries a GPU program calls (BLASLt, MIOpen: `blaslt.rs`, `miopen.rs`)
-//! share: finding one at run time, as the GPU runtimes are found (the file a variable names,
+//! Finding vendor libraries at run time, shared by the GPU runtimes (`mod.rs`) and the libraries
+//! a GPU program calls (BLASLt, MIOpen: `blaslt.rs`, `miopen.rs`): the file a variable names,
 //! else each name under each of the vendor's folders, then the name alone, which the loader
-//! looks for on its own path), and the device memory a call may use as scratch.
+//! looks for on its own path; and the device memory a call may use as scratch.
 
 use super::DevicePtr;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ pub(crate) struct Workspace {
 }
 
 /// A non-empty environment variable, as a path.
-fn var(name: &str) -> Option<PathBuf> {
+pub(crate) fn var(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
@@ -38,6 +38,17 @@ pub(crate) fn cuda_folders() -> Vec<PathBuf> {
     .collect()
 }
 
+/// Where to look for a library of one of `names`, in order: each name under each of `folders`,
+/// then alone (the loader's own path).
+pub(crate) fn places(folders: &[PathBuf], names: &[&str]) -> Vec<String> {
+    let mut places = Vec::new();
+    for name in names {
+        places.extend(folders.iter().map(|f| f.join(name).display().to_string()));
+        places.push(name.to_string());
+    }
+    places
+}
+
 /// Opens `what` (a library's name for messages): the file `$variable` names when it is set,
 /// else the first of each of `names` under each of `folders` and then alone that opens. Returns
 /// the library and its path as opened, or why none opened, naming every place looked.
@@ -57,11 +68,7 @@ pub(crate) fn open(
             )),
         };
     }
-    let mut places = Vec::new();
-    for name in names {
-        places.extend(folders.iter().map(|f| f.join(name).display().to_string()));
-        places.push(name.to_string());
-    }
+    let places = places(folders, names);
     for path in &places {
         // SAFETY: as above.
         if let Ok(library) = unsafe { libloading::Library::new(path) } {

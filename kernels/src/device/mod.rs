@@ -19,7 +19,6 @@ mod runtime;
 use crate::RunError;
 use mxc_dialects::program::{CodeFormat, CodeObject, GpuArch};
 use std::ffi::{c_void, CStr};
-use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vendor {
@@ -101,8 +100,7 @@ impl std::fmt::Debug for Gpu {
 /// Every library looked for, in order, with the vendor it serves; an error when
 /// `$MXC_GPU_RUNTIME` names a library of neither vendor.
 fn candidates() -> Result<Vec<(Vendor, String)>, RunError> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(path) = var("MXC_GPU_RUNTIME") {
+    if let Some(path) = library::var("MXC_GPU_RUNTIME") {
         let path = path.display().to_string();
         return match Vendor::of_library(&path) {
             Some(vendor) => Ok(vec![(vendor, path)]),
@@ -117,19 +115,10 @@ fn candidates() -> Result<Vec<(Vendor, String)>, RunError> {
         "libamdhip64.so.6",
         "libamdhip64.so.5",
     ];
-    let folders: Vec<PathBuf> = [var("ROCM_PATH").map(|d| d.join("lib")), Some("/opt/rocm/lib".into())]
+    let mut out: Vec<(Vendor, String)> = library::places(&library::rocm_folders(), &hip)
         .into_iter()
-        .flatten()
+        .map(|path| (Vendor::Amd, path))
         .collect();
-    let mut out = Vec::new();
-    for name in hip {
-        out.extend(
-            folders
-                .iter()
-                .map(|f| (Vendor::Amd, f.join(name).display().to_string())),
-        );
-        out.push((Vendor::Amd, name.to_string()));
-    }
     out.push((Vendor::Nvidia, "libcuda.so.1".to_string()));
     Ok(out)
 }

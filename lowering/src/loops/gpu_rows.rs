@@ -189,35 +189,33 @@ impl RowKernel {
         let x = |w: &mut Writer, j: &str| w.load(0, &format!("%row, {j}"));
         match self.op {
             RowOp::Softmax => {
-                let max = w.fold("maximumf", NEG_INF, &|w, j| x(w, j));
+                let max = w.fold("maximumf", NEG_INF, &|_| vec![], &|w, j, _| x(w, j));
                 w.tree(max, "maximumf");
-                let sum = w.fold("addf", 0.0, &|w, j| {
-                    let m = w.total(max);
+                let sum = w.fold("addf", 0.0, &|w| vec![w.total(max)], &|w, j, m| {
                     let v = x(w, j);
-                    let d = w.op("subf", &v, &m);
+                    let d = w.op("subf", &v, &m[0]);
                     w.unary("math.exp", &d)
                 });
                 w.tree(sum, "addf");
-                w.each(&|w, j| {
-                    let (m, s) = (w.total(max), w.total(sum));
+                let totals = |w: &mut Writer| vec![w.total(max), w.total(sum)];
+                w.each(&totals, &|w, j, totals| {
                     let v = x(w, j);
-                    let d = w.op("subf", &v, &m);
+                    let d = w.op("subf", &v, &totals[0]);
                     let e = w.unary("math.exp", &d);
-                    let y = w.op("divf", &e, &s);
+                    let y = w.op("divf", &e, &totals[1]);
                     w.store(&y, out, &format!("%row, {j}"));
                 });
             }
             RowOp::LayerNorm { epsilon, bias } => {
-                let sum = w.fold("addf", 0.0, &|w, j| x(w, j));
+                let sum = w.fold("addf", 0.0, &|_| vec![], &|w, j, _| x(w, j));
                 w.tree(sum, "addf");
                 let mean = |w: &mut Writer| {
                     let s = w.total(sum);
                     w.op("divf", &s, "%len_f")
                 };
-                let squares = w.fold("addf", 0.0, &|w, j| {
-                    let m = mean(w);
+                let squares = w.fold("addf", 0.0, &|w| vec![mean(w)], &|w, j, m| {
                     let v = x(w, j);
-                    let d = w.op("subf", &v, &m);
+                    let d = w.op("subf", &v, &m[0]);
                     w.op("mulf", &d, &d)
                 });
                 w.tree(squares, "addf");
@@ -230,11 +228,11 @@ impl RowKernel {
                     let one = w.constant(1.0);
                     w.op("divf", &one, &std)
                 };
-                w.each(&|w, j| {
-                    let (m, inv) = (mean(w), inv_std(w));
+                let statistics = |w: &mut Writer| vec![mean(w), inv_std(w)];
+                w.each(&statistics, &|w, j, statistics| {
                     let v = x(w, j);
-                    let d = w.op("subf", &v, &m);
-                    let normalised = w.op("mulf", &d, &inv);
+                    let d = w.op("subf", &v, &statistics[0]);
+                    let normalised = w.op("mulf", &d, &statistics[1]);
                     let s = w.load(1, j);
                     let mut y = w.op("mulf", &normalised, &s);
                     if bias {
@@ -254,7 +252,7 @@ impl RowKernel {
                     OpKind::ReduceMax => ("maximumf", NEG_INF),
                     _ => ("addf", 0.0),
                 };
-                let partial = w.fold(op, init, &|w, j| x(w, j));
+                let partial = w.fold(op, init, &|_| vec![], &|w, j, _| x(w, j));
                 w.tree(partial, op);
                 w.first_thread(&|w| {
                     let mut r = w.total(partial);
@@ -309,6 +307,13 @@ struct Writer {
     /// Shared arrays made so far (`%sh<i>`).
     shared: usize,
 }
+
+/// Writes, once per phase before its loop over the row, the values every element needs (the
+/// row's totals), and names them.
+type Invariants<'a> = dyn Fn(&mut Writer) -> Vec<String> + 'a;
+
+/// Writes the work on element `j` of the row, given the invariants' names.
+type Element<'a, R> = dyn Fn(&mut Writer, &str, &[String]) -> R + 'a;
 
 /// A shared array of one value per thread, whose element 0 holds the total after `tree`.
 #[derive(Clone, Copy)]
@@ -386,16 +391,18 @@ impl Writer {
     }
 
     /// A phase: each thread folds its elements `%t, %t + 256, ...` with `op` from `init`
-    /// (`element` writes the value of element `j`) and stores its part in a new shared array.
-    fn fold(&mut self, op: &str, init: f64, element: &dyn Fn(&mut Writer, &str) -> String) -> Shared {
+    /// (`element` writes the value of element `j` from the values `invariants` wrote before the
+    /// loop) and stores its part in a new shared array.
+    fn fold(&mut self, op: &str, init: f64, invariants: &Invariants, element: &Element<String>) -> Shared {
         let shared = Shared(self.shared);
         self.shared += 1;
         let (j, acc, result) = (self.fresh(), self.fresh(), self.fresh());
         let start = self.constant(init);
+        let values = invariants(self);
         self.line(&format!(
             "{result} = scf.for {j} = %t to %len step %threads iter_args({acc} = {start}) -> (f32) {{"
         ));
-        let v = element(self, &j);
+        let v = element(self, &j, &values);
         let next = self.op(op, &acc, &v);
         self.line(&format!("scf.yield {next} : f32\n      }}"));
         let ty = self.shared_ty();
@@ -433,11 +440,13 @@ impl Writer {
         name
     }
 
-    /// A phase in which each thread writes its elements `%t, %t + 256, ...` (`element`).
-    fn each(&mut self, element: &dyn Fn(&mut Writer, &str)) {
+    /// A phase in which each thread writes its elements `%t, %t + 256, ...` (`element`, from
+    /// the values `invariants` wrote before the loop).
+    fn each(&mut self, invariants: &Invariants, element: &Element<()>) {
         let j = self.fresh();
+        let values = invariants(self);
         self.line(&format!("scf.for {j} = %t to %len step %threads {{"));
-        element(self, &j);
+        element(self, &j, &values);
         self.line("}");
         self.end_phase();
     }
