@@ -2,7 +2,8 @@
 # Prepare a machine to build and test mxc. Idempotent: each step checks
 # whether its result is already there and skips itself if so.
 #
-#   1. LLVM/MLIR 22 from Debian's apt (only the packages that are missing)
+#   1. LLVM/MLIR 22, ROCm's device libraries and HIP runtime from Debian's apt (only the
+#      packages that are missing)
 #   2. a Python venv in .cache/venv with onnx, onnxruntime and numpy (pinned)
 #   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
 #   4. the generated test models in .cache/models/<name>
@@ -23,7 +24,7 @@ PY="$VENV/bin/python"
 APT_PACKAGES=(
     llvm-22-dev libmlir-22-dev mlir-22-tools libpolly-22-dev libzstd-dev
     clang-22 lld-22 libclang-22-dev llvm-22-tools
-    rocm-device-libs
+    rocm-device-libs libamdhip64-dev
 )
 PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
 NVCC_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86

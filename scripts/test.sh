@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set up the machine, then run the whole test suite and a short run of every fuzz target
-# (15 s each, scripts/fuzz.sh; any crash fails). Arguments go to `cargo test`, e.g.
-# `scripts/test.sh -p mxc-dialects` or `scripts/test.sh -- onnx_node`; a run with arguments
-# is a selection of the cargo tests and does not fuzz. The LLVM/MLIR prefixes come from
-# .cargo/config.toml.
+# Set up the machine, then run the whole test suite, the runtime's tests again with HIP
+# linked instead of loaded (the `hip-sys` feature, against Debian's libamdhip64-dev), and a
+# short run of every fuzz target (15 s each, scripts/fuzz.sh; any crash fails). Arguments go
+# to `cargo test`, e.g. `scripts/test.sh -p mxc-dialects` or `scripts/test.sh -- onnx_node`;
+# a run with arguments is a selection of the cargo tests and does neither of the last two.
+# The LLVM/MLIR prefixes and $HIP_PATH come from .cargo/config.toml.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,5 +13,6 @@ cd "$ROOT"
 bash scripts/setup.sh
 cargo test --release --workspace "$@"
 if (( $# == 0 )); then
+    cargo test --release -p mxc-kernels --features hip-sys
     bash scripts/fuzz.sh 15s
 fi

@@ -192,7 +192,7 @@ impl RuleFiles {
                 _ => OptLevel::O2,
             },
             gpu_archs: self.gpu_arch.clone(),
-            emulate_gpu_rows: false,
+            emulate_gpu_blocks: false,
         })
     }
 }

@@ -46,10 +46,11 @@ pub struct CompileOptions {
     pub opt: OptLevel,
     /// The GPUs the `gpu` target compiles for (`GpuArch::defaults()` unless told).
     pub gpu_archs: Vec<GpuArch>,
-    /// For `ref` only: build the kernels the gpu target runs a block per row as the host form
-    /// of that GPU algorithm, with the gpu target's ranges (`loops::gpu::emulate_rows_on_host`),
-    /// so that the GPU's algorithm runs, and is tested, on the CPU.
-    pub emulate_gpu_rows: bool,
+    /// For `ref` only: build the kernels the gpu target runs a block of threads per iteration
+    /// (a row, a tile of a product) as the host form of that GPU algorithm, with the gpu
+    /// target's ranges (`loops::gpu::emulate_blocks_on_host`), so that the GPU's algorithm
+    /// runs, and is tested, on the CPU.
+    pub emulate_gpu_blocks: bool,
 }
 
 /// Optimisation levels of the `cpu` target (`-O0`, `-O1`, `-O2`).
@@ -75,7 +76,7 @@ impl Default for CompileOptions {
             stage: None,
             opt: OptLevel::O2,
             gpu_archs: GpuArch::defaults(),
-            emulate_gpu_rows: false,
+            emulate_gpu_blocks: false,
         }
     }
 }
@@ -121,12 +122,12 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     let graph = &rewritten;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let mut loops = mxc_lowering::loops::lower_graph(graph, vector_isa(target, options.opt))?;
-    let emulate = options.emulate_gpu_rows && target == Target::Ref;
+    let emulate = options.emulate_gpu_blocks && target == Target::Ref;
     if target.spec().code == CodeKind::GpuCode || emulate {
-        mxc_lowering::loops::gpu::shape_rows(graph, &mut loops);
+        mxc_lowering::loops::gpu::shape_blocks(graph, &mut loops);
     }
     if emulate {
-        mxc_lowering::loops::gpu::emulate_rows_on_host(&mut loops);
+        mxc_lowering::loops::gpu::emulate_blocks_on_host(&mut loops);
     }
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "codegen");
     let ((library, cache), code_objects, symbol): (_, _, fn(&str) -> String) = match target.spec().code {

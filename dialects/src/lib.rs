@@ -1,7 +1,9 @@
 //! The mx IR: tensor types, constant tensors, attributes, the graph of SSA values and ops,
-//! the `mx` dialect's type rules and verifier, and the textual form (print and parse back).
+//! the `mx` dialect's type rules and verifier, and the textual form (print and parse back);
+//! symbolic dimensions (`dim`), which the types do not carry yet.
 
 mod attr;
+pub mod dim;
 mod dtype;
 pub mod eval;
 mod graph;

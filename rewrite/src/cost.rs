@@ -207,10 +207,11 @@ impl LinearCost {
     /// (MI250X / MI300X, H100 / H200), not fitted: no GPU was at hand. A launch and its tail
     /// cost about 5 µs on the default stream, so fusing pays far more than on a CPU; memory
     /// streams at about 2 TB/s of the 3 to 5 the chips quote (0.0005 ns a byte, weights
-    /// alike: they do not stay in the caches); the generated kernels compute one output per
-    /// thread with scalar loops, no shared-memory tiling, so a product or convolution reaches
-    /// about 5 TFLOP/s of f32 (a tenth of the vector peak), the attention kernel (a thread per
-    /// query row walking the keys) about 2, other arithmetic about 20. A library call costs a
+    /// alike: they do not stay in the caches); a generated product or convolution is a tiled
+    /// GEMM (64x64 tiles staged through shared memory, 4x4 results a thread, implicit for a
+    /// convolution: `gpu_gemm.rs`) at about 10 TFLOP/s of f32 (a fifth of the peak, what such
+    /// a kernel without tuning reaches), the attention kernel (a thread per query row walking
+    /// the keys) about 2, other arithmetic about 20. A library call costs a
     /// launch and about 3 µs of the library's host-side work, and its products reach about 33
     /// TFLOP/s of f32 (hipBLASLt's and cuBLASLt's tuned kernels near two thirds of the f32
     /// peak), MIOpen's convolutions about 20. To be fitted on a GPU with
@@ -223,7 +224,7 @@ impl LinearCost {
             per_flop: FlopCost {
                 attention: 0.0005,
                 other: 0.00005,
-                ..FlopCost::flat(0.0002)
+                ..FlopCost::flat(0.0001)
             },
             channels_last: ChannelsLast::neutral(),
             library: Some(LibraryCost {

@@ -76,6 +76,66 @@ fn params_lists_the_library_calls_a_gpu_file_makes() {
     }
 }
 
+/// A model of one 1x1 convolution 40 channels deep to 240 on 28x28, as EfficientNet-B0 has:
+/// its tiled GEMM steps through three slices of the depth, a loop LLVM would unroll (and
+/// then spill) unless told not to.
+fn shallow_conv_model(dir: &Path) -> std::path::PathBuf {
+    use crate::common::{float_value, model_bytes, node};
+    let graph = mxc_lowering::onnx::proto::GraphProto {
+        name: Some("conv".into()),
+        node: vec![node("Conv", &["x", "w"], "y", vec![])],
+        input: vec![
+            float_value("x", &["1", "40", "28", "28"]),
+            float_value("w", &["240", "40", "1", "1"]),
+        ],
+        output: vec![float_value("y", &["1", "240", "28", "28"])],
+        ..Default::default()
+    };
+    let path = dir.join("conv.onnx");
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path
+}
+
+#[test]
+fn products_and_convolutions_without_library_calls_are_tiled_gemms_whose_sums_stay_in_registers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // matmul, add and relu fused: a block per 64x64 tile of the 256x512 result; the
+    // convolution's 240 channels by 784 positions
+    let cases = [
+        (crate::common::dense_model(tmp.path()), 32),
+        (shallow_conv_model(tmp.path()), 4 * 13),
+    ];
+    for (model, tiles) in cases {
+        let out = tmp.path().join("tiled.mxr");
+        let run = mxc(&[
+            "compile",
+            model.to_str().unwrap(),
+            "--target",
+            "gpu",
+            "--no-library-calls",
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let m = mxr::read(&out, Some("gpu"), &TrustPolicy::AnyIntact).unwrap();
+        let blocks: Vec<(u64, bool)> = m.program.steps.iter().map(|s| (s.range, s.per_block)).collect();
+        assert_eq!(blocks, [(tiles, true)], "{:?}", m.program.steps);
+        for o in &m.code_objects {
+            match mxc_kernels::gpu::check(o, &m.program).unwrap() {
+                // a thread's 16 sums are private memory at constant indices: registers, no scratch
+                Some(s) => assert!(s.max_scratch == 0 && s.spills.is_empty(), "{}: {s:?}", o.arch),
+                None => {
+                    let ptx = String::from_utf8_lossy(&o.bytes);
+                    assert!(ptx.contains(".shared") && ptx.contains("bar.sync"), "{ptx}");
+                    assert!(!ptx.contains(".local"), "{ptx}");
+                    assemble(o, tmp.path());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_repo_models_compile_for_amd_chips_and_nvidia() {
     let tmp = tempfile::tempdir().unwrap();

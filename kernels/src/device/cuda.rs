@@ -2,7 +2,7 @@
 //! opening it: initialise, device 0's name and compute capability, its primary context (made
 //! current on each thread before a call). Only C signatures are declared, no structure.
 
-use super::runtime::{Current, ErrorText, Names, Runtime, Status};
+use super::runtime::{Current, ErrorText, Functions, Names, Runtime, Status};
 use super::{c_text, symbol, Handle, Vendor};
 use mxc_dialects::program::GpuArch;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -60,6 +60,7 @@ pub fn open(library: libloading::Library) -> Result<(Runtime, String, Option<Gpu
         errors.check(retain(&mut context, device), "cuDevicePrimaryCtxRetain")?;
     }
     let current = Current::Context(set_current, Handle(context));
-    let runtime = Runtime::new(library, Vendor::Nvidia, &NAMES, current, errors)?;
+    let f = Functions::look_up(&library, &NAMES)?;
+    let runtime = Runtime::new(f, Some(library), Vendor::Nvidia, &NAMES, current, errors);
     Ok((runtime, c_text(&name), format!("sm_{major}{minor}").parse().ok()))
 }

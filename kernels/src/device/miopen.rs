@@ -10,8 +10,9 @@
 //! `miopenConvolutionForward` with alpha 1 and beta 0, then `miopenConvolutionForwardBias`
 //! when the call has a bias (y += b, the only form it supports: alpha 1, beta 0).
 //!
-//! Untested without an AMD GPU: there is no stand-in for MIOpen, so this follows the
-//! documented API and has never run.
+//! Without an AMD GPU it runs against a stand-in (`tests/fixtures/fake_miopen.c`, through
+//! `tests/suite/gpu_amd.rs`) that checks each call against `miopen.h` and computes the
+//! convolution on the host; it has not run against MIOpen itself.
 
 use super::library::{self, Workspace};
 use super::{symbol, DevicePtr, Handle};

@@ -3,11 +3,14 @@
 //! loader's path) for AMD GPUs, the CUDA driver (`libcuda.so.1`) for NVIDIA's, or the library
 //! `$MXC_GPU_RUNTIME` names. Each is opened with `libloading` and only the functions mxc calls
 //! are looked up (`hip.rs`, `cuda.rs`; the calls both share, `runtime.rs`), behind one `Driver`
-//! interface, so a binary built here
-//! starts anywhere and a `gpu` program on a machine without a GPU is refused naming every
-//! library looked for. `Gpu::choose` picks the code object the device runs. The libraries that
-//! library calls need are found the same way (`library.rs`) and bound in `blaslt.rs`
-//! (hipBLASLt, cuBLASLt) and `miopen.rs`.
+//! interface, so a binary built here starts anywhere. Each vendor's first library that opens
+//! is tried, the first that finds a device used; a `gpu` program on a machine without a GPU is
+//! refused naming every library looked for and what each tried said. A build with the
+//! `hip-sys` feature links HIP instead (against an installed ROCm) and tries it in place of
+//! HIP's library files: its functions fill the same tables, and all after is the same code.
+//! `Gpu::choose` picks the code object the device runs. The libraries that library calls need
+//! are found the same way (`library.rs`) and bound in `blaslt.rs` (hipBLASLt, cuBLASLt) and
+//! `miopen.rs`.
 
 pub(crate) mod blaslt;
 mod cuda;
@@ -19,6 +22,7 @@ mod runtime;
 use crate::RunError;
 use mxc_dialects::program::{CodeFormat, CodeObject, GpuArch};
 use std::ffi::{c_void, CStr};
+use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vendor {
@@ -82,7 +86,7 @@ pub(crate) trait Driver: Send + Sync {
 /// The GPU a program runs on: its runtime, opened and initialised, and what it says device 0 is.
 pub struct Gpu {
     pub vendor: Vendor,
-    /// The runtime library's path as it was opened.
+    /// The runtime library's path as it was opened, or `LINKED_HIP`.
     pub library: String,
     /// The device's name (`NVIDIA H200`, `AMD Instinct MI210`).
     pub name: String,
@@ -97,72 +101,152 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-/// Every library looked for, in order, with the vendor it serves; an error when
-/// `$MXC_GPU_RUNTIME` names a library of neither vendor.
-fn candidates() -> Result<Vec<(Vendor, String)>, RunError> {
-    if let Some(path) = library::var("MXC_GPU_RUNTIME") {
+/// How messages and `Gpu::library` name the HIP a build with the `hip-sys` feature links.
+#[cfg(feature = "hip-sys")]
+pub const LINKED_HIP: &str = "libamdhip64 (linked into this build)";
+
+/// Where a GPU runtime may be.
+#[derive(Debug, PartialEq)]
+enum Source {
+    /// A library file, or a name the loader looks for, of the vendor's API.
+    File(Vendor, String),
+    /// The HIP this build links.
+    #[cfg(feature = "hip-sys")]
+    LinkedHip,
+}
+
+impl Source {
+    fn vendor(&self) -> Vendor {
+        match self {
+            Source::File(vendor, _) => *vendor,
+            #[cfg(feature = "hip-sys")]
+            Source::LinkedHip => Vendor::Amd,
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Source::File(_, path) => path,
+            #[cfg(feature = "hip-sys")]
+            Source::LinkedHip => LINKED_HIP,
+        }
+    }
+
+    /// Device 0 of the runtime here, or why it has none; `None` where there is no runtime
+    /// (the file does not open).
+    fn open(&self) -> Option<Result<Gpu, RunError>> {
+        match self {
+            Source::File(vendor, path) => {
+                // SAFETY: opening a GPU vendor's runtime runs its initialisers, as linking it would.
+                let library = unsafe { libloading::Library::new(path) }.ok()?;
+                Some(Gpu::open(library, *vendor, path))
+            }
+            #[cfg(feature = "hip-sys")]
+            Source::LinkedHip => Some(Gpu::opened(Vendor::Amd, LINKED_HIP, hip::open_linked())),
+        }
+    }
+}
+
+/// Every runtime looked for, in order: the library `named` (`$MXC_GPU_RUNTIME`) alone, of the
+/// vendor its name says (an error when it says neither); else HIP, then the CUDA driver.
+fn candidates(named: Option<PathBuf>) -> Result<Vec<Source>, RunError> {
+    if let Some(path) = named {
         let path = path.display().to_string();
         return match Vendor::of_library(&path) {
-            Some(vendor) => Ok(vec![(vendor, path)]),
+            Some(vendor) => Ok(vec![Source::File(vendor, path)]),
             None => Err(RunError::NoGpu(format!(
                 "MXC_GPU_RUNTIME names {path}, which is neither a CUDA driver nor a HIP runtime by its name"
             ))),
         };
     }
+    let mut out = hip_sources();
+    out.push(Source::File(Vendor::Nvidia, "libcuda.so.1".to_string()));
+    Ok(out)
+}
+
+/// HIP's library files: `libamdhip64.so`, then ROCm releases' `.so.N`, each under ROCm's
+/// folders and then alone.
+#[cfg(not(feature = "hip-sys"))]
+fn hip_sources() -> Vec<Source> {
     let hip = [
         "libamdhip64.so",
         "libamdhip64.so.7",
         "libamdhip64.so.6",
         "libamdhip64.so.5",
     ];
-    let mut out: Vec<(Vendor, String)> = library::places(&library::rocm_folders(), &hip)
+    library::places(&library::rocm_folders(), &hip)
         .into_iter()
-        .map(|path| (Vendor::Amd, path))
-        .collect();
-    out.push((Vendor::Nvidia, "libcuda.so.1".to_string()));
-    Ok(out)
+        .map(|path| Source::File(Vendor::Amd, path))
+        .collect()
+}
+
+/// The HIP this build links, in place of any library file.
+#[cfg(feature = "hip-sys")]
+fn hip_sources() -> Vec<Source> {
+    vec![Source::LinkedHip]
 }
 
 impl Gpu {
-    /// Device 0 of the first runtime library that opens and initialises, or an error naming
-    /// every library looked for.
+    /// Device 0 of the first runtime that opens and initialises, or an error naming every
+    /// runtime looked for and what each tried said.
     pub fn find() -> Result<Gpu, RunError> {
-        let candidates = candidates()?;
-        for (vendor, path) in &candidates {
-            // SAFETY: opening a GPU vendor's runtime runs its initialisers, as linking it would.
-            if let Ok(library) = unsafe { libloading::Library::new(path) } {
-                return Gpu::open(library, *vendor, path);
+        Gpu::first_of(&candidates(library::var("MXC_GPU_RUNTIME"))?)
+    }
+
+    /// `find` among `sources`: a vendor's first that opens is its runtime (the others are the
+    /// same one's other files or releases), tried, and the next vendor's if it finds no device.
+    fn first_of(sources: &[Source]) -> Result<Gpu, RunError> {
+        let mut said = String::new();
+        let mut tried = Vec::new();
+        for source in sources {
+            if tried.contains(&source.vendor()) {
+                continue;
+            }
+            match source.open() {
+                Some(Ok(gpu)) => return Ok(gpu),
+                Some(Err(e)) => {
+                    said += &format!("; {e}");
+                    tried.push(source.vendor());
+                }
+                None => {}
             }
         }
-        let names: Vec<&str> = candidates.iter().map(|(_, p)| p.as_str()).collect();
+        let names: Vec<&str> = sources.iter().map(Source::name).collect();
         Err(RunError::NoGpu(format!(
-            "no GPU runtime was found: looked for HIP and the CUDA driver as {}",
+            "no GPU runtime was found: looked for HIP and the CUDA driver as {}{said}",
             names.join(", ")
         )))
     }
 
     /// Device 0 of the runtime library at `path`, of `vendor`'s API.
     pub fn open_library(path: &str, vendor: Vendor) -> Result<Gpu, RunError> {
-        // SAFETY: as in `find`.
+        // SAFETY: as in `Source::open`.
         let library = unsafe { libloading::Library::new(path) }
             .map_err(|e| RunError::NoGpu(format!("the GPU runtime {path}: {e}")))?;
         Gpu::open(library, vendor, path)
     }
 
     fn open(library: libloading::Library, vendor: Vendor, path: &str) -> Result<Gpu, RunError> {
-        let failed = |e: String| RunError::NoGpu(format!("{path}: {e}"));
-        let (runtime, name, arch) = match vendor {
+        let opened = match vendor {
             Vendor::Amd => hip::open(library),
             Vendor::Nvidia => cuda::open(library),
-        }
-        .map_err(failed)?;
-        let driver: Box<dyn Driver> = Box::new(runtime);
+        };
+        Gpu::opened(vendor, path, opened)
+    }
+
+    /// The GPU of a runtime of `vendor`, named `library`, as opening it went.
+    fn opened(
+        vendor: Vendor,
+        library: &str,
+        opened: Result<(runtime::Runtime, String, Option<GpuArch>), String>,
+    ) -> Result<Gpu, RunError> {
+        let (runtime, name, arch) = opened.map_err(|e| RunError::NoGpu(format!("{library}: {e}")))?;
         Ok(Gpu {
             vendor,
-            library: path.to_string(),
+            library: library.to_string(),
             name,
             arch,
-            driver,
+            driver: Box::new(runtime),
         })
     }
 
@@ -321,6 +405,53 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--gpu-arch sm_75"), "{err}");
+    }
+
+    /// A vendor's runtime that opens but fails is its only one tried; the next vendor's is
+    /// tried after it, and the message says what each said.
+    #[test]
+    fn a_runtime_that_opens_but_fails_ends_its_vendors_search_only() {
+        let sources = [
+            Source::File(Vendor::Amd, "libc.so.6".into()),
+            Source::File(Vendor::Amd, "libm.so.6".into()),
+            Source::File(Vendor::Nvidia, "/nonexistent/libcuda.so.1".into()),
+            Source::File(Vendor::Nvidia, "libc.so.6".into()),
+        ];
+        let err = Gpu::first_of(&sources).unwrap_err().to_string();
+        let looked = "no GPU runtime was found: looked for HIP and the CUDA driver as \
+                      libc.so.6, libm.so.6, /nonexistent/libcuda.so.1, libc.so.6; \
+                      libc.so.6: the runtime has no `hipInit`: ";
+        assert!(err.starts_with(looked), "{err}");
+        assert!(err.contains("; libc.so.6: the runtime has no `cuInit`: "), "{err}");
+        assert!(!err.contains("; libm.so.6:"), "{err}");
+    }
+
+    /// Opening the HIP a `hip-sys` build links, with the CUDA driver after it; on a machine
+    /// without an AMD GPU (no `/dev/kfd`), HIP's first call refuses, and the message says so.
+    #[cfg(feature = "hip-sys")]
+    #[test]
+    fn this_build_opens_the_hip_it_links() {
+        let sources = candidates(None).unwrap();
+        assert_eq!(
+            sources,
+            [Source::LinkedHip, Source::File(Vendor::Nvidia, "libcuda.so.1".into())]
+        );
+        match Gpu::first_of(&sources) {
+            Ok(gpu) => assert!([LINKED_HIP, "libcuda.so.1"].contains(&gpu.library.as_str()), "{gpu:?}"),
+            Err(e) => {
+                let e = e.to_string();
+                let looked = format!(
+                    "no GPU runtime was found: looked for HIP and the CUDA driver as {LINKED_HIP}, libcuda.so.1; \
+                     {LINKED_HIP}: "
+                );
+                assert!(e.starts_with(&looked), "{e}");
+                // without the AMD GPU driver's device file HIP cannot start: its first call refuses
+                if !std::path::Path::new("/dev/kfd").exists() {
+                    let said = &e[looked.len()..];
+                    assert!(said.starts_with("hipInit: ") && said.contains(" (HIP error "), "{e}");
+                }
+            }
+        }
     }
 
     #[test]

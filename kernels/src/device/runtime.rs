@@ -1,8 +1,9 @@
 //! The calls HIP and the CUDA driver share: memory, copies, modules, launches. Their C
 //! signatures are the same in both APIs on a 64-bit machine (a device address is a
 //! pointer-sized integer in both), so one table of function pointers, looked up by each
-//! vendor's names, serves both; what differs (making the device current on a thread, turning
-//! a status into a message) is said by `hip.rs` and `cuda.rs`, which also open the runtime.
+//! vendor's names (or, for HIP in a build with the `hip-sys` feature, filled from the HIP it
+//! links), serves both; what differs (making the device current on a thread, turning a status
+//! into a message) is said by `hip.rs` and `cuda.rs`, which also open the runtime.
 
 use super::{symbol, DevicePtr, Driver, Handle, Vendor};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -36,17 +37,39 @@ pub(crate) struct Names {
     pub synchronize: &'static str,
 }
 
-struct Functions {
-    alloc: unsafe extern "C" fn(*mut DevicePtr, usize) -> Status,
-    free: unsafe extern "C" fn(DevicePtr) -> Status,
-    to_device: unsafe extern "C" fn(DevicePtr, *const c_void, usize) -> Status,
-    to_host: unsafe extern "C" fn(*mut c_void, DevicePtr, usize) -> Status,
-    on_device: unsafe extern "C" fn(DevicePtr, DevicePtr, usize) -> Status,
-    load_module: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> Status,
-    unload_module: unsafe extern "C" fn(*mut c_void) -> Status,
-    function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> Status,
-    launch: Launch,
-    synchronize: unsafe extern "C" fn() -> Status,
+/// The shared calls, by the C signatures both APIs give them.
+pub(crate) struct Functions {
+    pub alloc: unsafe extern "C" fn(*mut DevicePtr, usize) -> Status,
+    pub free: unsafe extern "C" fn(DevicePtr) -> Status,
+    pub to_device: unsafe extern "C" fn(DevicePtr, *const c_void, usize) -> Status,
+    pub to_host: unsafe extern "C" fn(*mut c_void, DevicePtr, usize) -> Status,
+    pub on_device: unsafe extern "C" fn(DevicePtr, DevicePtr, usize) -> Status,
+    pub load_module: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> Status,
+    pub unload_module: unsafe extern "C" fn(*mut c_void) -> Status,
+    pub function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> Status,
+    pub launch: Launch,
+    pub synchronize: unsafe extern "C" fn() -> Status,
+}
+
+impl Functions {
+    /// The shared calls of `lib`, by `names`; they point into it.
+    pub fn look_up(lib: &libloading::Library, names: &Names) -> Result<Functions, String> {
+        // SAFETY: each type is the C signature both APIs give the function named.
+        unsafe {
+            Ok(Functions {
+                alloc: symbol(lib, names.alloc)?,
+                free: symbol(lib, names.free)?,
+                to_device: symbol(lib, names.to_device)?,
+                to_host: symbol(lib, names.to_host)?,
+                on_device: symbol(lib, names.on_device)?,
+                load_module: symbol(lib, names.load_module)?,
+                unload_module: symbol(lib, names.unload_module)?,
+                function: symbol(lib, names.function)?,
+                launch: symbol(lib, names.launch)?,
+                synchronize: symbol(lib, names.synchronize)?,
+            })
+        }
+    }
 }
 
 /// How a thread makes the device current before a call: CUDA sets the context it retained,
@@ -97,43 +120,29 @@ pub(crate) struct Runtime {
     current: Current,
     errors: ErrorText,
     vendor: Vendor,
-    // declared last: the function pointers above point into it
-    _library: libloading::Library,
+    // declared last: the function pointers above point into it (`None`: into this binary)
+    _library: Option<libloading::Library>,
 }
 
 impl Runtime {
-    /// The shared calls of `library`, by `names`.
+    /// The runtime calling `f`, named by `names` in messages; `library` is the library `f` was
+    /// looked up in, kept loaded as long as the runtime, or `None` where `f` is linked in.
     pub fn new(
-        library: libloading::Library,
+        f: Functions,
+        library: Option<libloading::Library>,
         vendor: Vendor,
         names: &'static Names,
         current: Current,
         errors: ErrorText,
-    ) -> Result<Runtime, String> {
-        let lib = &library;
-        // SAFETY: each type is the C signature both APIs give the function named.
-        let f = unsafe {
-            Functions {
-                alloc: symbol(lib, names.alloc)?,
-                free: symbol(lib, names.free)?,
-                to_device: symbol(lib, names.to_device)?,
-                to_host: symbol(lib, names.to_host)?,
-                on_device: symbol(lib, names.on_device)?,
-                load_module: symbol(lib, names.load_module)?,
-                unload_module: symbol(lib, names.unload_module)?,
-                function: symbol(lib, names.function)?,
-                launch: symbol(lib, names.launch)?,
-                synchronize: symbol(lib, names.synchronize)?,
-            }
-        };
-        Ok(Runtime {
+    ) -> Runtime {
+        Runtime {
             f,
             names,
             current,
             errors,
             vendor,
             _library: library,
-        })
+        }
     }
 
     fn check(&self, status: Status, call: &str) -> Result<(), String> {

@@ -129,7 +129,7 @@ pub struct Parallel {
     pub range: u64,
     pub splittable: bool,
     /// On a GPU, a block of threads computes each iteration together (a row kernel,
-    /// `gpu_rows.rs`); else a thread computes each.
+    /// `gpu_rows.rs`; a tile of a product, `gpu_gemm.rs`); else a thread computes each.
     pub per_block: bool,
     /// Operations the kernel executes, estimated from its text and its loops' trip counts.
     pub work: u64,
@@ -375,11 +375,16 @@ impl Emitter {
     /// Closes a loop opened by `begin_for`, yielding `yields` (one per carried value), and
     /// returns the loop's results.
     pub fn end_for(&mut self, open: OpenFor, yields: &[V]) -> Vec<V> {
+        self.end_for_with(open, yields, "")
+    }
+
+    /// `end_for` giving the loop the attributes `attributes` (`{name = value}`, or nothing).
+    pub fn end_for_with(&mut self, open: OpenFor, yields: &[V], attributes: &str) -> Vec<V> {
         if !yields.is_empty() {
             self.line(&format!("scf.yield {} : {}", name_list(yields), type_list(yields)));
         }
         self.close_region();
-        self.line("}");
+        self.line(&format!("}}{attributes}"));
         open.results
     }
 

@@ -13,7 +13,7 @@
 use super::buffer::{compute_ty, Buf};
 use super::elementwise;
 use super::emit::{Emitter, V};
-use mxc_dialects::{mx, Def, Graph, OpKind, ValueId};
+use mxc_dialects::{mx, Def, Graph, Op, OpKind, ValueId};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -109,9 +109,26 @@ impl Epilogue {
 
 /// Writes the kernel of an `mx.fused` op with `body`, operands `ins` and result `out`.
 pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<(), String> {
+    match anchored(body, ins, out)? {
+        Some((anchor, anchor_ins, anchor_out)) => {
+            super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
+        }
+        None => {
+            elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), None));
+            Ok(())
+        }
+    }
+}
+
+/// A fused kernel's anchor, its operands and its result carrying the epilogue (`anchored`).
+pub type Anchored<'b> = (&'b Op, Vec<Buf>, Buf);
+
+/// The anchor of a fused kernel with `body`, operands `ins` and result `out`, with the
+/// buffers its own lowering takes: its operands, and its result carrying the `Epilogue` that
+/// takes each stored value on to `out`. `None` for a body without an anchor.
+pub fn anchored<'b>(body: &'b Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<Option<Anchored<'b>>, String> {
     let Some(a) = mx::fused::anchor(body) else {
-        elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), None));
-        return Ok(());
+        return Ok(None);
     };
     let anchor = &body.ops[a];
     let anchor_ins = anchor
@@ -130,7 +147,7 @@ pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Resu
         ins: ins.to_vec(),
         out: out.clone(),
     }));
-    super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
+    Ok(Some((anchor, anchor_ins, anchor_out)))
 }
 
 /// The value of the body's output at one element: `input(e, i)` gives body input `i` there

@@ -8,9 +8,11 @@
 //! `mxc_dialects::program` says how each is launched). A stack buffer is allocated in the
 //! GPU's private memory (address space 5 on AMD GPUs, where the back end takes no other) and
 //! cast to the generic space its uses name, which LLVM infers back. Work along rows (softmax,
-//! layer norm, reductions over trailing axes) runs a block per row instead (`gpu_rows.rs`,
-//! chosen by `shape_rows`). `gpu_binary.rs` compiles the module.
+//! layer norm, reductions over trailing axes) runs a block per row instead (`gpu_rows.rs`),
+//! and matrix products a block per 64x64 tile of the result (`gpu_gemm.rs`), both chosen by
+//! `shape_blocks`. `gpu_binary.rs` compiles the module.
 
+use super::gpu_gemm::tiled_gemm;
 use super::gpu_rows::RowKernel;
 use super::{KernelSpec, LoopError, LoopModule};
 
@@ -22,26 +24,51 @@ pub fn launcher_name(symbol: &str) -> String {
     format!("{symbol}_kernel")
 }
 
-/// Makes each kernel of `module` (lowered from `g`) that a row kernel computes one: a block
-/// per row, its parallel range the rows.
-pub fn shape_rows(g: &Graph, module: &mut LoopModule) {
+/// A kernel whose blocks of threads each compute one iteration of its parallel loop together
+/// (a row kernel, `gpu_rows.rs`; a tiled GEMM, `gpu_gemm.rs`), in its two renderings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockKernel {
+    /// The parallel loop's iterations: one block each.
+    pub range: u64,
+    /// The `gpu.func`.
+    pub gpu: String,
+    /// The same algorithm as a host function of the loop level's signature, each phase a loop
+    /// over the thread numbers (for testing it against `ref`).
+    pub host: String,
+}
+
+/// How a block kernel is rendered: for the GPU, or its algorithm for the host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Mode {
+    Gpu,
+    Host,
+}
+
+/// Makes each kernel of `module` (lowered from `g`) that a row kernel or the tiled GEMM
+/// computes one: a block per row or tile, its parallel range the rows or tiles.
+pub fn shape_blocks(g: &Graph, module: &mut LoopModule) {
     let graphs = g.with_regions();
     for k in &mut module.kernels {
-        if let Some(rows) = RowKernel::of(graphs[k.region], &graphs[k.region].ops[k.op]) {
-            k.parallel.range = rows.rows as u64;
+        let op = &graphs[k.region].ops[k.op];
+        let block = match RowKernel::of(graphs[k.region], op) {
+            Some(rows) => Some(rows.kernel(k)),
+            None => tiled_gemm(graphs[k.region], op, k),
+        };
+        if let Some(block) = block {
+            k.parallel.range = block.range;
             k.parallel.splittable = true;
             k.parallel.per_block = true;
-            k.rows = Some(rows);
+            k.blocks = Some(block);
         }
     }
 }
 
-/// `module` with each row kernel's function replaced by its host form, which runs the GPU
+/// `module` with each block kernel's function replaced by its host form, which runs the GPU
 /// algorithm on the CPU (for testing it against `ref`).
-pub fn emulate_rows_on_host(module: &mut LoopModule) {
+pub fn emulate_blocks_on_host(module: &mut LoopModule) {
     for k in &mut module.kernels {
-        if let Some(rows) = &k.rows {
-            k.func = rows.host_func(k);
+        if let Some(block) = &k.blocks {
+            k.func = block.host.clone();
         }
     }
 }
@@ -59,8 +86,8 @@ pub fn gpu_module(module: &LoopModule) -> Result<String, LoopError> {
 /// Kernel `k`'s function (`Emitter::finish`'s form: the signature, its body, a `return`) as a
 /// `gpu.func` whose prologue computes the thread's `%lo..%hi`.
 fn gpu_kernel(k: &KernelSpec) -> Result<String, LoopError> {
-    if let Some(rows) = &k.rows {
-        return Ok(rows.gpu_func(k, &launcher_name(&k.symbol)));
+    if let Some(block) = &k.blocks {
+        return Ok(block.gpu.clone());
     }
     let malformed = || LoopError::Mlir {
         stage: "writing GPU kernels",
@@ -162,7 +189,7 @@ mod tests {
         assert!(!func.contains("gpu.thread_id"), "{func}");
         // the module parses and verifies
         MlirToLlvm::new()
-            .run_pipeline(&text, "builtin.module()", "verifying", |_, _| Ok(()))
+            .run_pipeline(&text, &["builtin.module()"], "verifying", |_, _| Ok(()))
             .unwrap();
         let body = private_stack_buffers("  %s0 = memref.alloca() : memref<16xf32>\n  %x = arith.constant 0 : index\n");
         assert_eq!(

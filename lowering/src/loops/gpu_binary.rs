@@ -3,7 +3,8 @@
 //! for `math`, ockl) linked in and ld.lld; for each NVIDIA architecture PTX through NVVM,
 //! with libdevice linked in, which the CUDA driver compiles when it loads it. Math is
 //! converted to ROCDL calls before the rest of the module, or the AMDGPU back end meets
-//! intrinsics it cannot select (`math.tanh`).
+//! intrinsics it cannot select (`math.tanh`). The module is lowered to the LLVM dialect and
+//! serialised in two pipelines, so that the loop annotations (`llvm.rs`) reach LLVM.
 
 use super::{LoopError, MlirToLlvm};
 use melior::ir::attribute::{ArrayAttribute, AttributeLike};
@@ -45,14 +46,18 @@ impl MlirToLlvm {
                 .iter()
                 .map(|chip| format!("rocdl-attach-target{{chip={chip} abi=500 O=3}}"))
                 .collect();
-            let pipeline = format!(
+            let lowering = format!(
                 "builtin.module({},convert-math-to-rocdl,gpu.module(convert-scf-to-cf,\
                  expand-strided-metadata,convert-gpu-to-rocdl{{runtime=HIP use-bare-ptr-memref-call-conv=1}},\
-                 reconcile-unrealized-casts),gpu-module-to-binary{{format=bin toolkit={}}})",
-                attach.join(","),
+                 reconcile-unrealized-casts))",
+                attach.join(",")
+            );
+            let binary = format!(
+                "builtin.module(gpu-module-to-binary{{format=bin toolkit={}}})",
                 folder.path.display()
             );
-            let bins = self.run_pipeline(mlir, &pipeline, "compiling for AMD GPUs", binaries)?;
+            let stages = [lowering.as_str(), &binary];
+            let bins = self.run_pipeline(mlir, &stages, "compiling for AMD GPUs", binaries)?;
             objects.extend(amd.iter().zip(bins).map(|(chip, bytes)| CodeObject {
                 arch: GpuArch::Amd(chip.to_string()),
                 format: CodeFormat::Hsaco,
@@ -64,13 +69,14 @@ impl MlirToLlvm {
             let libdevice = toolkit.libdevice.as_deref().ok_or_else(|| {
                 LoopError::GpuToolkit(format!("{sm}: NVIDIA's libdevice.10.bc was not found, and without it PTX calls math functions no one defines"))
             })?;
-            let pipeline = format!(
+            let lowering = format!(
                 "builtin.module(nvvm-attach-target{{chip={sm} O=3 l={}}},gpu.module(\
                  convert-scf-to-cf,expand-strided-metadata,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}},\
-                 reconcile-unrealized-casts),gpu-module-to-binary{{format=isa}})",
+                 reconcile-unrealized-casts))",
                 libdevice.display()
             );
-            let mut bins = self.run_pipeline(mlir, &pipeline, "compiling for NVIDIA GPUs", binaries)?;
+            let stages = [lowering.as_str(), "builtin.module(gpu-module-to-binary{format=isa})"];
+            let mut bins = self.run_pipeline(mlir, &stages, "compiling for NVIDIA GPUs", binaries)?;
             let bytes = bins.pop().filter(|_| bins.is_empty()).ok_or_else(|| LoopError::Mlir {
                 stage: "compiling for NVIDIA GPUs",
                 message: "not one PTX object".into(),

@@ -12,6 +12,7 @@
 //! numbers, the shared arrays on the stack. The host form runs the GPU form's algorithm (same
 //! order of operations, same tree) on the CPU, which is how it is tested against `ref`.
 
+use super::gpu::{launcher_name, BlockKernel, Mode};
 use super::KernelSpec;
 use mxc_dialects::program::THREADS_PER_BLOCK;
 use mxc_dialects::{DType, Graph, Op, OpKind};
@@ -81,8 +82,17 @@ impl RowKernel {
         (len >= MIN_ROW && rows > 0).then_some(RowKernel { op: op_kind, rows, len })
     }
 
+    /// Kernel `k` as this row kernel, in both renderings.
+    pub fn kernel(&self, k: &KernelSpec) -> BlockKernel {
+        BlockKernel {
+            range: self.rows as u64,
+            gpu: self.gpu_func(k, &launcher_name(&k.symbol)),
+            host: self.host_func(k),
+        }
+    }
+
     /// The GPU kernel `name` for `k`: a block of 256 threads per row `gpu_lo + block`.
-    pub fn gpu_func(&self, k: &KernelSpec, name: &str) -> String {
+    fn gpu_func(&self, k: &KernelSpec, name: &str) -> String {
         let mut w = self.writer(k, Mode::Gpu);
         let body = self.phases(&mut w, k);
         let shared: Vec<String> = (0..w.shared)
@@ -104,7 +114,7 @@ impl RowKernel {
 
     /// The same algorithm as a host function of the loop level's signature (`k`'s
     /// arguments, then the rows `lo..hi`), each phase a loop over the thread numbers.
-    pub fn host_func(&self, k: &KernelSpec) -> String {
+    fn host_func(&self, k: &KernelSpec) -> String {
         let mut w = self.writer(k, Mode::Host);
         let body = self.phases(&mut w, k);
         let mut stack = String::new();
@@ -286,12 +296,6 @@ fn view_type(sizes: &[String]) -> String {
 /// An f32 constant in MLIR's exact hexadecimal form.
 fn hex(v: f64) -> String {
     format!("0x{:08X}", (v as f32).to_bits())
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Gpu,
-    Host,
 }
 
 /// Writes phases: in `Gpu` mode one after the other with a barrier between them, in `Host`

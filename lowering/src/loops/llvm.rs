@@ -5,7 +5,7 @@
 
 use super::LoopError;
 use melior::dialect::DialectRegistry;
-use melior::ir::operation::OperationLike;
+use melior::ir::operation::{OperationLike, OperationMutLike, WalkOrder, WalkResult};
 use melior::ir::Module;
 use melior::pass::PassManager;
 use melior::utility::{
@@ -60,18 +60,19 @@ impl MlirToLlvm {
 
     /// Translates a module of loop-level kernels to LLVM IR text.
     pub fn translate(&self, mlir: &str) -> Result<String, LoopError> {
-        self.run_pipeline(mlir, PIPELINE, "conversion to the LLVM dialect", |module, fail| {
+        self.run_pipeline(mlir, &[PIPELINE], "conversion to the LLVM dialect", |module, fail| {
             translate_to_llvm_ir(module).ok_or_else(|| fail("translation to LLVM IR", "the module does not translate"))
         })
     }
 
-    /// Parses and verifies `mlir`, runs `pipeline` on it (`stage` names it in errors) and
-    /// hands the result to `then`; every error carries MLIR's diagnostics (`then` makes its
+    /// Parses and verifies `mlir`, runs `pipelines` on it in turn (`stage` names them in
+    /// errors; after each, the loop annotations move into their branches: `move_loop_annotations`)
+    /// and hands the result to `then`; every error carries MLIR's diagnostics (`then` makes its
     /// own with the function it is given: a stage and a fallback message).
     pub(super) fn run_pipeline<T>(
         &self,
         mlir: &str,
-        pipeline: &str,
+        pipelines: &[&str],
         stage: &'static str,
         then: impl FnOnce(&Module, &dyn Fn(&'static str, &str) -> LoopError) -> Result<T, LoopError>,
     ) -> Result<T, LoopError> {
@@ -97,7 +98,7 @@ impl MlirToLlvm {
             LoopError::Mlir { stage, message }
         };
         let result = self
-            .run(mlir, pipeline, stage, &fail)
+            .run(mlir, pipelines, stage, &fail)
             .and_then(|module| then(&module, &fail));
         self.context.detach_diagnostic_handler(handler);
         result
@@ -106,7 +107,7 @@ impl MlirToLlvm {
     fn run(
         &self,
         mlir: &str,
-        pipeline: &str,
+        pipelines: &[&str],
         stage: &'static str,
         fail: &dyn Fn(&'static str, &str) -> LoopError,
     ) -> Result<Module<'_>, LoopError> {
@@ -115,14 +116,37 @@ impl MlirToLlvm {
         if !module.as_operation().verify() {
             return Err(fail("verify", "the module does not verify"));
         }
-        let passes = PassManager::new(&self.context);
-        parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| LoopError::Mlir {
-            stage: "pass pipeline",
-            message: e.to_string(),
-        })?;
-        passes.run(&mut module).map_err(|_| fail(stage, "a pass failed"))?;
+        for pipeline in pipelines {
+            let passes = PassManager::new(&self.context);
+            parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| LoopError::Mlir {
+                stage: "pass pipeline",
+                message: e.to_string(),
+            })?;
+            passes.run(&mut module).map_err(|_| fail(stage, "a pass failed"))?;
+            move_loop_annotations(&mut module);
+        }
         Ok(module)
     }
+}
+
+/// The name under which an `scf.for`'s `llvm.loop_annotation` (unroll it or not, ...) reaches
+/// the branch that closes its loop: MLIR 22 carries it there as a discardable attribute of
+/// `cf.br`, then of `llvm.br`, whose own `loop_annotation` (what translation reads) stays
+/// empty.
+const CARRIED_LOOP_ANNOTATION: &str = "llvm.loop_annotation";
+
+/// Moves each `llvm.br`'s carried loop annotation into its `loop_annotation`, so that LLVM sees
+/// it (as `!llvm.loop` metadata).
+fn move_loop_annotations(module: &mut Module) {
+    module.as_operation_mut().walk_mut(WalkOrder::PreOrder, |mut op| {
+        if op.name().as_string_ref().as_str() == Ok("llvm.br") {
+            if let Ok(annotation) = op.discardable_attribute(CARRIED_LOOP_ANNOTATION) {
+                op.set_inherent_attribute("loop_annotation", annotation);
+                let _ = op.remove_discardable_attribute(CARRIED_LOOP_ANNOTATION);
+            }
+        }
+        WalkResult::Advance
+    });
 }
 
 /// LLVM IR text of a module in the LLVM dialect, or `None` if it does not translate.
@@ -168,6 +192,20 @@ mod tests {
         let bad = "func.func @f(%a: memref<2xf32>) {\n  %c = arith.constant 0 : i32\n  %x = memref.load %a[%c] : memref<2xf32>\n  return\n}\n";
         let err = to_llvm_ir(bad).unwrap_err().to_string();
         assert!(err.starts_with("MLIR "), "{err}");
+    }
+
+    #[test]
+    fn a_loop_annotation_reaches_llvm() {
+        let mlir = "func.func @k0_zero(%out0: memref<16xf32>) {\n  %c0 = arith.constant 0 : index\n  \
+                    %c1 = arith.constant 1 : index\n  %c16 = arith.constant 16 : index\n  \
+                    %z = arith.constant 0.0 : f32\n  scf.for %i = %c0 to %c16 step %c1 {\n    \
+                    memref.store %z, %out0[%i] : memref<16xf32>\n  } {llvm.loop_annotation = \
+                    #llvm.loop_annotation<unroll = #llvm.loop_unroll<disable = true>>}\n  return\n}\n";
+        let ir = to_llvm_ir(mlir).unwrap();
+        assert!(
+            ir.contains("!llvm.loop") && ir.contains("llvm.loop.unroll.disable"),
+            "{ir}"
+        );
     }
 
     #[test]

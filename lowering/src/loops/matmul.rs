@@ -4,7 +4,7 @@
 //! accumulated in the compute type.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, V};
+use super::emit::{Emitter, Ty, V};
 use super::tile::{self, Matrix, Panels, Product};
 use super::vector::VectorIsa;
 use mxc_dialects::{Attrs, DType, OpKind};
@@ -46,29 +46,51 @@ fn tiling(e: &Emitter, a: &Buf, b: &Buf, out: &Buf) -> Option<VectorIsa> {
     e.isa.filter(|_| [a, b, out].iter().all(|x| x.holds_f32_vectors()))
 }
 
-fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
-    let (a, b, c) = (&ins[0], &ins[1], ins.get(2));
-    let (alpha, beta) = (attrs.float("alpha")?, attrs.float("beta")?);
-    let (trans_a, trans_b) = (attrs.int("trans_a")? != 0, attrs.int("trans_b")? != 0);
-    let depth = if trans_a { a.shape[0] } else { a.shape[1] };
-    let ty = out.ty();
-    let c = c.filter(|_| beta != 0.0);
-    // alpha * sum + beta * C
-    let finish = |e: &mut Emitter, idx: &[V], mut r: V| {
-        if alpha != 1.0 {
-            let k = e.num(ty, alpha);
+/// What `gemm` does with a product: `alpha * sum + beta * C`, C broadcast to the result.
+pub struct GemmScale<'a> {
+    alpha: f64,
+    beta: f64,
+    /// C, unless absent or scaled by 0.
+    c: Option<&'a Buf>,
+}
+
+impl<'a> GemmScale<'a> {
+    /// The scaling of a `gemm` with `attrs` and operands `ins`.
+    pub fn of(attrs: &Attrs, ins: &'a [Buf]) -> Result<GemmScale<'a>, String> {
+        let beta = attrs.float("beta")?;
+        Ok(GemmScale {
+            alpha: attrs.float("alpha")?,
+            beta,
+            c: ins.get(2).filter(|_| beta != 0.0),
+        })
+    }
+
+    /// The result at `idx` whose product is `r` (of the compute type `ty`).
+    pub fn apply(&self, e: &mut Emitter, ty: Ty, idx: &[V], mut r: V) -> V {
+        if self.alpha != 1.0 {
+            let k = e.num(ty, self.alpha);
             r = e.mul(&r, &k);
         }
-        if let Some(c) = c {
+        if let Some(c) = self.c {
             let mut cv = e.read_bcast_lanes(c, idx, r.lanes);
-            if beta != 1.0 {
-                let k = e.num(ty, beta);
+            if self.beta != 1.0 {
+                let k = e.num(ty, self.beta);
                 cv = e.mul(&cv, &k);
             }
             r = e.add(&r, &cv);
         }
         r
-    };
+    }
+}
+
+fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
+    let (a, b) = (&ins[0], &ins[1]);
+    let (trans_a, trans_b) = (attrs.int("trans_a")? != 0, attrs.int("trans_b")? != 0);
+    let depth = if trans_a { a.shape[0] } else { a.shape[1] };
+    let ty = out.ty();
+    let scale = GemmScale::of(attrs, ins)?;
+    let c = scale.c;
+    let finish = |e: &mut Emitter, idx: &[V], r: V| scale.apply(e, ty, idx, r);
     let vectors = tiling(e, a, b, out).filter(|_| c.is_none_or(|c| c.dtype == DType::F32) && !trans_b);
     if let Some(isa) = vectors {
         let at = |_: &mut Emitter, _: &[V], row: &V, k: &V| match trans_a {

@@ -19,6 +19,7 @@ mod emit;
 mod fused;
 pub mod gpu;
 mod gpu_binary;
+mod gpu_gemm;
 mod gpu_rows;
 mod half;
 mod layout;
@@ -76,9 +77,9 @@ pub struct KernelSpec {
     pub func: String,
     /// The memref type of each argument in `args` (the function's parameters before the range).
     pub memrefs: Vec<String>,
-    /// On the gpu target, the row kernel that computes it with a block per row, if one does
-    /// (`gpu::shape_rows`).
-    pub rows: Option<gpu_rows::RowKernel>,
+    /// On the gpu target, the kernel that computes it with a block of threads per iteration
+    /// (a row, a tile of a product), if one does (`gpu::shape_blocks`).
+    pub blocks: Option<gpu::BlockKernel>,
 }
 
 /// Errors of lowering to loops and of the way to LLVM IR.
@@ -136,7 +137,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 parallel,
                 func,
                 memrefs,
-                rows: None,
+                blocks: None,
             });
         }
     }
@@ -151,22 +152,7 @@ fn lower_op(
     symbol: &str,
     isa: Option<VectorIsa>,
 ) -> Result<(String, Parallel, Vec<String>), String> {
-    let buf = |name: String, v: &ValueId| {
-        let ty = g.ty(*v);
-        Buf::new(&name, ty.dtype, &ty.shape)
-    };
-    let ins: Vec<Buf> = op
-        .operands
-        .iter()
-        .enumerate()
-        .map(|(i, v)| buf(format!("%in{i}"), v))
-        .collect();
-    let outs: Vec<Buf> = op
-        .results
-        .iter()
-        .enumerate()
-        .map(|(i, v)| buf(format!("%out{i}"), v))
-        .collect();
+    let (ins, outs) = kernel_buffers(g, op);
     let memrefs: Vec<String> = ins.iter().chain(&outs).map(Buf::memref).collect();
     let args: Vec<String> = ins
         .iter()
@@ -186,6 +172,22 @@ fn lower_op(
         parallel,
         memrefs,
     ))
+}
+
+/// The kernel parameters of `op`'s operands (`%in<i>`) and results (`%out<i>`).
+fn kernel_buffers(g: &Graph, op: &Op) -> (Vec<Buf>, Vec<Buf>) {
+    let buf = |name: String, v: &ValueId| {
+        let ty = g.ty(*v);
+        Buf::new(&name, ty.dtype, &ty.shape)
+    };
+    let named = |prefix: &str, values: &[ValueId]| -> Vec<Buf> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| buf(format!("%{prefix}{i}"), v))
+            .collect()
+    };
+    (named("in", &op.operands), named("out", &op.results))
 }
 
 /// What a kernel's symbol calls it: the op's name, or a fused kernel's ops in order (the first
