@@ -353,6 +353,15 @@ fn fuses(out: &mut String, label: &str, body: &Graph, notes: &[(usize, ValueNote
     }
 }
 
+/// How another imported op was proven the same value: `by RULES`, or, with no rule, that it is
+/// the same op on the same operands (the e-graph keeps one of each).
+fn proof(rules: &[String]) -> String {
+    match rules.is_empty() {
+        true => "as the same op on the same operands".to_string(),
+        false => format!("by {}", rules.join(", ")),
+    }
+}
+
 /// `from relu, as imported`, `from batch_norm, by conv-batch-norm` or `created by ...`.
 fn origin(note: &ValueNote, notes: &[KernelNote]) -> String {
     let rules = match note.rules.is_empty() {
@@ -383,7 +392,7 @@ fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
     let from = from.strip_prefix("from ").unwrap_or(&from);
     writeln!(out, "  from      {from}").unwrap();
     for (kind, rules) in &note.value.replaces {
-        writeln!(out, "  replaces  {}, by {}", kind.name(), rules.join(", ")).unwrap();
+        writeln!(out, "  replaces  {}, {}", kind.name(), proof(rules)).unwrap();
     }
     match &note.rejected {
         None => writeln!(out, "  rejected  none (the value has one form)").unwrap(),
@@ -474,7 +483,7 @@ fn rewritten(g: &Graph, notes: &[KernelNote]) -> Vec<String> {
         let replaced = note
             .replaces
             .iter()
-            .map(|(from, rules)| format!("{} -> {} by {}", from.name(), kind.name(), rules.join(", ")));
+            .map(|(from, rules)| format!("{} -> {} {}", from.name(), kind.name(), proof(rules)));
         for line in std::iter::once(line).filter(|l| !l.is_empty()).chain(replaced) {
             match groups.iter_mut().find(|(l, _)| *l == line) {
                 Some((_, n)) => *n += 1,

@@ -132,7 +132,11 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
         mb(imported)
     );
     let cache = &compiled.cache;
-    if cache.enabled {
+    if !compiled.code_objects.is_empty() {
+        // GPU code is compiled whole, one object per architecture, and not cached
+        let archs: Vec<String> = compiled.code_objects.iter().map(|o| o.arch.to_string()).collect();
+        line += &format!(", code for {}", archs.join(", "));
+    } else if cache.enabled {
         line += &format!(", kernel cache: {} hits, {} compiled", cache.hits, cache.misses);
     } else {
         line += &format!(", kernel cache: off, {} compiled", cache.misses);

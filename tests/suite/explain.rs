@@ -1,5 +1,6 @@
 //! `mxc explain`: the cpu target's decisions on the repo's conv net and on a user rule file,
-//! the dot graph's clusters, the ref target, and a model that is not there.
+//! a value a model computes twice, the dot graph's clusters, the ref target, a gpu library
+//! call, and a model that is not there.
 
 use crate::common::{cache_dir, mxc, repo, stderr};
 use std::path::Path;
@@ -152,6 +153,35 @@ fn missing_model_is_a_one_line_error() {
         err.starts_with("error: ") && err.contains("no/such/model.onnx"),
         "{err}"
     );
+}
+
+#[test]
+fn a_value_computed_twice_is_one_kernel_that_replaces_the_other_op() {
+    use crate::common::{float_value, model_bytes, node};
+    let dir = tempfile::tempdir().unwrap();
+    let graph = mxc_lowering::onnx::proto::GraphProto {
+        name: Some("twice".into()),
+        node: vec![
+            node("Exp", &["x"], "a", vec![]),
+            node("Exp", &["x"], "b", vec![]),
+            node("Add", &["a", "b"], "y", vec![]),
+        ],
+        input: vec![float_value("x", &["4", "8"])],
+        output: vec![float_value("y", &["4", "8"])],
+        ..Default::default()
+    };
+    let model = dir.path().join("twice.onnx");
+    std::fs::write(&model, model_bytes(graph)).unwrap();
+    let text = squeezed(&explain(&model, &["--no-fusion"]));
+    assert!(
+        text.contains("replaces exp, as the same op on the same operands"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rewritten 1 exp -> exp as the same op on the same operands"),
+        "{text}"
+    );
+    assert!(!text.contains(" by \n") && !text.ends_with(" by"), "{text}");
 }
 
 #[test]

@@ -68,6 +68,12 @@ fn params_lists_the_library_calls_a_gpu_file_makes() {
         args.extend(extra);
         let out = mxc(&args);
         assert!(out.status.success(), "{}", stderr(&out));
+        // the summary names the code made, not a kernel cache GPU code does not use
+        let summary = stderr(&out);
+        assert!(
+            summary.contains(", code for sm_90;") && !summary.contains("cache"),
+            "{summary}"
+        );
         let listed = String::from_utf8(mxc(&["params", mxr.to_str().unwrap()]).stdout).unwrap();
         let line = "library calls (each step's generated kernel runs where its library is absent):\n  \
                     blaslt.matmul: 1 step, through hipBLASLt on AMD GPUs, cuBLASLt on NVIDIA GPUs\n";
