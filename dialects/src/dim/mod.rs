@@ -8,10 +8,12 @@
 //! products of atoms, an atom a symbol or a floor division, minimum or maximum that does not
 //! simplify), so equal expressions compare equal and print alike. `bounds.rs` gives the range
 //! an expression takes over its symbols' ranges and proves (or refuses, saying why) what an
-//! op requires of a dimension; `parse.rs` reads the notation. Names from ONNX are made
-//! identifiers by `symbol_name` and `unnamed_axis`.
+//! op requires of a dimension; `infer.rs` gives ops' result dimensions (broadcasting, products,
+//! windows, reshapes, concatenation, slices); `parse.rs` reads the notation. Names from ONNX
+//! are made identifiers by `symbol_name` and `unnamed_axis`.
 
 mod bounds;
+pub mod infer;
 mod parse;
 mod poly;
 #[cfg(test)]

@@ -29,7 +29,8 @@ impl Poly {
         Poly::term(vec![a], 1)
     }
 
-    fn term(monomial: Vec<Atom>, c: i64) -> Poly {
+    /// `c` times the product of `monomial`'s atoms (sorted).
+    pub fn term(monomial: Vec<Atom>, c: i64) -> Poly {
         let mut terms = BTreeMap::new();
         if c != 0 {
             terms.insert(monomial, c);

@@ -138,3 +138,112 @@ fn onnx_names_become_identifiers() {
     assert_eq!(unnamed_axis("input_ids", 1), "_input_ids_d1");
     assert!(is_identifier(&symbol_name("a b.c")));
 }
+
+fn dims(texts: &[&str]) -> Vec<Dim> {
+    texts.iter().map(|t| dim(t)).collect()
+}
+
+fn shown(ds: &[Dim]) -> Vec<String> {
+    ds.iter().map(Dim::to_string).collect()
+}
+
+#[test]
+fn broadcasting_and_products_need_provably_equal_sizes() {
+    use infer::{broadcast, matmul};
+    let out = broadcast(&dims(&["b[1..16]", "s[1..512]", "1"]), &dims(&["1", "768"])).unwrap();
+    assert_eq!(shown(&out), ["b[1..16]", "s[1..512]", "768"]);
+    assert_eq!(
+        broadcast(&dims(&["s[1..512]"]), &dims(&["t[1..512]"]))
+            .unwrap_err()
+            .to_string(),
+        "[s[1..512]] and [t[1..512]] do not broadcast: s[1..512] and t[1..512] are not the same size, and neither is 1"
+    );
+    let out = matmul(&dims(&["b[1..8]", "s[1..512]", "256"]), &dims(&["256", "1024"])).unwrap();
+    assert_eq!(shown(&out), ["b[1..8]", "s[1..512]", "1024"]);
+    // attention's scores: s x d times d x s
+    let scores = matmul(&dims(&["s[1..512]", "64"]), &dims(&["64", "s[1..512]"])).unwrap();
+    assert_eq!(shown(&scores), ["s[1..512]", "s[1..512]"]);
+    assert_eq!(
+        matmul(&dims(&["s[1..512]", "64"]), &dims(&["32", "8"]))
+            .unwrap_err()
+            .to_string(),
+        "[s[1..512], 64] times [32, 8]: 64 columns and 32 rows are not the same size"
+    );
+}
+
+#[test]
+fn windows_give_their_positions_and_refuse_an_input_too_small() {
+    use infer::{window, Window};
+    let w = |kernel, stride, pads, ceil| Window {
+        kernel,
+        stride,
+        dilation: 1,
+        pad_begin: pads,
+        pad_end: pads,
+        ceil,
+    };
+    // a 7x7 stride-2 convolution padded by 3, as ResNet's first
+    let out = window(&dim("h[32..1024]"), &w(7, 2, 3, false)).unwrap();
+    assert_eq!(out.to_string(), "((h[32..1024] + 1) / 2)");
+    assert_eq!(out.eval(&sizes(&[("h", 224)])), Ok(112));
+    // pooling 3 stride 2 over 112: 56 positions with ceil_mode, 55 without
+    let pool = window(&dim("h[1..512]"), &w(3, 2, 0, true)).unwrap_err();
+    assert_eq!(
+        pool.to_string(),
+        "the padded input of a window spanning 3 must be at least 3, and h[1..512] ranges over [1..512]"
+    );
+    let pool = window(&dim("h[3..512]"), &w(3, 2, 0, true)).unwrap();
+    assert_eq!(pool.eval(&sizes(&[("h", 112)])), Ok(56));
+    // ceil_mode's last window would start in the end padding: dropped
+    let edge = Window {
+        pad_begin: 0,
+        pad_end: 1,
+        ..w(1, 2, 0, true)
+    };
+    assert_eq!(window(&Dim::constant(4), &edge), Ok(Dim::constant(2)));
+    assert_eq!(window(&Dim::constant(5), &edge), Ok(Dim::constant(3)));
+    let floor = window(&dim("h[3..512]"), &w(3, 2, 0, false)).unwrap();
+    assert_eq!(floor.eval(&sizes(&[("h", 112)])), Ok(55));
+}
+
+#[test]
+fn reshapes_infer_a_minus_one_where_it_divides_and_refuse_where_it_may_not() {
+    use infer::reshape;
+    let heads = reshape(&dims(&["b[1..8]", "s[1..512]", "768"]), &[0, 0, 12, 64], false).unwrap();
+    assert_eq!(shown(&heads), ["b[1..8]", "s[1..512]", "12", "64"]);
+    let flat = reshape(&dims(&["b[1..8]", "s[1..512]", "12", "64"]), &[-1, 768], false).unwrap();
+    assert_eq!(shown(&flat), ["b[1..8] * s[1..512]", "768"]);
+    // the -1 divided by symbolic sizes
+    let back = reshape(&dims(&["b[1..8]", "s[1..512]", "768"]), &[0, 0, -1, 64], false).unwrap();
+    assert_eq!(shown(&back), ["b[1..8]", "s[1..512]", "12", "64"]);
+    assert_eq!(
+        reshape(&dims(&["s[1..512]", "3"]), &[-1, 8], false)
+            .unwrap_err()
+            .to_string(),
+        "reshape [s[1..512], 3] to [-1, 8]: a dimension must be divisible by 8 here, and s[1..512] * 3 is not"
+    );
+    assert_eq!(
+        reshape(&dims(&["s[1..512]", "4"]), &[4, 512], false)
+            .unwrap_err()
+            .to_string(),
+        "reshape [s[1..512], 4] to [4, 512]: s[1..512] * 4 elements cannot become 2048"
+    );
+}
+
+#[test]
+fn concatenations_add_and_slices_clamp() {
+    use infer::{concat, slice};
+    let kv = concat(&[dims(&["p[0..64]", "64"]), dims(&["s[1..512]", "64"])], 0).unwrap();
+    assert_eq!(shown(&kv), ["p[0..64] + s[1..512]", "64"]);
+    assert!(concat(&[dims(&["s[1..8]", "64"]), dims(&["s[1..8]", "32"])], 0).is_err());
+    // the first token, the last 16, everything from 1 on, every other one
+    let n = dim("s[1..512]");
+    assert_eq!(slice(&n, 0, 1, 1).unwrap().eval(&sizes(&[("s", 7)])), Ok(1));
+    let last = slice(&n, -16, i64::MAX, 1).unwrap();
+    assert_eq!(last.eval(&sizes(&[("s", 7)])), Ok(7));
+    assert_eq!(last.eval(&sizes(&[("s", 100)])), Ok(16));
+    assert_eq!(slice(&n, 1, i64::MAX, 1).unwrap().to_string(), "s[1..512] - 1");
+    let odd = slice(&n, 0, i64::MAX, 2).unwrap();
+    assert_eq!(odd.eval(&sizes(&[("s", 7)])), Ok(4));
+    assert!(slice(&n, 0, 4, -1).is_err());
+}
