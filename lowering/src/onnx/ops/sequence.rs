@@ -46,7 +46,10 @@ fn sequence_empty(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 fn sequence_construct(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let elements = ctx.all_inputs()?;
-    let dtype = ctx.ty(elements[0]).dtype;
+    let Some(&first) = elements.first() else {
+        return Err("it takes at least one tensor (an empty sequence is SequenceEmpty)".into());
+    };
+    let dtype = ctx.ty(first).dtype;
     if let Some(&other) = elements.iter().find(|&&v| ctx.ty(v).dtype != dtype) {
         return Err(format!(
             "elements of {dtype} and {} in one sequence",
@@ -288,6 +291,19 @@ mod tests {
             .input("y", DataType::Float, &[2])
             .input("z", DataType::Float, &[2])
             .node(node("SequenceConstruct", &["x", "y", "z"], &["s"], vec![]))
+    }
+
+    #[test]
+    fn a_sequence_of_no_tensors_is_refused_naming_the_node() {
+        // found by the fuzzer: the element type was read off a first element that is not there
+        let err = ModelBuilder::new(12)
+            .node(node("SequenceConstruct", &[], &["s"], vec![]))
+            .output("s")
+            .error();
+        assert!(
+            err.contains("SequenceConstruct") && err.contains("it takes at least one tensor"),
+            "{err}"
+        );
     }
 
     #[test]
