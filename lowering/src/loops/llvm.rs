@@ -66,7 +66,7 @@ impl MlirToLlvm {
     }
 
     /// Parses and verifies `mlir`, runs `pipelines` on it in turn (`stage` names them in
-    /// errors; after each, the loop annotations move into their branches: `move_loop_annotations`)
+    /// errors; after each, any loop annotations move into their branches: `move_loop_annotations`)
     /// and hands the result to `then`; every error carries MLIR's diagnostics (`then` makes its
     /// own with the function it is given: a stage and a fallback message).
     pub(super) fn run_pipeline<T>(
@@ -116,6 +116,8 @@ impl MlirToLlvm {
         if !module.as_operation().verify() {
             return Err(fail("verify", "the module does not verify"));
         }
+        // only a module that annotates loops needs the walk (the cpu kernels annotate none)
+        let annotated = mlir.contains(CARRIED_LOOP_ANNOTATION);
         for pipeline in pipelines {
             let passes = PassManager::new(&self.context);
             parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| LoopError::Mlir {
@@ -123,7 +125,9 @@ impl MlirToLlvm {
                 message: e.to_string(),
             })?;
             passes.run(&mut module).map_err(|_| fail(stage, "a pass failed"))?;
-            move_loop_annotations(&mut module);
+            if annotated {
+                move_loop_annotations(&mut module);
+            }
         }
         Ok(module)
     }
