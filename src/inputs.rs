@@ -4,6 +4,7 @@
 //! `mxc_dialects::interface`).
 
 use anyhow::{bail, Result};
+use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::interface::{element_port, Interface, Structure};
 use mxc_dialects::program::Program;
 use mxc_dialects::Tensor;
@@ -13,8 +14,8 @@ use mxc_lowering::onnx::ImportOptions;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Shapes by port name.
-pub type Shapes = HashMap<String, Vec<usize>>;
+/// Shapes by port name, each dimension fixed or symbolic (`s[1..512]{128}`).
+pub type Shapes = HashMap<String, Vec<Dim>>;
 /// The structures of sequence and optional inputs, by name.
 pub type Structures = HashMap<String, Structure>;
 
@@ -95,8 +96,9 @@ pub fn check_structures(given: &Given, interface: &Interface) -> Result<()> {
 }
 
 /// Parses `NAME=DIMS` arguments: `DIMS` like `1x3x224x224` (or `1,3,224,224`) for a tensor,
-/// `[2x3,4x3]` for a sequence (its elements' shapes; `[]` when empty), `none` for an empty
-/// optional. Returns the shapes by port and the structures of sequences and optionals.
+/// each dimension a size or a symbolic one in the `dim` notation (`1xs[1..512]{128}`), `[2x3,4x3]`
+/// for a sequence (its elements' fixed shapes; `[]` when empty), `none` for an empty optional.
+/// Returns the shapes by port and the structures of sequences and optionals.
 pub fn parse_shapes(args: &[String]) -> Result<(Shapes, Structures)> {
     let mut shapes = HashMap::new();
     let mut structures = HashMap::new();
@@ -123,6 +125,7 @@ pub fn parse_shapes(args: &[String]) -> Result<(Shapes, Structures)> {
             (None, vec![(name.to_string(), dims)])
         };
         let twice = || anyhow::anyhow!("--shape `{name}` is given twice");
+        let of_sequence = structure.is_some();
         if let Some(s) = structure {
             if structures.insert(name.to_string(), s).is_some() {
                 return Err(twice());
@@ -130,6 +133,9 @@ pub fn parse_shapes(args: &[String]) -> Result<(Shapes, Structures)> {
         }
         for (port, dims) in ports {
             let shape = parse_dims(arg, dims)?;
+            if of_sequence && shape.iter().any(|d| d.as_constant().is_none()) {
+                bail!("--shape `{arg}`: a sequence's element shapes are fixed sizes");
+            }
             if shapes.insert(port, shape).is_some() {
                 return Err(twice());
             }
@@ -138,18 +144,86 @@ pub fn parse_shapes(args: &[String]) -> Result<(Shapes, Structures)> {
     Ok((shapes, structures))
 }
 
-/// One shape of `--shape arg`: `1x3x224x224` or `1,3,224,224` (`x` alone in a sequence's list).
-fn parse_dims(arg: &str, dims: &str) -> Result<Vec<usize>> {
-    let shape = dims
-        .split(['x', ','])
-        .map(|d| d.trim().parse::<usize>())
+/// One shape of `--shape arg`: `1x3x224x224`, `1,3,224,224` or with symbolic dimensions
+/// `1xs[1..512]{128}` (`split_dims`).
+fn parse_dims(arg: &str, dims: &str) -> Result<Vec<Dim>> {
+    let shape = split_dims(dims)
+        .into_iter()
+        .map(|d| dim::parse(d.trim()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| anyhow::anyhow!("--shape `{arg}`: `{dims}` is not a list of dimensions like 1x3x224x224"))?;
-    let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d.max(1)));
-    if elements.is_none_or(|n| n > isize::MAX as usize) {
-        bail!("--shape `{arg}`: {shape:?} has more elements than memory can address");
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--shape `{arg}`: `{dims}` is not a list of dimensions like 1x3x224x224 or 1xs[1..512]{{128}}: {e}"
+            )
+        })?;
+    let fixed: Option<Vec<u64>> = shape.iter().map(Dim::as_constant).collect();
+    let elements = fixed.map(|f| f.iter().try_fold(1u64, |n, &d| n.checked_mul(d.max(1))));
+    if elements.is_some_and(|n| n.is_none_or(|n| n > isize::MAX as u64)) {
+        bail!(
+            "--shape `{arg}`: {} has more elements than memory can address",
+            dim::show(&shape)
+        );
     }
     Ok(shape)
+}
+
+/// The dimensions of `dims`, split at each `,` outside brackets, braces and parentheses, or,
+/// when there is none, at each such `x` that follows a digit, `]`, `}` or `)` or comes before
+/// a digit (`1xs[1..8]x3`; a symbol whose name holds an `x` is safest between commas).
+fn split_dims(dims: &str) -> Vec<&str> {
+    let mut cuts = Vec::new();
+    let bytes = dims.as_bytes();
+    let commas = outside_brackets(dims).any(|(_, c)| c == b',');
+    for (i, c) in outside_brackets(dims) {
+        let after_size = i > 0 && matches!(bytes[i - 1], b'0'..=b'9' | b']' | b'}' | b')');
+        let before_size = bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+        let cut = match commas {
+            true => c == b',',
+            false => c == b'x' && (after_size || before_size),
+        };
+        if cut {
+            cuts.push(i);
+        }
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    for cut in cuts {
+        out.push(&dims[start..cut]);
+        start = cut + 1;
+    }
+    out.push(&dims[start..]);
+    out
+}
+
+/// The bytes of `text` at bracket depth 0, with their offsets.
+fn outside_brackets(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let mut depth = 0i32;
+    text.bytes().enumerate().filter(move |&(_, c)| {
+        match c {
+            b'[' | b'{' | b'(' => depth += 1,
+            b']' | b'}' | b')' => depth -= 1,
+            _ => return depth == 0,
+        }
+        false
+    })
+}
+
+/// The shapes of `shapes` with fixed sizes; a symbolic one is refused (`command` takes fixed
+/// sizes only).
+pub fn fixed_shapes(shapes: &Shapes, command: &str) -> Result<HashMap<String, Vec<usize>>> {
+    shapes
+        .iter()
+        .map(|(name, dims)| {
+            let fixed: Option<Vec<usize>> = dims.iter().map(|d| d.as_constant().map(|n| n as usize)).collect();
+            match fixed {
+                Some(shape) => Ok((name.clone(), shape)),
+                None => bail!(
+                    "--shape {name}={}: `mxc {command}` takes fixed sizes; symbolic ones are compiled by `mxc compile`",
+                    dim::show(dims)
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Import options for a model run on `given` inputs: their shapes fix dynamic dimensions (a
@@ -191,7 +265,7 @@ pub fn complete_seeded(
     given: HashMap<String, Tensor>,
     seed: u64,
 ) -> Result<HashMap<String, Tensor>> {
-    complete_with(program, given, Fill::Seeded(seed))
+    complete_with(program, &HashMap::new(), given, Fill::Seeded(seed))
 }
 
 /// What inputs that are not given are filled with.
@@ -203,10 +277,12 @@ pub enum Fill {
     Constant(f64),
 }
 
-/// Adds a value made by `fill` for every program input not in `given`; an input larger than
-/// the tensor-size limit (`mxc_dialects::max_tensor_bytes`) is refused, naming it.
+/// Adds a value made by `fill` for every program input not in `given`, of the program's type
+/// or of the shape `shapes` gives it; an input larger than the tensor-size limit
+/// (`mxc_dialects::max_tensor_bytes`) is refused, naming it.
 pub fn complete_with(
     program: &Program,
+    shapes: &HashMap<String, Vec<usize>>,
     mut given: HashMap<String, Tensor>,
     fill: Fill,
 ) -> Result<HashMap<String, Tensor>> {
@@ -216,6 +292,9 @@ pub fn complete_with(
     });
     for b in &program.inputs {
         let ty = &program.buffers[b.buffer].ty;
+        let ty = &shapes
+            .get(&b.name)
+            .map_or_else(|| ty.clone(), |s| ty.with_shape(s.clone()));
         if let Some(value) = given.get_mut(&b.name) {
             // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
             if let Some(retyped) = value.as_stood_in_for(ty.dtype) {
@@ -285,6 +364,7 @@ mod tests {
     #[test]
     fn shapes_give_sequence_lengths_and_empty_optionals() {
         let (dims, structures) = shapes(&["x=1,3", "s=[2x3, 4]", "e=[]", "o=none"]).unwrap();
+        let dims = fixed_shapes(&dims, "run").unwrap();
         assert_eq!(dims["x"], [1, 3]);
         assert_eq!(dims["s[0]"], [2, 3]);
         assert_eq!(dims["s[1]"], [4]);
@@ -299,11 +379,35 @@ mod tests {
             }
         );
         let err = shapes(&["s=[2x3,a]"]).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "--shape `s=[2x3,a]`: `a` is not a list of dimensions like 1x3x224x224"
-        );
+        assert_eq!(err, "--shape `s=[2x3,a]`: a sequence's element shapes are fixed sizes");
         let err = shapes(&["x=2", "x=3"]).unwrap_err().to_string();
         assert_eq!(err, "--shape `x` is given twice");
+    }
+
+    #[test]
+    fn shapes_take_symbolic_dimensions_in_either_form() {
+        let shown = |arg: &str| {
+            let (dims, _) = shapes(&[arg]).unwrap();
+            dim::show(&dims["x"])
+        };
+        assert_eq!(shown("x=1xs[1..512]{128}"), "[1, s[1..512]{128}]");
+        assert_eq!(shown("x=n[1..16]{1, 8}x3x224x224"), "[n[1..16]{1, 8}, 3, 224, 224]");
+        assert_eq!(shown("x=nx3"), "[n, 3]");
+        // with commas, a name may hold an x before a letter or digit
+        assert_eq!(shown("x=max_len,box2,4"), "[max_len, box2, 4]");
+        assert_eq!(shown("x=2,n[1..8] * 2 + 1"), "[2, n[1..8] * 2 + 1]");
+        let err = shapes(&["x=1xs[1..0]"]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--shape `x=1xs[1..0]`: `1xs[1..0]` is not a list of dimensions like 1x3x224x224 or 1xs[1..512]{128}: `s[1..0]`, column 1: symbol s: the range [1..0] is empty"
+        );
+        let err = shapes(&["s=[2xn]"]).unwrap_err().to_string();
+        assert_eq!(err, "--shape `s=[2xn]`: a sequence's element shapes are fixed sizes");
+        let (dims, _) = shapes(&["x=2xn[1..4]"]).unwrap();
+        let err = fixed_shapes(&dims, "read").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--shape x=[2, n[1..4]]: `mxc read` takes fixed sizes; symbolic ones are compiled by `mxc compile`"
+        );
     }
 }

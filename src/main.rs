@@ -1,5 +1,6 @@
 //! `mxc`, the command line: read, compile and run ONNX models.
 
+mod compile;
 mod explain;
 mod inputs;
 mod json;
@@ -15,8 +16,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use mxc_codegen::{CodeKind, CompileOptions, OptLevel, Target};
 use mxc_dialects::Tensor;
+use mxc_kernels::chunked::Runnable;
 use mxc_kernels::device::Gpu;
-use mxc_kernels::mxr::{self, Mxr};
+use mxc_kernels::mxr::{self, Contents};
 use mxc_kernels::{Executable, Parallelism, SecretKey, TrustPolicy};
 use mxc_lowering::onnx::{import_file, ImportOptions};
 use mxc_rewrite::rules::load_rules;
@@ -265,18 +267,31 @@ impl Trust {
 
 impl ProgramArgs {
     /// The program, loaded or compiled, and a value for each of its inputs.
-    fn load(&self) -> Result<(Executable, HashMap<String, Tensor>)> {
-        let (mut exe, given) = if is_mxr(&self.model) {
-            let file = mxr::read(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
-            let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&file.program.interface))?;
-            inputs::check_structures(&given, &file.program.interface)?;
-            (Executable::load_mxr(file)?, given)
+    fn load(&self) -> Result<(Runnable, HashMap<String, Tensor>)> {
+        let (mut loaded, given) = if is_mxr(&self.model) {
+            let contents = mxr::read_contents(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
+            let interface = match &contents {
+                Contents::One(m) => m.program.interface.clone(),
+                Contents::BySize(s) => s.variants[0].mxr.program.interface.clone(),
+            };
+            let given = inputs::load(&self.inputs, &mut inputs::interface_kinds(&interface))?;
+            inputs::check_structures(&given, &interface)?;
+            // a file of programs by size runs the sizes of the values given, else of --shape
+            let shapes = inputs::fixed_shapes(&inputs::parse_shapes(&self.shapes.shapes)?.0, "run")?;
+            let shape_of = |name: &str| {
+                let given = given.tensors.get(name).map(|t| t.shape().to_vec());
+                given.or_else(|| shapes.get(name).cloned())
+            };
+            (Runnable::load(contents, &shape_of)?.0, given)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
-            let opts = inputs::specialize(self.shapes.import_options()?, &given)?;
-            (compile_model(&self.model, self.target, &opts, &self.rules)?, given)
+            let opts = inputs::specialize(self.shapes.import_options("run")?, &given)?;
+            (
+                Runnable::One(Box::new(compile_model(&self.model, self.target, &opts, &self.rules)?)),
+                given,
+            )
         };
-        exe.set_parallelism(Parallelism {
+        loaded.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
             min_work: self.split_work,
         })?;
@@ -285,8 +300,13 @@ impl ProgramArgs {
             (_, true) => inputs::Fill::Constant(1.0),
             _ => inputs::Fill::Seeded(self.seed),
         };
-        let values = inputs::complete_with(exe.program(), given.tensors, fill)?;
-        Ok((exe, values))
+        let values = inputs::complete_with(
+            loaded.executable().program(),
+            &loaded.input_shapes(),
+            given.tensors,
+            fill,
+        )?;
+        Ok((loaded, values))
     }
 }
 
@@ -300,10 +320,11 @@ struct Shapes {
 }
 
 impl Shapes {
-    fn import_options(&self) -> Result<ImportOptions> {
-        let (input_shapes, structures) = inputs::parse_shapes(&self.shapes)?;
+    /// Import options with the shapes given, which must be fixed for `command`.
+    fn import_options(&self, command: &str) -> Result<ImportOptions> {
+        let (shapes, structures) = inputs::parse_shapes(&self.shapes)?;
         Ok(ImportOptions {
-            input_shapes,
+            input_shapes: inputs::fixed_shapes(&shapes, command)?,
             structures,
             ..ImportOptions::default()
         })
@@ -329,7 +350,7 @@ fn run(cli: Cli) -> Result<()> {
             shapes,
             rules,
         } => {
-            let graph = import_file(&model, &shapes.import_options()?)?;
+            let graph = import_file(&model, &shapes.import_options("read")?)?;
             let options = rules.compile_options()?;
             let shown = match target {
                 Some(target) => mxc_codegen::rewrite_for(&graph, target, &options)?.0,
@@ -349,14 +370,14 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Perf { program, iterations } => {
-            let (exe, values) = program.load()?;
-            print!("{}", perf::report(&exe, &values, iterations)?);
+            let (loaded, values) = program.load()?;
+            print!("{}", perf::report_loaded(&loaded, &values, iterations)?);
             Ok(())
         }
         Command::Params { model, shapes, trust } => {
             print!(
                 "{}",
-                show::params(&model, &shapes.import_options()?, &trust.policy_for(&model)?)?
+                show::params(&model, &shapes.import_options("params")?, &trust.policy_for(&model)?)?
             );
             Ok(())
         }
@@ -380,9 +401,9 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let (exe, values) = program.load()?;
             if let Some(dir) = save_inputs {
-                report::write_inputs(&dir, exe.program(), &values)?;
+                report::write_inputs(&dir, exe.executable().program(), &values)?;
             }
-            let outputs = report::model_values(exe.run(&values)?, &exe.program().interface)?;
+            let outputs = report::model_values(exe.run(&values)?, &exe.executable().program().interface)?;
             match out {
                 Some(dir) => report::write_outputs(&dir, &outputs),
                 None => {
@@ -401,32 +422,17 @@ fn run(cli: Cli) -> Result<()> {
             sign,
         } => {
             let key = sign.as_deref().map(SecretKey::read).transpose()?;
-            let progress = progress::Progress::new(quiet);
-            progress.stage("import");
-            let graph = import_file(&model, &shapes.import_options()?);
-            let options = CompileOptions {
-                stage: progress.hook(),
-                ..rules.compile_options()?
-            };
-            let compiled = graph.map_err(anyhow::Error::from).and_then(|graph| {
-                let compiled = mxc_codegen::compile(&graph, target, &options)
-                    .with_context(|| format!("compiling {}", model.display()))?;
-                Ok((graph, compiled))
-            });
-            progress.finish();
-            let (graph, compiled) = compiled?;
-            report::print_compile_summary(&out, &graph, &compiled);
-            report::warn_gpu_spills(&compiled);
-            let cpu = mxc_codegen::code_cpu(target);
-            let file = Mxr::new(
-                target.name(),
-                &cpu.name,
-                &cpu.features,
-                compiled.program,
-                compiled.library,
-            )
-            .with_code_objects(compiled.code_objects);
-            write_atomically(&out, |w| mxr::write(&file, key.as_ref(), w))
+            let (shapes, structures) = inputs::parse_shapes(&shapes.shapes)?;
+            let contents = compile::compile(compile::Request {
+                model: &model,
+                out: &out,
+                target,
+                shapes,
+                structures,
+                options: rules.compile_options()?,
+                quiet,
+            })?;
+            write_atomically(&out, |w| mxr::write_contents(&contents, key.as_ref(), w))
         }
         Command::Explain {
             model,
@@ -436,7 +442,13 @@ fn run(cli: Cli) -> Result<()> {
             dot,
         } => {
             let options = rules.compile_options()?;
-            explain::run(&model, target, &shapes.import_options()?, &options, dot.as_deref())
+            explain::run(
+                &model,
+                target,
+                &shapes.import_options("explain")?,
+                &options,
+                dot.as_deref(),
+            )
         }
         Command::Verify(args) => verify::run(&args),
         Command::Rules {

@@ -8,10 +8,45 @@
 use crate::report::size_text;
 use mxc_dialects::program::{launch_shape, Step};
 use mxc_dialects::Tensor;
+use mxc_kernels::chunked::Runnable;
 use mxc_kernels::{Executable, RunError};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
+
+/// The report of `loaded`: `report`'s for one program; for a batch run in parts, the runs'
+/// median and spread and which parts ran.
+pub fn report_loaded(
+    loaded: &Runnable,
+    inputs: &HashMap<String, Tensor>,
+    iterations: usize,
+) -> Result<String, RunError> {
+    let run = match loaded {
+        Runnable::One(exe) => return report(exe, inputs, iterations),
+        Runnable::Parts(run) => run,
+    };
+    run.run(inputs)?;
+    let mut totals = Vec::with_capacity(iterations);
+    for _ in 0..iterations.max(1) {
+        let start = Instant::now();
+        run.run(inputs)?;
+        totals.push(start.elapsed());
+    }
+    totals.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (low, high) = (totals[totals.len() / 10], totals[(totals.len() * 9) / 10]);
+    let threads = loaded.executable().parallelism().threads;
+    Ok(format!(
+        "{} runs on {threads} thread{}: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)\n\
+         ran {} (no program is compiled for this size; each part's kernels: mxc perf at its size)\n",
+        totals.len(),
+        if threads == 1 { "" } else { "s" },
+        ms(median(&mut totals)),
+        ms(low),
+        ms(high),
+        run.describe()
+    ))
+}
 
 /// Runs `exe` `iterations` times (after one warm-up run) and formats the report.
 pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: usize) -> Result<String, RunError> {

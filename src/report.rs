@@ -107,7 +107,7 @@ fn print_tensor(name: &str, value: &Tensor) {
 
 /// `OUT: N kernels for TARGET (M ops imported), X MB moved (Y imported); rewriting: ...` on
 /// stderr.
-pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codegen::Compiled) {
+pub fn print_compile_summary(label: &str, imported: &Graph, compiled: &mxc_codegen::Compiled) {
     let ops = imported.ops.iter().filter(|op| op.kind != OpKind::Constant).count();
     let bytes = LinearCost {
         launch: 0.0,
@@ -124,8 +124,7 @@ pub fn print_compile_summary(out: &Path, imported: &Graph, compiled: &mxc_codege
     // `+ 0.0` makes the -0.0 of a graph without ops print as 0.00
     let mb = |g: &Graph| graph_cost(g, &bytes) / 1e6 + 0.0;
     let mut line = format!(
-        "{}: {} kernels for {} ({ops} ops imported), {:.2} MB moved ({:.2} MB imported)",
-        out.display(),
+        "{label}: {} kernels for {} ({ops} ops imported), {:.2} MB moved ({:.2} MB imported)",
         compiled.program.steps.len(),
         compiled.target,
         mb(&compiled.graph),

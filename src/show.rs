@@ -49,7 +49,10 @@ pub fn params(
     let mut code = String::new();
     let mut calls = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
-        let file = mxr::read(model, None, trust)?;
+        let file = match mxr::read_contents(model, None, trust)? {
+            mxr::Contents::One(file) => file,
+            mxr::Contents::BySize(sized) => return Ok(params_by_size(&sized)),
+        };
         for o in &file.code_objects {
             let form = match o.format {
                 CodeFormat::Hsaco => "AMDGPU code object",
@@ -111,4 +114,34 @@ pub fn params(
         out.push_str(&calls);
     }
     Ok(out)
+}
+
+/// `mxc params` of a file of programs by size: the inputs with their symbolic dimensions, the
+/// symbols, and each program's sizes and outputs.
+fn params_by_size(sized: &mxr::SizedMxr) -> String {
+    let first = &sized.variants[0].mxr.program;
+    let mut out = String::from("inputs:\n");
+    for (name, dims) in sized.dims.inputs() {
+        let dtype = first
+            .inputs
+            .iter()
+            .find(|b| &b.name == name)
+            .map(|b| first.buffers[b.buffer].ty.dtype);
+        let dims: String = dims.iter().map(|d| format!("{d}x")).collect();
+        let dtype = dtype.map_or("?".to_string(), |t| t.to_string());
+        out.push_str(&format!("  {name}: tensor<{dims}{dtype}>\n"));
+    }
+    out.push_str("symbols:\n");
+    for s in sized.dims.symbols() {
+        out.push_str(&format!("  {}\n", mxc_dialects::dim::Dim::symbol(s.clone())));
+    }
+    out.push_str("programs (one for each point of optimal sizes):\n");
+    for v in &sized.variants {
+        let p = &v.mxr.program;
+        out.push_str(&format!("  {}:\n", mxc_dialects::dim::show_sizes(&v.sizes)));
+        for b in &p.outputs {
+            out.push_str(&format!("    output {}: {}\n", b.name, p.buffers[b.buffer].ty));
+        }
+    }
+    out
 }

@@ -27,6 +27,7 @@ use mxc_dialects::program::{CodeObject, GpuArch, Program};
 use mxc_dialects::Graph;
 
 /// What to compile with besides the target's own choices.
+#[derive(Clone)]
 pub struct CompileOptions {
     /// User rules, applied after the target's built-in rules (not on `ref`, the oracle).
     pub rules: Vec<mxc_rewrite::rules::Rule>,

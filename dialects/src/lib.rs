@@ -8,6 +8,7 @@ mod dtype;
 pub mod eval;
 mod graph;
 pub mod interface;
+pub mod items;
 pub mod mx;
 pub mod narrow;
 mod op;

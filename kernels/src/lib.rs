@@ -3,6 +3,7 @@
 //! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and `.mxr` files.
 
 mod buffer;
+pub mod chunked;
 pub mod compare;
 mod control;
 pub mod device;
@@ -19,7 +20,7 @@ pub mod signing;
 mod strings;
 mod threads;
 
-pub use executable::{Executable, MemoryUse};
+pub use executable::{Executable, MemoryUse, Outputs};
 pub use gpu_calls::CallRoute;
 pub use signing::{PublicKey, SecretKey, TrustPolicy};
 pub use threads::{Parallelism, DEFAULT_MIN_WORK};
@@ -29,6 +30,9 @@ pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 pub enum RunError {
     #[error("loading the kernels: {0}")]
     Load(String),
+    /// Input shapes that no program of the file is compiled for, or outside a symbol's range.
+    #[error("{0}")]
+    Size(String),
     #[error("input `{name}`: {message}")]
     Input { name: String, message: String },
     #[error("{0}")]

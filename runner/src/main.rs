@@ -4,14 +4,17 @@
 //! found then (or as their generated kernels: a line says which, and why); a `ref` or `cpu`
 //! file on its CPU. It reads inputs from `.npy` files, writes the outputs as `.npy`, can check
 //! them against expected `.npy` files, and times repeated runs (`scripts/gpu-check.sh` drives
-//! it).
+//! it). A file of programs by size runs the program compiled for its inputs' shapes.
 
 mod args;
 
 use args::Args;
+use mxc_dialects::dim::show_sizes;
+use mxc_dialects::program::Program;
+use mxc_kernels::chunked::Runnable;
 use mxc_kernels::compare::{compare, Tolerance};
-use mxc_kernels::mxr;
-use mxc_kernels::{npy, Executable, Parallelism, RunError, TrustPolicy};
+use mxc_kernels::mxr::{self, Contents};
+use mxc_kernels::{npy, Parallelism, RunError, TrustPolicy};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -41,14 +44,31 @@ fn main() -> ExitCode {
 /// Runs the file as `args` ask; whether every output checked is close enough.
 fn run(args: &Args) -> Result<bool, RunError> {
     let policy = TrustPolicy::from_files(&args.trusted_keys)?;
-    let file = mxr::read(&args.file, None, &policy)?;
-    let mut exe = Executable::load_mxr(file)?;
+    let (mut program, inputs) = match mxr::read_contents(&args.file, None, &policy)? {
+        one @ Contents::One(_) => {
+            let (program, _) = Runnable::load(one, &|_| None)?;
+            let inputs = read_inputs(program.executable().program(), args)?;
+            (program, inputs)
+        }
+        Contents::BySize(sized) => {
+            // every program takes the same inputs; their shapes pick the program
+            let inputs = read_inputs(&sized.variants[0].mxr.program, args)?;
+            let shape_of = |name: &str| inputs.get(name).map(|t| t.shape().to_vec());
+            let (program, sizes) = Runnable::load(Contents::BySize(sized), &shape_of)?;
+            match &program {
+                Runnable::Parts(run) => println!("sizes: {}", run.describe()),
+                Runnable::One(_) => println!("sizes: {}", show_sizes(&sizes.unwrap_or_default())),
+            }
+            (program, inputs)
+        }
+    };
     if let Some(threads) = args.threads {
-        exe.set_parallelism(Parallelism {
+        program.set_parallelism(Parallelism {
             threads,
             ..Parallelism::serial()
         })?;
     }
+    let exe = program.executable();
     match exe.device() {
         Some((gpu, arch)) => println!("device: {} ({arch} code, through {})", gpu.name, gpu.library),
         None => println!("device: this CPU ({} threads)", exe.parallelism().threads),
@@ -56,12 +76,11 @@ fn run(args: &Args) -> Result<bool, RunError> {
     for route in exe.call_routes() {
         println!("{route}");
     }
-    let inputs = read_inputs(&exe, args)?;
     let mut times = Vec::with_capacity(args.repeat);
     let mut outputs = Vec::new();
     for _ in 0..args.repeat.max(1) {
         let start = Instant::now();
-        outputs = exe.run(&inputs)?;
+        outputs = program.run(&inputs)?;
         times.push(start.elapsed());
     }
     if args.repeat > 1 {
@@ -98,8 +117,7 @@ fn run(args: &Args) -> Result<bool, RunError> {
 
 /// A value for each of the program's inputs: from `args.inputs` (`name → .npy`), else from
 /// `args.inputs_dir`'s file of its name.
-fn read_inputs(exe: &Executable, args: &Args) -> Result<HashMap<String, mxc_dialects::Tensor>, RunError> {
-    let program = exe.program();
+fn read_inputs(program: &Program, args: &Args) -> Result<HashMap<String, mxc_dialects::Tensor>, RunError> {
     let mut values = HashMap::new();
     for input in &program.inputs {
         let given = args

@@ -112,6 +112,86 @@ fn a_cpu_file_runs_from_npy_inputs_and_its_outputs_are_checked() {
     );
 }
 
+/// `y = relu(x) * w + 1` on a batch of `n` rows of 3, `w` the same for every row.
+fn rows_program(n: usize) -> Mxr {
+    let src = format!(
+        r#"graph "rows" (%arg0: tensor<{n}x3xf32> "x") {{
+  %0 = mx.constant {{value = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>}} : tensor<3xf32>
+  %1 = mx.constant {{value = dense<[1.0]> : tensor<f32>}} : tensor<f32>
+  %2 = mx.relu %arg0 : tensor<{n}x3xf32>
+  %3 = mx.mul %2, %0 : tensor<{n}x3xf32>
+  %4 = mx.add %3, %1 : tensor<{n}x3xf32>
+  return "y" = %4
+}}
+"#
+    );
+    let graph = mxc_dialects::text::parse(&src).unwrap();
+    let c = mxc_codegen::compile(&graph, Target::Cpu, &CompileOptions::default()).unwrap();
+    Mxr::new("cpu", "test", "", c.program, c.library)
+}
+
+#[test]
+fn a_batch_no_program_is_compiled_for_runs_in_parts() {
+    use mxc_dialects::dim::{parse, InputDims, Sizes};
+    use mxc_kernels::mxr::{Contents, Items, SizedMxr, Variant};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rows.mxr");
+    let variant = |n: usize| Variant {
+        sizes: Sizes::from([("n".to_string(), n as u64)]),
+        mxr: rows_program(n),
+    };
+    let sized = SizedMxr {
+        dims: InputDims::new(vec![(
+            "x".into(),
+            vec![parse("n[1..8]{1, 2}").unwrap(), parse("3").unwrap()],
+        )])
+        .unwrap(),
+        variants: vec![variant(1), variant(2)],
+        items: vec![Items {
+            symbol: "n".into(),
+            inputs: vec![("x".into(), 0)],
+            outputs: vec![("y".into(), 0)],
+        }],
+    };
+    let mut bytes = Vec::new();
+    mxr::write_contents(&Contents::BySize(sized), None, &mut bytes).unwrap();
+    std::fs::write(&file, bytes).unwrap();
+    let x = dir.path().join("x.npy");
+    let rows = [
+        -1.0, 0.5, 2.0, 3.0, -4.0, 0.0, 1.0, 1.0, 1.0, -2.0, 0.25, 0.0, 2.0, 2.0, -2.0,
+    ];
+    npy::write(&x, &Tensor::from_f32s(vec![5, 3], &rows)).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let run = runner(&[
+        path(&file),
+        "--input",
+        &format!("x={}", path(&x)),
+        "--output-dir",
+        path(&out),
+    ]);
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("sizes: n=5 in parts of 2 + 2 + 1"), "{stdout}");
+    let y = npy::read(&out.join("y.npy")).unwrap();
+    let expected: Vec<f64> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| f64::from(v.max(0.0) * [1.0, 2.0, 3.0][i % 3] + 1.0))
+        .collect();
+    assert_eq!(y.shape(), [5, 3]);
+    assert_eq!(y.to_f64_vec(), expected);
+    // a batch of 9 is out of range
+    npy::write(&x, &Tensor::from_f32s(vec![9, 3], &[0.0; 27])).unwrap();
+    let run = runner(&[path(&file), "--input", &format!("x={}", path(&x))]);
+    let (_, stderr) = text(&run);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr.contains("input `x` dimension 0: n is 9, outside its range [1..8]"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_gpu_file_here_names_the_runtimes_looked_for() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod control_flow;
 mod cpu_kernels;
+mod dynamic;
 mod eval_vs_ref;
 mod explain;
 mod filecheck;

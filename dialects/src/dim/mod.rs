@@ -14,6 +14,7 @@
 
 mod bounds;
 pub mod infer;
+mod inputs;
 mod parse;
 mod poly;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use poly::{Atom, Poly};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use inputs::{show, show_sizes, InputDims, Sizes, MAX_SPECIALISATIONS};
 pub use parse::parse;
 
 /// Where a symbol without a range of its own may lie: `[1..DEFAULT_MAX]`.
@@ -151,6 +153,22 @@ impl Dim {
     /// Its size, when it is fixed.
     pub fn as_constant(&self) -> Option<u64> {
         self.expr.as_constant().and_then(|c| u64::try_from(c).ok())
+    }
+
+    /// The symbol it is, when it is one symbol alone.
+    pub fn as_symbol(&self) -> Option<&Symbol> {
+        let (name, s) = self.symbols.first_key_value()?;
+        (self.symbols.len() == 1 && self.expr == Poly::atom(Atom::Sym(name.clone()))).then_some(s)
+    }
+
+    /// The same expression with each symbol's constraints as `symbols` has them.
+    fn with_symbols(mut self, symbols: &BTreeMap<String, Symbol>) -> Dim {
+        for (name, s) in self.symbols.iter_mut() {
+            if let Some(known) = symbols.get(name) {
+                s.clone_from(known);
+            }
+        }
+        self
     }
 
     /// The symbols it uses, by name.

@@ -247,3 +247,80 @@ fn concatenations_add_and_slices_clamp() {
     assert_eq!(odd.eval(&sizes(&[("s", 7)])), Ok(4));
     assert!(slice(&n, 0, 4, -1).is_err());
 }
+
+fn inputs(list: &[(&str, &[&str])]) -> Result<InputDims, DimError> {
+    InputDims::new(list.iter().map(|(n, ds)| (n.to_string(), dims(ds))).collect())
+}
+
+#[test]
+fn inputs_share_their_symbols_and_bind_them_from_shapes() {
+    // the bare `s` of the mask takes the range and optimals given with the ids
+    let d = inputs(&[("ids", &["1", "s[1..512]{128}"]), ("mask", &["1", "s"])]).unwrap();
+    assert_eq!(d.symbols().len(), 1);
+    assert_eq!(show(&d.inputs()[1].1), "[1, s[1..512]{128}]");
+    let given = |shapes: Vec<(&'static str, Vec<usize>)>| {
+        move |name: &str| shapes.iter().find(|(n, _)| *n == name).map(|(_, s)| s.clone())
+    };
+    assert_eq!(d.bind(&given(vec![("ids", vec![1, 7])])).unwrap(), sizes(&[("s", 7)]));
+    assert_eq!(d.bind(&given(vec![])).unwrap(), sizes(&[]));
+    let err = |shapes| d.bind(&given(shapes)).unwrap_err().to_string();
+    assert_eq!(
+        err(vec![("ids", vec![1, 7]), ("mask", vec![1, 9])]),
+        "input `mask` dimension 1 makes s 9, and input `ids` dimension 1 made it 7"
+    );
+    assert_eq!(
+        err(vec![("ids", vec![1, 600])]),
+        "input `ids` dimension 1: s is 600, outside its range [1..512]"
+    );
+    assert_eq!(
+        err(vec![("ids", vec![2, 7])]),
+        "input `ids` dimension 0 is 2, the program takes 1"
+    );
+    assert_eq!(
+        err(vec![("ids", vec![7])]),
+        "input `ids` has shape [7], and the program takes 2 dimensions ([1, s[1..512]{128}])"
+    );
+    assert_eq!(
+        d.shapes_at(&sizes(&[("s", 3)])).unwrap(),
+        [("ids".to_string(), vec![1, 3]), ("mask".to_string(), vec![1, 3])]
+    );
+    // an expression of a bound symbol is checked against its value
+    let e = inputs(&[("a", &["n[1..8]"]), ("b", &["n * 2 + 1"])]).unwrap();
+    let err = e
+        .bind(&given(vec![("a", vec![3]), ("b", vec![6])]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "input `b` dimension 0 is 6, and n[1..8] * 2 + 1 is 7 there");
+    // a symbol only inside an expression cannot be read off a shape
+    let err = inputs(&[("a", &["n[1..8] * 2"])]).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "symbol n: it must be a whole dimension of some input, so that a value's shape gives its size"
+    );
+}
+
+#[test]
+fn the_points_to_compile_are_every_combination_of_optimal_sizes() {
+    let d = inputs(&[("x", &["b[1..16]{1, 8}", "s[1..512]{64, 128}"])]).unwrap();
+    let points = d.optimal_points().unwrap();
+    let shown: Vec<String> = points.iter().map(show_sizes).collect();
+    assert_eq!(shown, ["b=1, s=64", "b=1, s=128", "b=8, s=64", "b=8, s=128"]);
+    let err = inputs(&[("x", &["b[1..16]{1, 8}", "s[1..512]"])])
+        .unwrap()
+        .optimal_points()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("symbol s: s[1..512] has no optimal size to compile for"),
+        "{err}"
+    );
+    let many = inputs(&[("x", &["a{1, 2, 3, 4, 5}", "b{1, 2, 3, 4}"])])
+        .unwrap()
+        .optimal_points()
+        .unwrap_err();
+    assert_eq!(
+        many.to_string(),
+        "the optimal sizes of a{1, 2, 3, 4, 5}, b{1, 2, 3, 4} make 20 programs, more than 16: give fewer"
+    );
+    assert!(inputs(&[("x", &["3", "4"])]).unwrap().is_fixed());
+}

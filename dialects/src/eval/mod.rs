@@ -18,7 +18,7 @@
 mod control;
 mod elementwise;
 mod index;
-mod layout;
+pub mod layout;
 mod reduce;
 mod strings;
 

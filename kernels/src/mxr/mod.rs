@@ -20,6 +20,9 @@ mod attrs;
 mod code;
 mod interface;
 mod items;
+mod sized;
+
+pub use sized::{Items, Parts, Selected, SizedMxr, Variant};
 
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
@@ -115,11 +118,7 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
     }
     let meta = metadata(m, &weights, data_start as u64, &code_at);
     let total = at + TRAILER;
-    let mut w = Digesting {
-        out,
-        hash: Sha256::new(),
-        written: 0,
-    };
+    let mut w = Digesting::new(out);
     w.put(MAGIC)?;
     w.put(&VERSION.to_le_bytes())?;
     w.put(&(total as u64).to_le_bytes())?;
@@ -135,15 +134,7 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
         w.put(t.bytes())?;
     }
     w.pad_to(at)?;
-    let digest: [u8; DIGEST] = w.hash.finalize().into();
-    w.out.write_all(&digest)?;
-    match key {
-        Some(key) => {
-            w.out.write_all(&key.public().to_bytes())?;
-            w.out.write_all(&key.sign(&digest))
-        }
-        None => w.out.write_all(&[0; KEY_BYTES + SIGNATURE_BYTES]),
-    }
+    w.finish(key)
 }
 
 /// The weights that lie in the data (not string constants: the metadata holds their
@@ -162,7 +153,29 @@ struct Digesting<'w> {
     written: usize,
 }
 
-impl Digesting<'_> {
+impl<'w> Digesting<'w> {
+    fn new(out: &'w mut dyn std::io::Write) -> Self {
+        Digesting {
+            out,
+            hash: Sha256::new(),
+            written: 0,
+        }
+    }
+
+    /// Ends the file with the trailer: the digest of everything written, then the public key
+    /// of `key` and its signature of the digest (zeros without a key).
+    fn finish(self, key: Option<&SecretKey>) -> std::io::Result<()> {
+        let digest: [u8; DIGEST] = self.hash.finalize().into();
+        self.out.write_all(&digest)?;
+        match key {
+            Some(key) => {
+                self.out.write_all(&key.public().to_bytes())?;
+                self.out.write_all(&key.sign(&digest))
+            }
+            None => self.out.write_all(&[0; KEY_BYTES + SIGNATURE_BYTES]),
+        }
+    }
+
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.out.write_all(bytes)?;
         self.hash.update(bytes);
@@ -181,54 +194,134 @@ impl Digesting<'_> {
     }
 }
 
-/// Reads the `.mxr` file at `path` (see `decode`). The file is memory-mapped and the weights
-/// stay in the mapping, shared with the page cache rather than copied; the file must not
-/// change while the program is loaded.
-pub fn read(path: &std::path::Path, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
+/// What an `.mxr` file holds: one program, or programs for the sizes of symbolic dimensions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Contents {
+    One(Box<Mxr>),
+    BySize(SizedMxr),
+}
+
+impl Contents {
+    /// The target its programs are compiled for.
+    pub fn target(&self) -> &str {
+        match self {
+            Contents::One(m) => &m.target,
+            Contents::BySize(s) => s.target(),
+        }
+    }
+}
+
+/// Writes `contents` as `write` and `sized::write` do.
+pub fn write_contents(
+    contents: &Contents,
+    key: Option<&SecretKey>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    match contents {
+        Contents::One(m) => write(m, key, out),
+        Contents::BySize(s) => sized::write(s, key, out),
+    }
+}
+
+/// Reads the `.mxr` file at `path`, of either kind (see `decode`). The file is memory-mapped
+/// and the weights stay in the mapping, shared with the page cache rather than copied; the
+/// file must not change while the program is loaded.
+pub fn read_contents(path: &std::path::Path, target: Option<&str>, trust: &TrustPolicy) -> Result<Contents, RunError> {
     let io = |e: std::io::Error| RunError::Io(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the mapping is read-only and the docs ask that the file not change while mapped
     // (another process truncating it would fault, as with any mapped file).
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    decode_shared(Arc::new(map), &path.display().to_string(), target, trust)
+    decode_contents(Arc::new(map), &path.display().to_string(), target, trust)
+}
+
+/// Reads the `.mxr` file of one program at `path` (`read_contents`); a file of programs by
+/// size is refused, naming its dimensions.
+pub fn read(path: &std::path::Path, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
+    one(read_contents(path, target, trust)?, &path.display().to_string())
 }
 
 /// Reads an `.mxr` file's bytes (`what` names it in errors); with `target`, the file must be
 /// for that target; `trust` says whose signatures it must carry. Every check of the module
 /// comment is a clear error.
 pub fn decode(bytes: &[u8], what: &str, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
-    decode_shared(Arc::new(bytes.to_vec()), what, target, trust)
+    one(decode_contents(Arc::new(bytes.to_vec()), what, target, trust)?, what)
 }
 
-/// `decode` of a file's bytes that the weights then share.
-fn decode_shared(file: SharedBytes, what: &str, target: Option<&str>, trust: &TrustPolicy) -> Result<Mxr, RunError> {
+/// `decode` of a file of either kind.
+pub fn decode_any(bytes: &[u8], what: &str, target: Option<&str>, trust: &TrustPolicy) -> Result<Contents, RunError> {
+    decode_contents(Arc::new(bytes.to_vec()), what, target, trust)
+}
+
+fn one(contents: Contents, what: &str) -> Result<Mxr, RunError> {
+    match contents {
+        Contents::One(m) => Ok(*m),
+        Contents::BySize(s) => {
+            let inputs: Vec<String> = s
+                .dims
+                .inputs()
+                .iter()
+                .map(|(n, d)| format!("{n} {}", mxc_dialects::dim::show(d)))
+                .collect();
+            Err(RunError::Load(format!(
+                "{what}: holds programs for symbolic sizes ({}); this needs a file of one program",
+                inputs.join(", ")
+            )))
+        }
+    }
+}
+
+/// The file's kind by its magic, then `decode_shared` or `sized::decode`.
+fn decode_contents(
+    file: SharedBytes,
+    what: &str,
+    target: Option<&str>,
+    trust: &TrustPolicy,
+) -> Result<Contents, RunError> {
+    let magic = (*file).as_ref().get(..4);
+    if magic == Some(sized::MAGIC) {
+        return sized::decode(file, what, target, trust).map(Contents::BySize);
+    }
+    decode_shared(file, what, target, trust, true).map(|m| Contents::One(Box::new(m)))
+}
+
+/// A range of a file's bytes, as bytes a program's weights can share.
+struct Part {
+    whole: SharedBytes,
+    range: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for Part {
+    fn as_ref(&self) -> &[u8] {
+        &(*self.whole).as_ref()[self.range.clone()]
+    }
+}
+
+/// The one-program file at `at..at + len` of `whole`, whose digest covered it: not hashed or
+/// signature-checked again.
+fn decode_part(whole: SharedBytes, at: usize, len: usize, what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
+    let part: SharedBytes = Arc::new(Part {
+        whole,
+        range: at..at + len,
+    });
+    decode_shared(part, what, target, &TrustPolicy::AnyIntact, false)
+}
+
+/// Reads a one-program file's bytes that the weights then share; `verify_digest` is false
+/// for a program inside a file whose digest covers it.
+fn decode_shared(
+    file: SharedBytes,
+    what: &str,
+    target: Option<&str>,
+    trust: &TrustPolicy,
+    verify_digest: bool,
+) -> Result<Mxr, RunError> {
     let bytes = (*file).as_ref();
     let bad = |m: String| RunError::Load(format!("{what}: {m}"));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return Err(bad("not an .mxr file (bad magic)".into()));
     }
-    if bytes.len() < HEAD + TRAILER {
-        return Err(bad(format!("truncated: {} bytes", bytes.len())));
-    }
-    let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
-    if version != VERSION {
-        return Err(bad(format!(
-            "format version {version}; this mxc reads version {VERSION} (compile the model again)"
-        )));
-    }
-    let total = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-    if total != bytes.len() as u64 {
-        return Err(bad(format!(
-            "truncated or extended: {} bytes, the file says {total}",
-            bytes.len()
-        )));
-    }
-    let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
-    let digest: [u8; DIGEST] = trailer[..DIGEST].try_into().expect("32 bytes");
-    if !cfg!(fuzzing) && <[u8; DIGEST]>::from(Sha256::digest(body)) != digest {
-        return Err(bad("digest mismatch: the file is corrupt".into()));
-    }
-    let signer = check_signature(&digest, &trailer[DIGEST..], trust).map_err(&bad)?;
+    let (body, signer) = open_frame(bytes, VERSION, "format", verify_digest, trust).map_err(&bad)?;
     let mut r = Reader { bytes: body, pos: HEAD };
     let mut m = read_metadata(&mut r, &file).map_err(&bad)?;
     m.signer = signer;
@@ -263,6 +356,41 @@ fn check_code(m: &Mxr) -> Result<(), String> {
         crate::gpu::check(o, &m.program)?;
     }
     Ok(())
+}
+
+/// A file's frame, checked after its magic: length, `version` (of the layout `kind` names),
+/// length again against the head, the digest of the body (when `verify_digest`), the signature
+/// against `trust`. Returns the body (the file before its trailer) and the signer.
+fn open_frame<'b>(
+    bytes: &'b [u8],
+    version: u32,
+    kind: &str,
+    verify_digest: bool,
+    trust: &TrustPolicy,
+) -> Result<(&'b [u8], Option<PublicKey>), String> {
+    if bytes.len() < HEAD + TRAILER {
+        return Err(format!("truncated: {} bytes", bytes.len()));
+    }
+    let found = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    if found != version {
+        return Err(format!(
+            "{kind} version {found}; this mxc reads version {version} (compile the model again)"
+        ));
+    }
+    let total = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    if total != bytes.len() as u64 {
+        return Err(format!(
+            "truncated or extended: {} bytes, the file says {total}",
+            bytes.len()
+        ));
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
+    let digest: [u8; DIGEST] = trailer[..DIGEST].try_into().expect("32 bytes");
+    if verify_digest && !cfg!(fuzzing) && <[u8; DIGEST]>::from(Sha256::digest(body)) != digest {
+        return Err("digest mismatch: the file is corrupt".into());
+    }
+    let signer = check_signature(&digest, &trailer[DIGEST..], trust)?;
+    Ok((body, signer))
 }
 
 /// The target whose kernels run on GPUs.

@@ -362,3 +362,111 @@ fn a_library_call_round_trips_and_an_unknown_callee_is_refused_naming_it() {
         "{err}"
     );
 }
+
+/// `sample` as the program for x of `n` elements, `n` the size of symbol n.
+fn sized_sample() -> SizedMxr {
+    use mxc_dialects::dim::{parse, InputDims, Sizes};
+    let at = |n: usize| {
+        let mut m = sample();
+        for b in &mut m.program.buffers {
+            if !matches!(b.kind, BufferKind::Constant(_)) {
+                b.ty = TensorType::new(DType::F32, vec![n]);
+            }
+        }
+        m.program.kernels[0].arg_bytes = vec![4 * n as u64, 8, 4 * n as u64];
+        m.memory = m.program.memory_plan();
+        Variant {
+            sizes: Sizes::from([("n".to_string(), n as u64)]),
+            mxr: m,
+        }
+    };
+    SizedMxr {
+        dims: InputDims::new(vec![("x".into(), vec![parse("n[1..4]{1, 2}").unwrap()])]).unwrap(),
+        variants: vec![at(1), at(2)],
+        items: vec![Items {
+            symbol: "n".into(),
+            inputs: vec![("x".into(), 0)],
+            outputs: vec![("y".into(), 0)],
+        }],
+    }
+}
+
+#[test]
+fn programs_by_size_round_trip_and_refuse_damage() {
+    let sized = sized_sample();
+    let mut bytes = Vec::new();
+    write_contents(&Contents::BySize(sized.clone()), None, &mut bytes).unwrap();
+    assert_eq!(&bytes[..4], b"MXRS");
+    let read = decode_any(&bytes, "s.mxr", None, &TrustPolicy::AnyIntact).unwrap();
+    assert_eq!(read, Contents::BySize(sized.clone()));
+    // each program lies at a 64-byte aligned offset, so its weights stay aligned in a mapping
+    let starts: Vec<usize> = (0..bytes.len() - 4).filter(|&i| &bytes[i..i + 4] == MAGIC).collect();
+    assert_eq!(starts.len(), 2);
+    assert!(starts.iter().all(|s| s % ALIGN == 0), "{starts:?}");
+    // a one-program reader names what the file holds
+    let err = decode(&bytes, "s.mxr", None, &TrustPolicy::AnyIntact)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "loading the kernels: s.mxr: holds programs for symbolic sizes (x [n[1..4]{1, 2}]); this needs a file of one program"
+    );
+    let bad = |bytes: &[u8]| {
+        decode_any(bytes, "s.mxr", None, &TrustPolicy::AnyIntact)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        bad(&bytes[..bytes.len() - 1]),
+        format!(
+            "loading the kernels: s.mxr: truncated or extended: {} bytes, the file says {}",
+            bytes.len() - 1,
+            bytes.len()
+        )
+    );
+    let mut flipped = bytes.clone();
+    flipped[HEAD + 3] ^= 1;
+    assert_eq!(
+        bad(&flipped),
+        "loading the kernels: s.mxr: digest mismatch: the file is corrupt"
+    );
+    let mut version = bytes.clone();
+    version[4] = 9;
+    assert_eq!(
+        bad(&version),
+        "loading the kernels: s.mxr: programs-by-size format version 9; this mxc reads version 1 (compile the model again)"
+    );
+    // items whose axis the programs do not have are refused
+    let mut wrong = sized;
+    wrong.items[0].outputs[0].1 = 1;
+    let mut bytes = Vec::new();
+    write_contents(&Contents::BySize(wrong), None, &mut bytes).unwrap();
+    assert_eq!(
+        bad(&bytes),
+        "loading the kernels: s.mxr: the program for n=1 has no `y` with 1 items on axis 1"
+    );
+}
+
+#[test]
+fn a_size_picks_its_program_or_runs_in_parts() {
+    let shape = |n: usize| move |name: &str| (name == "x").then(|| vec![n]);
+    let Selected::One(sizes, m) = sized_sample().select(&shape(2)).unwrap() else {
+        panic!("one program")
+    };
+    assert_eq!((sizes["n"], m.program.buffers[0].ty.shape.clone()), (2, vec![2]));
+    let Selected::Parts(parts) = sized_sample().select(&shape(3)).unwrap() else {
+        panic!("parts")
+    };
+    assert_eq!(parts.runs, [(0, 0, 2), (1, 2, 1)]);
+    assert_eq!(parts.programs.iter().map(|(s, _)| s["n"]).collect::<Vec<_>>(), [2, 1]);
+    let err = sized_sample().select(&shape(5)).unwrap_err().to_string();
+    assert_eq!(err, "input `x` dimension 0: n is 5, outside its range [1..4]");
+    // without items, a size between the optimal ones is refused
+    let mut no_items = sized_sample();
+    no_items.items.clear();
+    let err = no_items.select(&shape(3)).unwrap_err().to_string();
+    assert!(
+        err.starts_with("no program in this file runs n=3: it holds programs for (n=1), (n=2) (code for every size"),
+        "{err}"
+    );
+}

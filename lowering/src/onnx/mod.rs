@@ -11,6 +11,7 @@ pub mod data;
 mod error;
 mod external;
 mod importer;
+mod input_dims;
 mod interface;
 mod model;
 mod node;
@@ -23,4 +24,5 @@ mod testutil;
 mod value;
 
 pub use error::ImportError;
+pub use input_dims::model_input_dims;
 pub use model::{import_bytes, import_file, model_input_kinds, read_tensor_file, ImportOptions};

@@ -43,7 +43,7 @@ fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
     })
 }
 
-fn decode_model(path: &Path) -> Result<ModelProto, ImportError> {
+pub(super) fn decode_model(path: &Path) -> Result<ModelProto, ImportError> {
     let bytes = read(path)?;
     ModelProto::decode(bytes.as_slice()).map_err(|source| ImportError::Decode {
         what: path.display().to_string(),

@@ -1,0 +1,357 @@
+//! An `.mxr` file holding one program for each combination of sizes it was specialised for:
+//! a model whose inputs have symbolic dimensions (`n[1..16]{1, 8}`), compiled once per point
+//! of optimal sizes. A run binds the symbols from its inputs' shapes and takes the program
+//! compiled for those sizes.
+//!
+//! Layout (little-endian): magic `MXRS`, format version, the file's length; the metadata (the
+//! producer and target, each input's dimensions in the `dim` notation, then for each program
+//! its sizes and where its bytes lie); padding to 64 bytes; each program as a whole `.mxr`
+//! file (`super::write`, unsigned) at a 64-byte aligned offset, so its weights stay aligned in
+//! a mapping; then the same trailer as a one-program file (SHA-256 digest of everything
+//! before it, signer's key and signature). The digest covers the programs, which are not
+//! hashed again when they are read.
+
+use super::{align, decode_part, open_frame, Digesting, Mxr, Reader, Writer, HEAD, TRAILER};
+use crate::signing::{SecretKey, TrustPolicy};
+use crate::RunError;
+use mxc_dialects::dim::{self, Dim, InputDims, Sizes};
+use mxc_dialects::SharedBytes;
+
+pub(super) const MAGIC: &[u8; 4] = b"MXRS";
+/// The version of this layout.
+const VERSION: u32 = 1;
+
+/// Programs compiled for a model with symbolic input dimensions, one per point of sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizedMxr {
+    pub dims: InputDims,
+    pub variants: Vec<Variant>,
+    /// The symbols whose sizes run in parts: those that count independent items.
+    pub items: Vec<Items>,
+}
+
+/// A symbol that counts items the model treats independently (`mxc_dialects::items`): a size
+/// no program is compiled for runs as parts of sizes that are, along these axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Items {
+    pub symbol: String,
+    /// The axis of the items in each input that has them, and in each output.
+    pub inputs: Vec<(String, usize)>,
+    pub outputs: Vec<(String, usize)>,
+}
+
+/// What runs a size: the program compiled for it, or parts of it through programs compiled for
+/// other sizes of an item symbol.
+#[derive(Debug)]
+pub enum Selected {
+    One(Sizes, Box<Mxr>),
+    Parts(Parts),
+}
+
+/// A batch run in parts: `runs` says which of `programs` runs which items (start, count).
+#[derive(Debug)]
+pub struct Parts {
+    pub sizes: Sizes,
+    /// The whole batch's input shapes.
+    pub shapes: Vec<(String, Vec<usize>)>,
+    pub items: Items,
+    pub programs: Vec<(Sizes, Mxr)>,
+    pub runs: Vec<(usize, usize, usize)>,
+}
+
+/// The program compiled for one point: each symbol's size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub sizes: Sizes,
+    pub mxr: Mxr,
+}
+
+impl SizedMxr {
+    /// The target its programs are compiled for.
+    pub fn target(&self) -> &str {
+        self.variants.first().map_or("", |v| v.mxr.target.as_str())
+    }
+
+    /// The program for the sizes that the shapes `shape_of` gives (of some inputs) say,
+    /// checked against the inputs' dimensions and ranges; a symbol no given shape says takes
+    /// its size in the first program. A size no program is compiled for runs in parts when its
+    /// symbol counts independent items and the sizes compiled add up to it (the largest first);
+    /// else it is refused, naming the sizes there is code for.
+    pub fn select(self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Selected, RunError> {
+        let sizes = self.dims.bind(shape_of).map_err(|e| RunError::Size(e.to_string()))?;
+        let agrees = |v: &Variant, except: &str| {
+            sizes
+                .iter()
+                .all(|(name, size)| name == except || v.sizes.get(name) == Some(size))
+        };
+        if let Some(i) = self.variants.iter().position(|v| agrees(v, "")) {
+            let v = self.variants.into_iter().nth(i).expect("found above");
+            return Ok(Selected::One(v.sizes, Box::new(v.mxr)));
+        }
+        for items in &self.items {
+            let Some(&total) = sizes.get(&items.symbol) else {
+                continue;
+            };
+            let mut parts: Vec<(u64, usize)> = (self.variants.iter().enumerate())
+                .filter(|(_, v)| agrees(v, &items.symbol))
+                .map(|(i, v)| (v.sizes[&items.symbol], i))
+                .collect();
+            parts.sort_unstable_by(|a, b| b.cmp(a));
+            let Some(runs) = split(total, &parts) else { continue };
+            let mut order: Vec<usize> = Vec::new();
+            let runs = runs
+                .into_iter()
+                .map(|(variant, start, count)| {
+                    let at = order.iter().position(|&v| v == variant).unwrap_or_else(|| {
+                        order.push(variant);
+                        order.len() - 1
+                    });
+                    (at, start, count)
+                })
+                .collect();
+            let items = items.clone();
+            let shapes = self.dims.shapes_at(&sizes).map_err(|e| RunError::Size(e.to_string()))?;
+            let mut variants: Vec<Option<Variant>> = self.variants.into_iter().map(Some).collect();
+            let programs = order
+                .iter()
+                .map(|&i| {
+                    let v = variants[i].take().expect("each program once");
+                    (v.sizes, v.mxr)
+                })
+                .collect();
+            return Ok(Selected::Parts(Parts {
+                sizes,
+                shapes,
+                items,
+                programs,
+                runs,
+            }));
+        }
+        let points: Vec<String> = self
+            .variants
+            .iter()
+            .map(|v| format!("({})", dim::show_sizes(&v.sizes)))
+            .collect();
+        Err(RunError::Size(format!(
+            "no program in this file runs {}: it holds programs for {}{}",
+            dim::show_sizes(&sizes),
+            points.join(", "),
+            match self.items.is_empty() {
+                true => " (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)",
+                false => ", and the items do not add up from these sizes",
+            }
+        )))
+    }
+}
+
+/// `total` items as runs of the sizes `parts` (size, program; largest first), each as large as
+/// fits: (program, first item, count), or `None` when the sizes cannot make it.
+fn split(total: u64, parts: &[(u64, usize)]) -> Option<Vec<(usize, usize, usize)>> {
+    let mut runs = Vec::new();
+    let mut done = 0;
+    for &(size, program) in parts {
+        while size > 0 && total - done >= size {
+            runs.push((program, done as usize, size as usize));
+            done += size;
+        }
+    }
+    (done == total).then_some(runs)
+}
+
+/// Writes `m` (`super::write`'s layout for each program inside), signed with `key` if given.
+pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let programs: Vec<Vec<u8>> = m.variants.iter().map(|v| super::encode(&v.mxr, None)).collect();
+    let meta_len = metadata(m, &vec![0; programs.len()], &programs).len();
+    let mut at = align(HEAD + meta_len);
+    let mut offsets = Vec::with_capacity(programs.len());
+    for p in &programs {
+        offsets.push(at as u64);
+        at = align(at + p.len());
+    }
+    let total = at + TRAILER;
+    let mut w = Digesting::new(out);
+    w.put(MAGIC)?;
+    w.put(&VERSION.to_le_bytes())?;
+    w.put(&(total as u64).to_le_bytes())?;
+    w.put(&metadata(m, &offsets, &programs))?;
+    for p in &programs {
+        w.pad_to(align(w.written))?;
+        w.put(p)?;
+    }
+    w.pad_to(at)?;
+    w.finish(key)
+}
+
+fn metadata(m: &SizedMxr, offsets: &[u64], programs: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = Writer(Vec::new());
+    w.str(m.variants.first().map_or("", |v| v.mxr.producer.as_str()));
+    w.str(m.target());
+    w.u64(m.dims.inputs().len() as u64);
+    for (name, dims) in m.dims.inputs() {
+        w.str(name);
+        w.u64(dims.len() as u64);
+        dims.iter().for_each(|d| w.str(&d.to_string()));
+    }
+    w.u64(m.variants.len() as u64);
+    for ((v, &at), bytes) in m.variants.iter().zip(offsets).zip(programs) {
+        w.u64(v.sizes.len() as u64);
+        for (name, &size) in &v.sizes {
+            w.str(name);
+            w.u64(size);
+        }
+        w.u64(at);
+        w.u64(bytes.len() as u64);
+    }
+    w.u64(m.items.len() as u64);
+    for items in &m.items {
+        w.str(&items.symbol);
+        for axes in [&items.inputs, &items.outputs] {
+            w.u64(axes.len() as u64);
+            for (name, axis) in axes {
+                w.str(name);
+                w.u64(*axis as u64);
+            }
+        }
+    }
+    w.0
+}
+
+/// Reads a file of `MAGIC` (`super::decode_shared` has checked the magic): its head, digest
+/// and signature, then each program (`what` names the file in errors).
+pub(super) fn decode(
+    file: SharedBytes,
+    what: &str,
+    target: Option<&str>,
+    trust: &TrustPolicy,
+) -> Result<SizedMxr, RunError> {
+    let bytes = (*file).as_ref();
+    let bad = |m: String| RunError::Load(format!("{what}: {m}"));
+    let (body, signer) = open_frame(bytes, VERSION, "programs-by-size format", true, trust).map_err(&bad)?;
+    let mut r = Reader { bytes: body, pos: HEAD };
+    let (sized, parts) = read_metadata(&mut r).map_err(&bad)?;
+    let mut variants = Vec::with_capacity(parts.len());
+    for (sizes, at, len) in parts {
+        let inner = format!("{what} (the program for {})", dim::show_sizes(&sizes));
+        if at % super::ALIGN != 0 || at.checked_add(len).is_none_or(|end| end > body.len()) {
+            return Err(bad(format!(
+                "the program for {} lies outside the file",
+                dim::show_sizes(&sizes)
+            )));
+        }
+        let mut mxr = decode_part(file.clone(), at, len, &inner, target)?;
+        mxr.signer = signer;
+        variants.push(Variant { sizes, mxr });
+    }
+    let sized = SizedMxr { variants, ..sized };
+    check_variants(&sized).map_err(&bad)?;
+    Ok(sized)
+}
+
+/// The metadata: the inputs' dimensions (the variants left empty) and where each program lies.
+type Placed = Vec<(Sizes, usize, usize)>;
+
+fn read_metadata(r: &mut Reader) -> Result<(SizedMxr, Placed), String> {
+    let (_producer, _target) = (r.str()?, r.str()?);
+    let mut inputs = Vec::new();
+    for _ in 0..r.count()? {
+        let name = r.str()?;
+        let dims = (0..r.count()?)
+            .map(|_| dim::parse(&r.str()?).map_err(|e| format!("input `{name}`: {e}")))
+            .collect::<Result<Vec<Dim>, String>>()?;
+        inputs.push((name, dims));
+    }
+    let dims = InputDims::new(inputs).map_err(|e| e.to_string())?;
+    let mut parts = Vec::new();
+    for _ in 0..r.count()? {
+        let mut sizes = Sizes::new();
+        for _ in 0..r.count()? {
+            let name = r.str()?;
+            sizes.insert(name, r.u64()?);
+        }
+        parts.push((sizes, r.u64()? as usize, r.u64()? as usize));
+    }
+    let mut items = Vec::new();
+    for _ in 0..r.count()? {
+        let symbol = r.str()?;
+        let mut axes = [Vec::new(), Vec::new()];
+        for list in &mut axes {
+            for _ in 0..r.count()? {
+                let name = r.str()?;
+                list.push((name, r.u64()? as usize));
+            }
+        }
+        let [inputs, outputs] = axes;
+        items.push(Items {
+            symbol,
+            inputs,
+            outputs,
+        });
+    }
+    let sized = SizedMxr {
+        dims,
+        variants: Vec::new(),
+        items,
+    };
+    Ok((sized, parts))
+}
+
+/// Each program against the dimensions: one size for every symbol, its inputs' shapes those
+/// the dimensions give at its sizes, one target for all.
+fn check_variants(m: &SizedMxr) -> Result<(), String> {
+    if m.variants.is_empty() {
+        return Err("it holds no program".into());
+    }
+    for v in &m.variants {
+        let at = dim::show_sizes(&v.sizes);
+        let names: Vec<&String> = v.sizes.keys().collect();
+        let symbols: Vec<&String> = m.dims.symbols().iter().map(|s| &s.name).collect();
+        let mut sorted = symbols.clone();
+        sorted.sort();
+        if names != sorted {
+            return Err(format!(
+                "the program for {at} does not give a size for each of {symbols:?}"
+            ));
+        }
+        let shapes = m
+            .dims
+            .shapes_at(&v.sizes)
+            .map_err(|e| format!("the program for {at}: {e}"))?;
+        for (name, shape) in shapes {
+            let binding = v.mxr.program.inputs.iter().find(|b| b.name == name);
+            let ty = binding.map(|b| &v.mxr.program.buffers[b.buffer].ty);
+            if ty.is_none_or(|t| t.shape != shape) {
+                return Err(format!(
+                    "the program for {at} does not take input `{name}` of shape {shape:?}"
+                ));
+            }
+        }
+        if v.mxr.target != m.target() {
+            return Err(format!(
+                "the program for {at} is for target {}, another for {}",
+                v.mxr.target,
+                m.target()
+            ));
+        }
+        for items in &m.items {
+            let size = v
+                .sizes
+                .get(&items.symbol)
+                .ok_or_else(|| format!("items of an unknown symbol {}", items.symbol))?;
+            let p = &v.mxr.program;
+            for (bindings, axes) in [(&p.inputs, &items.inputs), (&p.outputs, &items.outputs)] {
+                for (name, axis) in axes {
+                    let shape = bindings
+                        .iter()
+                        .find(|b| &b.name == name)
+                        .map(|b| &p.buffers[b.buffer].ty.shape);
+                    if shape.and_then(|s| s.get(*axis)).is_none_or(|&d| d as u64 != *size) {
+                        return Err(format!(
+                            "the program for {at} has no `{name}` with {size} items on axis {axis}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! `mxc compile`: a model to an `.mxr` file. With every input dimension fixed (by the model or
+//! `--shape`), one program; with symbolic dimensions (`dim_param`s, unnamed dynamic axes, or
+//! `--shape input_ids=1xs[1..512]{128}`), one program for each combination of the symbols'
+//! optimal sizes, in one file that a run picks from by its inputs' shapes (docs/shapes.md).
+
+use crate::inputs::{self, Shapes, Structures};
+use crate::progress::Progress;
+use crate::report;
+use anyhow::{Context, Result};
+use mxc_codegen::{CompileOptions, Target};
+use mxc_dialects::dim::{self, InputDims};
+use mxc_dialects::items::output_item_axes;
+use mxc_dialects::Graph;
+use mxc_kernels::mxr::{Contents, Items, Mxr, SizedMxr, Variant};
+use mxc_lowering::onnx::{import_file, model_input_dims, ImportOptions};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What to compile and how.
+pub struct Request<'a> {
+    pub model: &'a Path,
+    pub out: &'a Path,
+    pub target: Target,
+    pub shapes: Shapes,
+    pub structures: Structures,
+    pub options: CompileOptions,
+    pub quiet: bool,
+}
+
+/// Compiles `request` into the contents of its `.mxr` file, printing a summary line for each
+/// program.
+pub fn compile(request: Request) -> Result<Contents> {
+    let dims = model_input_dims(request.model, &request.shapes)?;
+    if dims.is_fixed() {
+        // every size is known (a dim_param given in one input fixes it in the others): the
+        // one-program path, whose importer reports what does not fit
+        let mut input_shapes: std::collections::HashMap<_, _> =
+            dims.shapes_at(&Default::default())?.into_iter().collect();
+        input_shapes.extend(inputs::fixed_shapes(&request.shapes, "compile")?);
+        let opts = ImportOptions {
+            input_shapes,
+            structures: request.structures.clone(),
+            ..ImportOptions::default()
+        };
+        let (mxr, _) = compile_one(&request, &opts, &request.out.display().to_string())?;
+        return Ok(Contents::One(Box::new(mxr)));
+    }
+    compile_by_size(&request, dims).map(Contents::BySize)
+}
+
+/// One program for each point of the symbols' optimal sizes, and the symbols that count
+/// independent items.
+fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
+    let points = dims
+        .optimal_points()
+        .map_err(|e| anyhow::anyhow!(no_optimals(&dims).unwrap_or_else(|| e.to_string())))
+        .with_context(|| {
+            format!(
+                "compiling {} with inputs {}",
+                request.model.display(),
+                show_inputs(&dims)
+            )
+        })?;
+    let mut variants = Vec::with_capacity(points.len());
+    let mut graphs = Vec::with_capacity(points.len());
+    for sizes in points {
+        let label = format!("{} ({})", request.out.display(), dim::show_sizes(&sizes));
+        let (mxr, graph) = compile_one(request, &import_options(request, &dims, &sizes)?, &label)
+            .with_context(|| format!("at {}", dim::show_sizes(&sizes)))?;
+        graphs.push((sizes.clone(), graph));
+        variants.push(Variant { sizes, mxr });
+    }
+    let mut items = Vec::new();
+    for symbol in dims.symbols() {
+        match item_axes(request, &dims, &symbol.name, &graphs) {
+            Ok(found) => {
+                eprintln!(
+                    "{}: {} counts independent items: other sizes in range run in parts of the compiled ones",
+                    request.out.display(),
+                    symbol.name
+                );
+                items.push(found);
+            }
+            Err(why) => eprintln!(
+                "{}: {} runs only at the compiled sizes: {why}",
+                request.out.display(),
+                symbol.name
+            ),
+        }
+    }
+    Ok(SizedMxr { dims, variants, items })
+}
+
+/// Import options for the inputs' shapes at `sizes`.
+fn import_options(request: &Request, dims: &InputDims, sizes: &dim::Sizes) -> Result<ImportOptions> {
+    Ok(ImportOptions {
+        input_shapes: dims.shapes_at(sizes)?.into_iter().collect(),
+        structures: request.structures.clone(),
+        ..ImportOptions::default()
+    })
+}
+
+/// Whether `symbol` counts items the model treats independently: it is a whole dimension of
+/// each input that has it, at one axis; every program compiled for two items or more keeps
+/// them apart (`mxc_dialects::items`), with the same output axes; and the model imports at the
+/// symbol's largest size (a model that fixes its batch somewhere does not).
+fn item_axes(
+    request: &Request,
+    dims: &InputDims,
+    symbol: &str,
+    graphs: &[(dim::Sizes, Graph)],
+) -> Result<Items, String> {
+    let mut inputs = HashMap::new();
+    for (name, input) in dims.inputs() {
+        let uses: Vec<usize> = (0..input.len())
+            .filter(|&a| input[a].symbols().any(|s| s.name == symbol))
+            .collect();
+        match uses.as_slice() {
+            [] => {}
+            [a] if input[*a].as_symbol().is_some() => {
+                inputs.insert(name.clone(), *a);
+            }
+            _ => {
+                return Err(format!(
+                    "input `{name}` has it in {} or within an expression",
+                    dim::show(input)
+                ))
+            }
+        }
+    }
+    let mut outputs: Option<Vec<(String, usize)>> = None;
+    for (sizes, graph) in graphs.iter().filter(|(sizes, _)| sizes[symbol] >= 2) {
+        let axes = output_item_axes(graph, &inputs).map_err(|e| format!("at {}, {e}", dim::show_sizes(sizes)))?;
+        let named: Vec<(String, usize)> = graph.outputs.iter().map(|p| p.name.clone()).zip(axes).collect();
+        if outputs.as_ref().is_some_and(|o| *o != named) {
+            return Err("its outputs have their items on other axes at other sizes".into());
+        }
+        outputs = Some(named);
+    }
+    let outputs = outputs.ok_or("no compiled size of two or more shows how it keeps items apart")?;
+    let largest = dims
+        .symbols()
+        .iter()
+        .find(|s| s.name == symbol)
+        .map_or(0, |s| s.bounds().1);
+    let mut sizes = graphs[0].0.clone();
+    sizes.insert(symbol.to_string(), largest);
+    let opts = import_options(request, dims, &sizes).map_err(|e| e.to_string())?;
+    import_file(request.model, &opts).map_err(|e| format!("the model does not import at {symbol}={largest}: {e}"))?;
+    Ok(Items {
+        symbol: symbol.to_string(),
+        inputs: inputs.into_iter().collect(),
+        outputs,
+    })
+}
+
+/// For a symbol without optimal sizes: the message that says where it is and what to give.
+fn no_optimals(dims: &InputDims) -> Option<String> {
+    let s = dims.symbols().iter().find(|s| s.optimals.is_empty())?;
+    let (input, shape) = dims
+        .inputs()
+        .iter()
+        .find(|(_, d)| d.iter().any(|d| d.as_symbol() == Some(s)))?;
+    let axis = shape.iter().position(|d| d.as_symbol() == Some(s))?;
+    let (lo, hi) = s.bounds();
+    let example: Vec<String> = shape
+        .iter()
+        .map(|d| match d.as_symbol() == Some(s) {
+            true => format!("{}[{lo}..{hi}]{{{lo}}}", s.name),
+            false => d.to_string(),
+        })
+        .collect();
+    Some(format!(
+        "input `{input}` dimension {axis} is {} in [{lo}..{hi}], with no optimal size to compile for: give some, as in --shape {input}={} \
+         (code for every size in a range, with sizes as arguments, is not built yet)",
+        s.name,
+        example.join("x")
+    ))
+}
+
+/// The model compiled with the inputs' shapes `opts` gives, and the graph imported; the
+/// summary line names `label`.
+fn compile_one(request: &Request, opts: &ImportOptions, label: &str) -> Result<(Mxr, Graph)> {
+    let progress = Progress::new(request.quiet);
+    progress.stage("import");
+    let graph = import_file(request.model, opts);
+    let options = CompileOptions {
+        stage: progress.hook(),
+        ..request.options.clone()
+    };
+    let compiled = graph.map_err(anyhow::Error::from).and_then(|graph| {
+        let compiled = mxc_codegen::compile(&graph, request.target, &options)
+            .with_context(|| format!("compiling {}", request.model.display()))?;
+        Ok((graph, compiled))
+    });
+    progress.finish();
+    let (graph, compiled) = compiled?;
+    report::print_compile_summary(label, &graph, &compiled);
+    report::warn_gpu_spills(&compiled);
+    let cpu = mxc_codegen::code_cpu(request.target);
+    let mxr = Mxr::new(
+        request.target.name(),
+        &cpu.name,
+        &cpu.features,
+        compiled.program,
+        compiled.library,
+    )
+    .with_code_objects(compiled.code_objects);
+    Ok((mxr, graph))
+}
+
+/// The inputs as `input_ids [1, s[1..512]{128}], ...`.
+pub fn show_inputs(dims: &InputDims) -> String {
+    let inputs: Vec<String> = dims
+        .inputs()
+        .iter()
+        .map(|(n, d)| format!("{n} {}", dim::show(d)))
+        .collect();
+    inputs.join(", ")
+}

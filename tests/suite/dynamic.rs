@@ -1,0 +1,234 @@
+//! Symbolic input dimensions (issue 13): a model compiled once with `--shape x=n[1..16]{1, 4}x8`
+//! (or from its `dim_param`s) holds a program for each optimal size; `mxc run` takes the one for
+//! its inputs' sizes, runs a batch no program is compiled for in parts when the batch's items
+//! are independent, and refuses a size out of range, or one it cannot make, naming the symbol.
+
+use crate::common::{float_value, model_bytes, mxc, node, stderr};
+use mxc_dialects::Tensor;
+use mxc_kernels::npy;
+use mxc_lowering::onnx::proto;
+use std::path::Path;
+
+/// An f32 initializer.
+fn weight(name: &str, dims: &[i64], values: &[f32]) -> proto::TensorProto {
+    proto::TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(proto::tensor_proto::DataType::Float as i32),
+        float_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn axis(value: i64) -> proto::AttributeProto {
+    proto::AttributeProto {
+        name: Some("axis".into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(value),
+        ..Default::default()
+    }
+}
+
+/// x: f32[batch, 8] → y = softmax(relu(x · w + b)) over `softmax_axis` (1 keeps the rows
+/// apart, 0 mixes them).
+fn model(dir: &Path, softmax_axis: i64) -> String {
+    let w: Vec<f32> = (0..32).map(|i| ((i * 7) % 11) as f32 * 0.125 - 0.5).collect();
+    let graph = proto::GraphProto {
+        name: Some("rows".into()),
+        node: vec![
+            node("MatMul", &["x", "w"], "xw", vec![]),
+            node("Add", &["xw", "b"], "z", vec![]),
+            node("Relu", &["z"], "r", vec![]),
+            node("Softmax", &["r"], "y", vec![axis(softmax_axis)]),
+        ],
+        initializer: vec![weight("w", &[8, 4], &w), weight("b", &[4], &[0.25, -0.5, 0.0, 1.0])],
+        input: vec![float_value("x", &["batch", "8"])],
+        output: vec![float_value("y", &["batch", "4"])],
+        ..Default::default()
+    };
+    let path = dir.join(format!("rows{softmax_axis}.onnx"));
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A batch of `n` rows of x, as an .npy file.
+fn batch(dir: &Path, n: usize) -> String {
+    let values: Vec<f32> = (0..n * 8).map(|i| ((i * 5) % 13) as f32 * 0.25 - 1.5).collect();
+    let path = dir.join(format!("x{n}.npy"));
+    npy::write(&path, &Tensor::from_f32s(vec![n, 8], &values)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// `mxc run FILE --input x=X -o OUT`'s y, which must succeed.
+fn run_y(file: &str, x: &str, out: &Path) -> Tensor {
+    let run = mxc(&["run", file, "--input", &format!("x={x}"), "-o", out.to_str().unwrap()]);
+    assert!(run.status.success(), "mxc run {file} x={x}: {}", stderr(&run));
+    npy::read(&out.join("y.npy")).unwrap()
+}
+
+fn close(a: &Tensor, b: &Tensor) -> bool {
+    a.shape() == b.shape()
+        && a.to_f64_vec()
+            .iter()
+            .zip(b.to_f64_vec())
+            .all(|(x, y)| (x - y).abs() <= 1e-5)
+}
+
+#[test]
+fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = model(dir.path(), 1);
+    let file = dir.path().join("rows.mxr");
+    let file = file.to_str().unwrap();
+    let compile = mxc(&["compile", &onnx, "--shape", "x=n[1..16]{1, 4}x8", "-o", file]);
+    let said = stderr(&compile);
+    assert!(compile.status.success(), "{said}");
+    assert!(said.contains("rows.mxr (n=1): "), "{said}");
+    assert!(said.contains("rows.mxr (n=4): "), "{said}");
+    assert!(said.contains("n counts independent items"), "{said}");
+    let params = mxc(&["params", file]);
+    let shown = String::from_utf8_lossy(&params.stdout);
+    assert!(shown.contains("x: tensor<n[1..16]{1, 4}x8xf32>"), "{shown}");
+    assert!(shown.contains("  n=4:\n    output y: tensor<4x4xf32>"), "{shown}");
+    // the optimal sizes run their own programs, the others in parts (3 = 1 + 1 + 1,
+    // 9 = 4 + 4 + 1); each as the model compiled now for that size computes it
+    for n in [1, 4, 3, 9, 16] {
+        let x = batch(dir.path(), n);
+        let dynamic = run_y(file, &x, &dir.path().join(format!("dynamic{n}")));
+        let fixed = run_y(&onnx, &x, &dir.path().join(format!("fixed{n}")));
+        assert_eq!(dynamic.shape(), [n, 4]);
+        assert!(
+            close(&dynamic, &fixed),
+            "n={n}: {:?} against {:?}",
+            dynamic.to_f64_vec(),
+            fixed.to_f64_vec()
+        );
+    }
+    let perf = mxc(&["perf", file, "--shape", "x=9x8", "-n", "3"]);
+    let report = String::from_utf8_lossy(&perf.stdout);
+    assert!(
+        report.contains("ran n=9 in parts of 4 + 4 + 1"),
+        "{report}{}",
+        stderr(&perf)
+    );
+    // out of range, and a fixed dimension that differs
+    let big = batch(dir.path(), 17);
+    let out = mxc(&["run", file, "--input", &format!("x={big}")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: input `x` dimension 0: n is 17, outside its range [1..16]"
+    );
+    let wide = dir.path().join("wide.npy");
+    npy::write(&wide, &Tensor::from_f32s(vec![2, 9], &[0.0; 18])).unwrap();
+    let out = mxc(&["run", file, "--input", &format!("x={}", wide.display())]);
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: input `x` dimension 1 is 9, the program takes 8"
+    );
+}
+
+#[test]
+fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = model(dir.path(), 0);
+    let file = dir.path().join("mixed.mxr");
+    let file = file.to_str().unwrap();
+    let compile = mxc(&["compile", &onnx, "--shape", "x=n[1..16]{1, 4}x8", "-o", file]);
+    let said = stderr(&compile);
+    assert!(compile.status.success(), "{said}");
+    assert!(
+        said.contains("n runs only at the compiled sizes: at n=4, mx.softmax (on tensor<4x4xf32>): it normalises over the item axis 0"),
+        "{said}"
+    );
+    let x = batch(dir.path(), 4);
+    assert_eq!(run_y(file, &x, &dir.path().join("out4")).shape(), [4, 4]);
+    let x = batch(dir.path(), 3);
+    let out = mxc(&["run", file, "--input", &format!("x={x}")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: no program in this file runs n=3: it holds programs for (n=1), (n=4) \
+         (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)"
+    );
+}
+
+#[test]
+fn a_dim_param_without_optimal_sizes_asks_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = model(dir.path(), 1);
+    let file = dir.path().join("m.mxr");
+    let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for: \
+             give some, as in --shape x=batch[1..4096]{1}x8"
+        ),
+        "{err}"
+    );
+    assert!(!file.exists(), "nothing is written");
+    // the dim_param's own name takes the range and optimals given
+    let out = mxc(&[
+        "compile",
+        &onnx,
+        "--shape",
+        "x=batch{2}x8",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let params = mxc(&["params", file.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<batch{2}x8xf32>"));
+    // fixed sizes still make a one-program file
+    let out = mxc(&["compile", &onnx, "--shape", "x=2x8", "-o", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let params = mxc(&["params", file.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<2x8xf32>"));
+}
+
+#[test]
+fn a_file_of_programs_by_size_is_signed_and_checked_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = model(dir.path(), 1);
+    let key = dir.path().join("k");
+    assert!(mxc(&["keygen", key.to_str().unwrap()]).status.success());
+    let file = dir.path().join("signed.mxr");
+    let file = file.to_str().unwrap();
+    let secret = key.with_extension("key");
+    let out = mxc(&[
+        "compile",
+        &onnx,
+        "--shape",
+        "x=n[1..8]{1, 2}x8",
+        "-o",
+        file,
+        "--sign",
+        secret.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let x = batch(dir.path(), 2);
+    let public = key.with_extension("pub");
+    let trusted = mxc(&[
+        "run",
+        file,
+        "--input",
+        &format!("x={x}"),
+        "--trust",
+        public.to_str().unwrap(),
+    ]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    // one byte changed in a program inside: the whole file's digest no longer matches
+    let mut bytes = std::fs::read(file).unwrap();
+    let at = bytes.len() - 200;
+    bytes[at] ^= 1;
+    std::fs::write(file, &bytes).unwrap();
+    let out = mxc(&["run", file, "--input", &format!("x={x}")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("digest mismatch: the file is corrupt"),
+        "{}",
+        stderr(&out)
+    );
+}
