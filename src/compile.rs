@@ -34,14 +34,12 @@ pub fn compile(request: Request) -> Result<Contents> {
     if dims.is_fixed() {
         // every size is known (a dim_param given in one input fixes it in the others): the
         // one-program path, whose importer reports what does not fit
-        let mut input_shapes: std::collections::HashMap<_, _> =
-            dims.shapes_at(&Default::default())?.into_iter().collect();
-        input_shapes.extend(inputs::fixed_shapes(&request.shapes, "compile")?);
         let opts = ImportOptions {
-            input_shapes,
+            input_shapes: inputs::fixed_shapes(&request.shapes, "compile")?,
             structures: request.structures.clone(),
             ..ImportOptions::default()
         };
+        let opts = inputs::fixed_by(&dims, opts)?;
         let (mxr, _) = compile_one(&request, &opts, &request.out.display().to_string())?;
         return Ok(Contents::One(Box::new(mxr)));
     }
@@ -54,13 +52,7 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
     let points = dims
         .optimal_points()
         .map_err(|e| anyhow::anyhow!(no_optimals(&dims).unwrap_or_else(|| e.to_string())))
-        .with_context(|| {
-            format!(
-                "compiling {} with inputs {}",
-                request.model.display(),
-                show_inputs(&dims)
-            )
-        })?;
+        .with_context(|| request.model.display().to_string())?;
     let mut variants = Vec::with_capacity(points.len());
     let mut graphs = Vec::with_capacity(points.len());
     for sizes in points {
@@ -207,14 +199,4 @@ fn compile_one(request: &Request, opts: &ImportOptions, label: &str) -> Result<(
     )
     .with_code_objects(compiled.code_objects);
     Ok((mxr, graph))
-}
-
-/// The inputs as `input_ids [1, s[1..512]{128}], ...`.
-pub fn show_inputs(dims: &InputDims) -> String {
-    let inputs: Vec<String> = dims
-        .inputs()
-        .iter()
-        .map(|(n, d)| format!("{n} {}", dim::show(d)))
-        .collect();
-    inputs.join(", ")
 }

@@ -226,6 +226,27 @@ pub fn fixed_shapes(shapes: &Shapes, command: &str) -> Result<HashMap<String, Ve
         .collect()
 }
 
+/// `opts` with the shape of every tensor input of the ONNX model `model` whose dimensions the
+/// shapes given fix: a `dim_param` given a size in one input has it in every input
+/// (`model_input_dims`). Left as they are when some dimension stays symbolic (the importer
+/// then names it).
+pub fn with_model_dims(model: &Path, opts: ImportOptions) -> Result<ImportOptions> {
+    let given: Shapes = (opts.input_shapes.iter())
+        .map(|(name, shape)| (name.clone(), shape.iter().map(|&d| Dim::constant(d as u64)).collect()))
+        .collect();
+    fixed_by(&mxc_lowering::onnx::model_input_dims(model, &given)?, opts)
+}
+
+/// `opts` with the shape `dims` gives each input it has none for, when `dims` are all fixed.
+pub fn fixed_by(dims: &dim::InputDims, mut opts: ImportOptions) -> Result<ImportOptions> {
+    if dims.is_fixed() {
+        for (name, shape) in dims.shapes_at(&Default::default())? {
+            opts.input_shapes.entry(name).or_insert(shape);
+        }
+    }
+    Ok(opts)
+}
+
 /// Import options for a model run on `given` inputs: their shapes fix dynamic dimensions (a
 /// `--shape` must agree), their structures those of sequences and optionals, and their values
 /// may be used where an op needs a compile-time value.

@@ -286,6 +286,7 @@ impl ProgramArgs {
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
             let opts = inputs::specialize(self.shapes.import_options("run")?, &given)?;
+            let opts = inputs::with_model_dims(&self.model, opts)?;
             (
                 Runnable::One(Box::new(compile_model(&self.model, self.target, &opts, &self.rules)?)),
                 given,
@@ -321,6 +322,7 @@ struct Shapes {
 
 impl Shapes {
     /// Import options with the shapes given, which must be fixed for `command`.
+    /// The fixed shapes given, for `command` (`with_model_dims` completes them for a model).
     fn import_options(&self, command: &str) -> Result<ImportOptions> {
         let (shapes, structures) = inputs::parse_shapes(&self.shapes)?;
         Ok(ImportOptions {
@@ -350,7 +352,10 @@ fn run(cli: Cli) -> Result<()> {
             shapes,
             rules,
         } => {
-            let graph = import_file(&model, &shapes.import_options("read")?)?;
+            let graph = import_file(
+                &model,
+                &inputs::with_model_dims(&model, shapes.import_options("read")?)?,
+            )?;
             let options = rules.compile_options()?;
             let shown = match target {
                 Some(target) => mxc_codegen::rewrite_for(&graph, target, &options)?.0,
@@ -445,7 +450,7 @@ fn run(cli: Cli) -> Result<()> {
             explain::run(
                 &model,
                 target,
-                &shapes.import_options("explain")?,
+                &inputs::with_model_dims(&model, shapes.import_options("explain")?)?,
                 &options,
                 dot.as_deref(),
             )

@@ -36,15 +36,19 @@ pub fn report_loaded(
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (low, high) = (totals[totals.len() / 10], totals[(totals.len() * 9) / 10]);
     let threads = loaded.executable().parallelism().threads;
+    let memory = run.memory_use();
     Ok(format!(
         "{} runs on {threads} thread{}: median {:.3} ms (10% {:.3} ms, 90% {:.3} ms)\n\
-         ran {} (no program is compiled for this size; each part's kernels: mxc perf at its size)\n",
+         ran {} (no program is compiled for this size; each part's kernels: mxc perf at its size)\n\
+         memory: weights {} of the programs run, temporaries {} (the largest part's: one part runs at a time)\n",
         totals.len(),
         if threads == 1 { "" } else { "s" },
         ms(median(&mut totals)),
         ms(low),
         ms(high),
-        run.describe()
+        run.describe(),
+        size_text(memory.weights as f64),
+        size_text(memory.arena as f64),
     ))
 }
 

@@ -76,7 +76,7 @@ pub fn params(
         };
         (list(&p.inputs), list(&p.outputs), p.interface.clone())
     } else {
-        let g = mxc_lowering::onnx::import_file(model, import)?;
+        let g = mxc_lowering::onnx::import_file(model, &crate::inputs::with_model_dims(model, import.clone())?)?;
         let list =
             |ports: &[mxc_dialects::Port]| ports.iter().map(|p| (p.name.clone(), g.ty(p.value).clone())).collect();
         (list(&g.inputs), list(&g.outputs), g.interface.clone())

@@ -100,6 +100,17 @@ impl PartsRun {
         })
     }
 
+    /// The memory of its programs: the weights of all of them, and the largest arena (one
+    /// part runs at a time).
+    pub fn memory_use(&self) -> crate::MemoryUse {
+        let each: Vec<crate::MemoryUse> = self.programs.iter().map(Executable::memory_use).collect();
+        crate::MemoryUse {
+            weights: each.iter().map(|m| m.weights).sum(),
+            weights_copied: each.iter().map(|m| m.weights_copied).sum(),
+            arena: each.iter().map(|m| m.arena).max().unwrap_or(0),
+        }
+    }
+
     /// The sizes and the parts: `n=17 in parts of 8 + 8 + 1`.
     pub fn describe(&self) -> String {
         let counts: Vec<String> = self.runs.iter().map(|r| r.2.to_string()).collect();

@@ -69,7 +69,10 @@ pub fn run(args: &Args) -> Result<()> {
     let given = inputs::load(&args.inputs, &mut inputs::model_kinds(&args.model))?;
     let graph = import_file(
         &args.model,
-        &inputs::specialize(args.shapes.import_options("verify")?, &given)?,
+        &inputs::with_model_dims(
+            &args.model,
+            inputs::specialize(args.shapes.import_options("verify")?, &given)?,
+        )?,
     )?;
     let given = given.tensors;
     let seed = args.seed.unwrap_or(inputs::DEFAULT_SEED);

@@ -33,6 +33,7 @@ use mxc_dialects::program::{
 };
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"MXR\0";
@@ -101,9 +102,20 @@ pub fn encode(m: &Mxr, key: Option<&SecretKey>) -> Vec<u8> {
 /// the way (the weights go from their buffers to `out` without a copy of the whole file), then
 /// signed with `key` if given.
 pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    write_sharing(m, key, &HashMap::new(), out)
+}
+
+/// `write`, the weights of the buffers `shared` names left out of the file's data: they lie at
+/// the offsets it gives in the file of programs by size this one goes into (buffer kind 4).
+fn write_sharing(
+    m: &Mxr,
+    key: Option<&SecretKey>,
+    shared: &HashMap<usize, u64>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     // offsets are fixed-width, so the metadata's length does not depend on their values
     let code_at = vec![0; m.code_objects.len()];
-    let meta_len = metadata(m, &vec![0; m.program.buffers.len()], 0, &code_at).len();
+    let meta_len = metadata(m, &vec![0; m.program.buffers.len()], shared, 0, &code_at).len();
     let data_start = align(HEAD + meta_len);
     let mut at = align(data_start + m.library.len());
     let mut code_at = Vec::with_capacity(m.code_objects.len());
@@ -112,11 +124,11 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
         at = align(at + o.bytes.len());
     }
     let mut weights = vec![0; m.program.buffers.len()];
-    for (i, t) in weights_in_data(&m.program) {
+    for (i, t) in weights_in_data(&m.program, shared) {
         weights[i] = at as u64;
         at = align(at + t.bytes().len());
     }
-    let meta = metadata(m, &weights, data_start as u64, &code_at);
+    let meta = metadata(m, &weights, shared, data_start as u64, &code_at);
     let total = at + TRAILER;
     let mut w = Digesting::new(out);
     w.put(MAGIC)?;
@@ -129,7 +141,7 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
         w.pad_to(align(w.written))?;
         w.put(&o.bytes)?;
     }
-    for (_, t) in weights_in_data(&m.program) {
+    for (_, t) in weights_in_data(&m.program, shared) {
         w.pad_to(align(w.written))?;
         w.put(t.bytes())?;
     }
@@ -138,10 +150,10 @@ pub fn write(m: &Mxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> 
 }
 
 /// The weights that lie in the data (not string constants: the metadata holds their
-/// strings), with their buffers.
-fn weights_in_data(p: &Program) -> impl Iterator<Item = (usize, &Tensor)> {
+/// strings; not those `shared` places elsewhere), with their buffers.
+fn weights_in_data<'p>(p: &'p Program, shared: &'p HashMap<usize, u64>) -> impl Iterator<Item = (usize, &'p Tensor)> {
     p.buffers.iter().enumerate().filter_map(|(i, b)| match &b.kind {
-        BufferKind::Constant(t) if t.strings().is_none() => Some((i, t)),
+        BufferKind::Constant(t) if t.strings().is_none() && !shared.contains_key(&i) => Some((i, t)),
         _ => None,
     })
 }
@@ -282,7 +294,7 @@ fn decode_contents(
     if magic == Some(sized::MAGIC) {
         return sized::decode(file, what, target, trust).map(Contents::BySize);
     }
-    decode_shared(file, what, target, trust, true).map(|m| Contents::One(Box::new(m)))
+    decode_shared(file, what, target, trust, None).map(|m| Contents::One(Box::new(m)))
 }
 
 /// A range of a file's bytes, as bytes a program's weights can share.
@@ -301,29 +313,30 @@ impl AsRef<[u8]> for Part {
 /// signature-checked again.
 fn decode_part(whole: SharedBytes, at: usize, len: usize, what: &str, target: Option<&str>) -> Result<Mxr, RunError> {
     let part: SharedBytes = Arc::new(Part {
-        whole,
+        whole: whole.clone(),
         range: at..at + len,
     });
-    decode_shared(part, what, target, &TrustPolicy::AnyIntact, false)
+    decode_shared(part, what, target, &TrustPolicy::AnyIntact, Some(&whole))
 }
 
-/// Reads a one-program file's bytes that the weights then share; `verify_digest` is false
-/// for a program inside a file whose digest covers it.
+/// Reads a one-program file's bytes that the weights then share; `outer` is the file of
+/// programs by size it lies in, if it does: its digest covers this program (not hashed
+/// again), and its weights shared between programs lie there (buffer kind 4).
 fn decode_shared(
     file: SharedBytes,
     what: &str,
     target: Option<&str>,
     trust: &TrustPolicy,
-    verify_digest: bool,
+    outer: Option<&SharedBytes>,
 ) -> Result<Mxr, RunError> {
     let bytes = (*file).as_ref();
     let bad = |m: String| RunError::Load(format!("{what}: {m}"));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return Err(bad("not an .mxr file (bad magic)".into()));
     }
-    let (body, signer) = open_frame(bytes, VERSION, "format", verify_digest, trust).map_err(&bad)?;
+    let (body, signer) = open_frame(bytes, VERSION, "format", outer.is_none(), trust).map_err(&bad)?;
     let mut r = Reader { bytes: body, pos: HEAD };
-    let mut m = read_metadata(&mut r, &file).map_err(&bad)?;
+    let mut m = read_metadata(&mut r, &file, outer).map_err(&bad)?;
     m.signer = signer;
     m.program.validate(&m.memory).map_err(|e| bad(e.to_string()))?;
     check_code(&m).map_err(|e| bad(format!("the kernels: {e}")))?;
@@ -514,7 +527,7 @@ fn align(n: usize) -> usize {
 
 /// The metadata, with each weight's file offset from `weights`, the kernels at `library_at`
 /// and each GPU code object at `code_at`.
-fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u8> {
+fn metadata(m: &Mxr, weights: &[u64], shared: &HashMap<usize, u64>, library_at: u64, code_at: &[u64]) -> Vec<u8> {
     let mut w = Writer(Vec::new());
     for s in [&m.producer, &m.target, &m.cpu] {
         w.str(s);
@@ -536,10 +549,16 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u
                     w.u64(strings.len() as u64);
                     strings.iter().for_each(|s| w.str(s));
                 }
-                None => {
-                    w.u32(1);
-                    w.u64(weights[i]);
-                }
+                None => match shared.get(&i) {
+                    Some(&at) => {
+                        w.u32(4);
+                        w.u64(at);
+                    }
+                    None => {
+                        w.u32(1);
+                        w.u64(weights[i]);
+                    }
+                },
             },
             BufferKind::Temp => {
                 w.u32(2);
@@ -590,7 +609,7 @@ fn metadata(m: &Mxr, weights: &[u64], library_at: u64, code_at: &[u64]) -> Vec<u
     w.0
 }
 
-fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
+fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedBytes>) -> Result<Mxr, String> {
     let file = &(**shared).as_ref()[..r.bytes.len()];
     let (producer, target, cpu) = (r.str()?, r.str()?, r.str()?);
     let features = (0..r.count()?).map(|_| r.str()).collect::<Result<Vec<_>, _>>()?;
@@ -620,6 +639,18 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes) -> Result<Mxr, String> {
                     BufferKind::Constant(Tensor::from_strings(ty.shape.clone(), strings)),
                     None,
                 )
+            }
+            4 => {
+                let at = r.u64()? as usize;
+                let outer = outer.ok_or("a weight shared between programs, in a file of one program")?;
+                // inside the outer file's body: a weight never overlaps its trailer
+                let body = &(**outer).as_ref()[..(**outer).as_ref().len() - TRAILER];
+                let t = ty
+                    .checked_num_bytes()
+                    .and_then(|n| slice(body, at, n))
+                    .and_then(|_| Tensor::view(ty.clone(), outer.clone(), at))
+                    .ok_or("a shared weight lies outside the file")?;
+                (BufferKind::Constant(t), None)
             }
             k => return Err(format!("unknown buffer kind {k}")),
         };

@@ -1,21 +1,25 @@
 //! An `.mxr` file holding one program for each combination of sizes it was specialised for:
 //! a model whose inputs have symbolic dimensions (`n[1..16]{1, 8}`), compiled once per point
 //! of optimal sizes. A run binds the symbols from its inputs' shapes and takes the program
-//! compiled for those sizes.
+//! compiled for those sizes, or runs a batch in parts (`crate::chunked`).
 //!
-//! Layout (little-endian): magic `MXRS`, format version, the file's length; the metadata (the
-//! producer and target, each input's dimensions in the `dim` notation, then for each program
-//! its sizes and where its bytes lie); padding to 64 bytes; each program as a whole `.mxr`
-//! file (`super::write`, unsigned) at a 64-byte aligned offset, so its weights stay aligned in
-//! a mapping; then the same trailer as a one-program file (SHA-256 digest of everything
-//! before it, signer's key and signature). The digest covers the programs, which are not
-//! hashed again when they are read.
+//! Layout (little-endian; docs/mxr.md): magic `MXRS`, layout version, the file's length; the
+//! metadata (the producer and target, each input's dimensions in the `dim` notation, for each
+//! program its sizes and where its bytes lie, the symbols that count independent items); each
+//! weight two programs hold alike, once; each program as a whole `.mxr` file
+//! (`super::write_sharing`, unsigned, its shared weights pointing into this file), every part at
+//! a 64-byte aligned offset so that weights stay aligned in a mapping; then the same trailer as
+//! a one-program file (SHA-256 digest of everything before it, signer's key and signature). The
+//! digest covers the programs, which are not hashed again when they are read.
 
 use super::{align, decode_part, open_frame, Digesting, Mxr, Reader, Writer, HEAD, TRAILER};
 use crate::signing::{SecretKey, TrustPolicy};
 use crate::RunError;
 use mxc_dialects::dim::{self, Dim, InputDims, Sizes};
-use mxc_dialects::SharedBytes;
+use mxc_dialects::program::BufferKind;
+use mxc_dialects::{SharedBytes, Tensor, TensorType};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 
 pub(super) const MAGIC: &[u8; 4] = b"MXRS";
 /// The version of this layout.
@@ -75,7 +79,7 @@ impl SizedMxr {
     /// The program for the sizes that the shapes `shape_of` gives (of some inputs) say,
     /// checked against the inputs' dimensions and ranges; a symbol no given shape says takes
     /// its size in the first program. A size no program is compiled for runs in parts when its
-    /// symbol counts independent items and the sizes compiled add up to it (the largest first);
+    /// symbol counts independent items and the sizes compiled add up to it (in the fewest runs);
     /// else it is refused, naming the sizes there is code for.
     pub fn select(self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Selected, RunError> {
         let sizes = self.dims.bind(shape_of).map_err(|e| RunError::Size(e.to_string()))?;
@@ -144,25 +148,65 @@ impl SizedMxr {
     }
 }
 
-/// `total` items as runs of the sizes `parts` (size, program; largest first), each as large as
-/// fits: (program, first item, count), or `None` when the sizes cannot make it.
-fn split(total: u64, parts: &[(u64, usize)]) -> Option<Vec<(usize, usize, usize)>> {
-    let mut runs = Vec::new();
-    let mut done = 0;
-    for &(size, program) in parts {
-        while size > 0 && total - done >= size {
-            runs.push((program, done as usize, size as usize));
-            done += size;
-        }
+/// `total` items as the fewest runs of the sizes `parts` (size, program; largest first), the
+/// larger runs first: (program, first item, count), or `None` when the sizes cannot add up to
+/// it. (Fewest runs: {3, 2} makes 4 as 2 + 2, where taking the largest first would be stuck.)
+pub(super) fn split(total: u64, parts: &[(u64, usize)]) -> Option<Vec<(usize, usize, usize)>> {
+    let total = usize::try_from(total).ok()?;
+    // fewest[t]: the fewest runs that make t items, and the part of the last of them
+    let mut fewest: Vec<Option<(usize, usize)>> = vec![None; total + 1];
+    fewest[0] = Some((0, usize::MAX));
+    for t in 1..=total {
+        fewest[t] = (0..parts.len())
+            .filter_map(|i| {
+                let size = parts[i].0 as usize;
+                let (runs, _) = fewest[t.checked_sub(size).filter(|_| size > 0)?]?;
+                Some((runs + 1, i))
+            })
+            .min();
     }
-    (done == total).then_some(runs)
+    let mut sizes = Vec::new();
+    let mut t = total;
+    while t > 0 {
+        let (_, i) = fewest[t]?;
+        sizes.push(i);
+        t -= parts[i].0 as usize;
+    }
+    sizes.sort_unstable();
+    let mut start = 0;
+    Some(
+        sizes
+            .into_iter()
+            .map(|i| {
+                let (size, program) = (parts[i].0 as usize, parts[i].1);
+                start += size;
+                (program, start - size, size)
+            })
+            .collect(),
+    )
 }
 
 /// Writes `m` (`super::write`'s layout for each program inside), signed with `key` if given.
 pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let programs: Vec<Vec<u8>> = m.variants.iter().map(|v| super::encode(&v.mxr, None)).collect();
-    let meta_len = metadata(m, &vec![0; programs.len()], &programs).len();
+    // offsets are fixed-width, so neither the metadata's length nor a program's depends on them
+    let lengths: Vec<Vec<u8>> = vec![Vec::new(); m.variants.len()];
+    let meta_len = metadata(m, &vec![0; m.variants.len()], &lengths).len();
     let mut at = align(HEAD + meta_len);
+    // each weight two programs hold alike is stored once, before the programs
+    let (distinct, placed) = shared_weights(m);
+    let mut shared_at = Vec::with_capacity(distinct.len());
+    for t in &distinct {
+        shared_at.push(at as u64);
+        at = align(at + t.bytes().len());
+    }
+    let programs: Vec<Vec<u8>> = (m.variants.iter().zip(&placed))
+        .map(|(v, placed)| {
+            let shared: HashMap<usize, u64> = placed.iter().map(|(&buffer, &d)| (buffer, shared_at[d])).collect();
+            let mut bytes = Vec::new();
+            super::write_sharing(&v.mxr, None, &shared, &mut bytes).expect("writing to memory does not fail");
+            bytes
+        })
+        .collect();
     let mut offsets = Vec::with_capacity(programs.len());
     for p in &programs {
         offsets.push(at as u64);
@@ -174,12 +218,62 @@ pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write
     w.put(&VERSION.to_le_bytes())?;
     w.put(&(total as u64).to_le_bytes())?;
     w.put(&metadata(m, &offsets, &programs))?;
+    for t in &distinct {
+        w.pad_to(align(w.written))?;
+        w.put(t.bytes())?;
+    }
     for p in &programs {
         w.pad_to(align(w.written))?;
         w.put(p)?;
     }
     w.pad_to(at)?;
     w.finish(key)
+}
+
+/// A weight by its type and the SHA-256 of its bytes.
+type WeightKey<'a> = (&'a TensorType, [u8; 32]);
+
+/// The weights held by more than one program, alike (type and bytes), each once; and for each
+/// program, which of its buffers is which of them.
+fn shared_weights(m: &SizedMxr) -> (Vec<&Tensor>, Vec<HashMap<usize, usize>>) {
+    // the first program and buffer holding a weight, and how many other programs hold it
+    let mut seen: HashMap<WeightKey, (usize, usize, usize)> = HashMap::new();
+    let mut all: Vec<Vec<(usize, WeightKey)>> = Vec::new();
+    let none = HashMap::new();
+    for (program, v) in m.variants.iter().enumerate() {
+        let mut mine = Vec::new();
+        for (buffer, t) in super::weights_in_data(&v.mxr.program, &none) {
+            let key = (&t.ty, <[u8; 32]>::from(Sha256::digest(t.bytes())));
+            let entry = seen.entry(key).or_insert((program, buffer, 0));
+            if entry.0 != program {
+                entry.2 += 1;
+            }
+            mine.push((buffer, key));
+        }
+        all.push(mine);
+    }
+    let mut distinct = Vec::new();
+    let mut index: HashMap<WeightKey, usize> = HashMap::new();
+    let placed = all
+        .into_iter()
+        .map(|mine| {
+            mine.into_iter()
+                .filter(|(_, key)| seen[key].2 > 0)
+                .map(|(buffer, key)| {
+                    let d = *index.entry(key).or_insert_with(|| {
+                        let (program, first, _) = seen[&key];
+                        let BufferKind::Constant(t) = &m.variants[program].mxr.program.buffers[first].kind else {
+                            unreachable!("weights_in_data gives constants")
+                        };
+                        distinct.push(t);
+                        distinct.len() - 1
+                    });
+                    (buffer, d)
+                })
+                .collect()
+        })
+        .collect();
+    (distinct, placed)
 }
 
 fn metadata(m: &SizedMxr, offsets: &[u64], programs: &[Vec<u8>]) -> Vec<u8> {

@@ -403,6 +403,20 @@ fn programs_by_size_round_trip_and_refuse_damage() {
     let starts: Vec<usize> = (0..bytes.len() - 4).filter(|&i| &bytes[i..i + 4] == MAGIC).collect();
     assert_eq!(starts.len(), 2);
     assert!(starts.iter().all(|s| s % ALIGN == 0), "{starts:?}");
+    // the weight both programs hold alike is stored once
+    let weight: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let copies = bytes.windows(weight.len()).filter(|w| *w == weight.as_slice()).count();
+    assert_eq!(copies, 1);
+    // so a program taken out of the file alone is refused
+    let alone = &bytes[starts[0]..starts[1]];
+    let len = u64::from_le_bytes(alone[8..16].try_into().unwrap()) as usize;
+    let err = decode(&alone[..len], "p.mxr", None, &TrustPolicy::AnyIntact)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "loading the kernels: p.mxr: a weight shared between programs, in a file of one program"
+    );
     // a one-program reader names what the file holds
     let err = decode(&bytes, "s.mxr", None, &TrustPolicy::AnyIntact)
         .unwrap_err()
@@ -459,6 +473,12 @@ fn a_size_picks_its_program_or_runs_in_parts() {
     };
     assert_eq!(parts.runs, [(0, 0, 2), (1, 2, 1)]);
     assert_eq!(parts.programs.iter().map(|(s, _)| s["n"]).collect::<Vec<_>>(), [2, 1]);
+    assert_eq!(sized::split(4, &[(3, 0), (2, 1)]), Some(vec![(1, 0, 2), (1, 2, 2)]));
+    assert_eq!(
+        sized::split(7, &[(3, 0), (2, 1)]),
+        Some(vec![(0, 0, 3), (1, 3, 2), (1, 5, 2)])
+    );
+    assert_eq!(sized::split(1, &[(3, 0), (2, 1)]), None);
     let err = sized_sample().select(&shape(5)).unwrap_err().to_string();
     assert_eq!(err, "input `x` dimension 0: n is 5, outside its range [1..4]");
     // without items, a size between the optimal ones is refused
