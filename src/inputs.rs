@@ -228,13 +228,17 @@ pub fn fixed_shapes(shapes: &Shapes, command: &str) -> Result<HashMap<String, Ve
 
 /// `opts` with the shape of every tensor input of the ONNX model `model` whose dimensions the
 /// shapes given fix: a `dim_param` given a size in one input has it in every input
-/// (`model_input_dims`). Left as they are when some dimension stays symbolic (the importer
-/// then names it).
+/// (`model_input_dims`). Left as they are when some dimension stays symbolic or a shape does
+/// not fit (the importer then says what).
 pub fn with_model_dims(model: &Path, opts: ImportOptions) -> Result<ImportOptions> {
     let given: Shapes = (opts.input_shapes.iter())
         .map(|(name, shape)| (name.clone(), shape.iter().map(|&d| Dim::constant(d as u64)).collect()))
         .collect();
-    fixed_by(&mxc_lowering::onnx::model_input_dims(model, &given)?, opts)
+    match mxc_lowering::onnx::model_input_dims(model, &given) {
+        Ok(dims) => fixed_by(&dims, opts),
+        // what does not fit is the importer's to say, as it always has
+        Err(_) => Ok(opts),
+    }
 }
 
 /// `opts` with the shape `dims` gives each input it has none for, when `dims` are all fixed.

@@ -15,7 +15,7 @@ mod verify;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use mxc_codegen::{CodeKind, CompileOptions, OptLevel, Target};
-use mxc_dialects::Tensor;
+use mxc_dialects::{dim, Tensor};
 use mxc_kernels::chunked::Runnable;
 use mxc_kernels::device::Gpu;
 use mxc_kernels::mxr::{self, Contents};
@@ -266,9 +266,10 @@ impl Trust {
 }
 
 impl ProgramArgs {
-    /// The program, loaded or compiled, and a value for each of its inputs.
-    fn load(&self) -> Result<(Runnable, HashMap<String, Tensor>)> {
-        let (mut loaded, given) = if is_mxr(&self.model) {
+    /// The program, loaded or compiled, and a value for each of its inputs; for a file of
+    /// programs by size, the sizes it runs.
+    fn load(&self) -> Result<(Runnable, HashMap<String, Tensor>, Option<dim::Sizes>)> {
+        let (mut loaded, given, sizes) = if is_mxr(&self.model) {
             let contents = mxr::read_contents(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
             let interface = match &contents {
                 Contents::One(m) => m.program.interface.clone(),
@@ -282,7 +283,8 @@ impl ProgramArgs {
                 let given = given.tensors.get(name).map(|t| t.shape().to_vec());
                 given.or_else(|| shapes.get(name).cloned())
             };
-            (Runnable::load(contents, &shape_of)?.0, given)
+            let (runnable, sizes) = Runnable::load(contents, &shape_of)?;
+            (runnable, given, sizes)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
             let opts = inputs::specialize(self.shapes.import_options("run")?, &given)?;
@@ -290,6 +292,7 @@ impl ProgramArgs {
             (
                 Runnable::One(Box::new(compile_model(&self.model, self.target, &opts, &self.rules)?)),
                 given,
+                None,
             )
         };
         loaded.set_parallelism(Parallelism {
@@ -307,7 +310,7 @@ impl ProgramArgs {
             given.tensors,
             fill,
         )?;
-        Ok((loaded, values))
+        Ok((loaded, values, sizes))
     }
 }
 
@@ -375,7 +378,10 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Perf { program, iterations } => {
-            let (loaded, values) = program.load()?;
+            let (loaded, values, sizes) = program.load()?;
+            if let (Some(sizes), Runnable::One(_)) = (&sizes, &loaded) {
+                println!("the program for {}", dim::show_sizes(sizes));
+            }
             print!("{}", perf::report_loaded(&loaded, &values, iterations)?);
             Ok(())
         }
@@ -404,7 +410,7 @@ fn run(cli: Cli) -> Result<()> {
             out,
             save_inputs,
         } => {
-            let (exe, values) = program.load()?;
+            let (exe, values, _) = program.load()?;
             if let Some(dir) = save_inputs {
                 report::write_inputs(&dir, exe.executable().program(), &values)?;
             }

@@ -133,7 +133,14 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
     }
     out.push_str("symbols:\n");
     for s in sized.dims.symbols() {
-        out.push_str(&format!("  {}\n", mxc_dialects::dim::Dim::symbol(s.clone())));
+        let runs = match sized.items.iter().any(|i| i.symbol == s.name) {
+            true => "any size in range (independent items: other sizes in parts)",
+            false => "the compiled sizes",
+        };
+        out.push_str(&format!(
+            "  {}: runs {runs}\n",
+            mxc_dialects::dim::Dim::symbol(s.clone())
+        ));
     }
     out.push_str("programs (one for each point of optimal sizes):\n");
     for v in &sized.variants {

@@ -18,32 +18,85 @@ use std::collections::HashMap;
 /// The item axis of each output of `graph` when its inputs carry items along `input_axes`
 /// (by input port; the other inputs carry none), or why the graph mixes items.
 pub fn output_item_axes(graph: &Graph, input_axes: &HashMap<String, usize>) -> Result<Vec<usize>, String> {
-    let mut axes: HashMap<ValueId, usize> = HashMap::new();
+    let mut items: HashMap<ValueId, Items> = HashMap::new();
     for port in &graph.inputs {
-        if let Some(&a) = input_axes.get(&port.name) {
-            axes.insert(port.value, a);
+        if let Some(&axis) = input_axes.get(&port.name) {
+            items.insert(port.value, Items::whole(axis));
         }
     }
     for op in &graph.ops {
-        let operands: Vec<Option<usize>> = op.operands.iter().map(|v| axes.get(v).copied()).collect();
+        let operands: Vec<Option<Items>> = op.operands.iter().map(|v| items.get(v).copied()).collect();
         if operands.iter().all(Option::is_none) {
             continue;
         }
-        let axis =
-            result_axis(graph, op, &operands).map_err(|why| format!("{} ({}): {why}", op.kind, describe(graph, op)))?;
+        let result = result_items(graph, op, &operands)
+            .map_err(|why| format!("{} ({}): {why}", op.kind, describe(graph, op)))?;
         if let Some(&r) = op.results.first() {
-            axes.insert(r, axis);
+            items.insert(r, result);
         }
     }
     graph
         .outputs
         .iter()
-        .map(|p| {
-            axes.get(&p.value)
-                .copied()
-                .ok_or_else(|| format!("output `{}` does not depend on the items", p.name))
+        .map(|p| match items.get(&p.value) {
+            Some(i) if i.inner == 1 => Ok(i.axis),
+            Some(_) => Err(format!("output `{}` holds its items merged with another axis", p.name)),
+            None => Err(format!("output `{}` does not depend on the items", p.name)),
         })
         .collect()
+}
+
+/// Where a value's items are: index `i` along `axis` belongs to item `i / inner` (`inner` is 1
+/// but where a reshape merged the item axis with the axes after it: `[n, 7]` as `[n * 7]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Items {
+    axis: usize,
+    inner: usize,
+}
+
+impl Items {
+    fn whole(axis: usize) -> Items {
+        Items { axis, inner: 1 }
+    }
+}
+
+/// The items of `op`'s result: reshapes and gathers follow merged items; every other op
+/// takes whole ones (`result_axis`).
+fn result_items(graph: &Graph, op: &Op, operands: &[Option<Items>]) -> Result<Items, String> {
+    let shape = |i: usize| graph.ty(op.operands[i]).shape.clone();
+    match (op.kind, operands) {
+        (OpKind::Reshape, [Some(items)]) => reshape(&shape(0), &graph.ty(op.results[0]).shape, *items),
+        (OpKind::Gather, [Some(items), None]) if op.attrs.int("axis")? == items.axis as i64 => {
+            let indices = graph
+                .constant_value(op.operands[1])
+                .ok_or("it gathers along the item axis at indices known only at run time")?;
+            gathered_items(indices, *items).map(|k| Items::whole(items.axis + k))
+        }
+        _ if operands.iter().flatten().any(|i| i.inner > 1) => {
+            Err("an operand holds its items merged with another axis".into())
+        }
+        _ => {
+            let axes: Vec<Option<usize>> = operands.iter().map(|o| o.map(|i| i.axis)).collect();
+            result_axis(graph, op, &axes).map(Items::whole)
+        }
+    }
+}
+
+/// The axis `k` of constant gather indices along which each index picks from its own item:
+/// `index / inner` is the index's position along `k` (as a model that flattens a batch and
+/// gathers `item * size + position` does).
+fn gathered_items(indices: &crate::Tensor, items: Items) -> Result<usize, String> {
+    let shape = indices.shape();
+    let values = indices.to_i64_vec();
+    let strides = crate::strides_of(shape);
+    (0..shape.len())
+        .find(|&k| {
+            values.iter().enumerate().all(|(flat, &index)| {
+                let position = (flat / strides[k]) % shape[k];
+                index >= 0 && index as usize / items.inner == position
+            })
+        })
+        .ok_or_else(|| "its indices take items from other items' places".into())
 }
 
 /// The op's operand and result types, for messages.
@@ -108,7 +161,6 @@ fn result_axis(graph: &Graph, op: &Op, operands: &[Option<usize>]) -> Result<usi
                 false => a - axes.iter().filter(|&&x| x < a).count(),
             })
         }
-        OpKind::Reshape => reshape(&shape(0), &graph.ty(op.results[0]).shape, only_first()?),
         OpKind::Transpose => {
             let a = only_first()?;
             let perm = op.attrs.ints("perm")?;
@@ -208,16 +260,27 @@ fn matmul(graph: &Graph, op: &Op, operands: &[Option<usize>], out_rank: usize) -
     }
 }
 
-/// A reshape keeps the item axis `a` whole when the elements before it and its size are the
-/// same in the result: the result axis where they are.
-fn reshape(from: &[usize], to: &[usize], a: usize) -> Result<usize, String> {
-    let before: usize = from[..a].iter().product();
-    let mut product = 1;
-    for (b, &d) in to.iter().enumerate() {
-        if product == before && d == from[a] {
-            return Ok(b);
+/// The items of a reshape's result: the elements before the items' axis are the same in
+/// number (`pre`), and each item's block of elements (`inner` positions of the axis times the
+/// elements after it) falls within one result axis `b` and the axes after it, as `inner`
+/// positions of `b` (1 where the item axis stays whole, more where it is merged with the
+/// axes after it).
+fn reshape(from: &[usize], to: &[usize], items: Items) -> Result<Items, String> {
+    let a = items.axis;
+    let pre: usize = from[..a].iter().product();
+    let block = items.inner * from[a + 1..].iter().product::<usize>();
+    for b in 0..to.len() {
+        let before: usize = to[..b].iter().product();
+        let after: usize = to[b + 1..].iter().product();
+        if before > pre {
+            break;
         }
-        product *= d;
+        if before == pre && after > 0 && block.is_multiple_of(after) && to[b].is_multiple_of(block / after) {
+            return Ok(Items {
+                axis: b,
+                inner: block / after,
+            });
+        }
     }
     Err(format!("it splits or merges the item axis {a}"))
 }
@@ -264,6 +327,15 @@ mod tests {
         );
         assert_eq!(
             axes(&one("%0 = mx.reshape %x {shape = [12]} : TY", "tensor<12xf32>")),
+            Err("output `y` holds its items merged with another axis".into())
+        );
+        let merged = "%m = mx.reshape %x {shape = [12]} : tensor<12xf32>\n  %0 = mx.relu %m : TY";
+        assert_eq!(
+            axes(&one(merged, "tensor<12xf32>")),
+            Err("mx.relu (on tensor<12xf32>): an operand holds its items merged with another axis".into())
+        );
+        assert_eq!(
+            axes(&one("%0 = mx.reshape %x {shape = [2, 6]} : TY", "tensor<2x6xf32>")),
             Err("mx.reshape (on tensor<4x3xf32>): it splits or merges the item axis 0".into())
         );
         assert_eq!(
@@ -289,6 +361,36 @@ mod tests {
         assert_eq!(
             axes(&one("%0 = mx.relu %w : TY", "tensor<3x2xf32>")),
             Err("output `y` does not depend on the items".into())
+        );
+    }
+
+    /// x: [2, 3] flattened, gathered at `indices` (of shape [2, 1, 3]) and reshaped back.
+    fn flat_gather(indices: &[i64]) -> String {
+        let list: Vec<String> = indices.iter().map(i64::to_string).collect();
+        format!(
+            "graph \"g\" (%x: tensor<2x3xf32> \"x\") {{
+  %i = mx.constant {{value = dense<[{}]> : tensor<2x1x3xi64>}} : tensor<2x1x3xi64>
+  %0 = mx.reshape %x {{shape = [6, 1]}} : tensor<6x1xf32>
+  %1 = mx.gather %0, %i {{axis = 0}} : tensor<2x1x3x1xf32>
+  %2 = mx.reshape %1 {{shape = [6]}} : tensor<6xf32>
+  %3 = mx.reshape %2 {{shape = [2, 1, 3]}} : tensor<2x1x3xf32>
+  return \"y\" = %3
+}}",
+            list.join(", ")
+        )
+    }
+
+    #[test]
+    fn a_flattened_batch_gathered_item_by_item_keeps_its_items() {
+        // indices item * 3 + position, as a model that broadcasts a mask by gathering does
+        assert_eq!(axes(&flat_gather(&[0, 1, 2, 3, 4, 5])), Ok(vec![0]));
+        assert_eq!(axes(&flat_gather(&[2, 1, 0, 5, 4, 3])), Ok(vec![0]));
+        assert_eq!(
+            axes(&flat_gather(&[3, 4, 5, 0, 1, 2])),
+            Err(
+                "mx.gather (on tensor<6x1xf32>, tensor<2x1x3xi64>): its indices take items from other items' places"
+                    .into()
+            )
         );
     }
 }

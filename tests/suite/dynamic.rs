@@ -90,6 +90,10 @@ fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
     let shown = String::from_utf8_lossy(&params.stdout);
     assert!(shown.contains("x: tensor<n[1..16]{1, 4}x8xf32>"), "{shown}");
     assert!(shown.contains("  n=4:\n    output y: tensor<4x4xf32>"), "{shown}");
+    assert!(
+        shown.contains("  n[1..16]{1, 4}: runs any size in range (independent items: other sizes in parts)"),
+        "{shown}"
+    );
     // the optimal sizes run their own programs, the others in parts (3 = 1 + 1 + 1,
     // 9 = 4 + 4 + 1); each as the model compiled now for that size computes it
     for n in [1, 4, 3, 9, 16] {
@@ -104,6 +108,9 @@ fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
             fixed.to_f64_vec()
         );
     }
+    let perf = mxc(&["perf", file, "--shape", "x=4x8", "-n", "3"]);
+    let report = String::from_utf8_lossy(&perf.stdout);
+    assert!(report.starts_with("the program for n=4\n"), "{report}{}", stderr(&perf));
     let perf = mxc(&["perf", file, "--shape", "x=9x8", "-n", "3"]);
     let report = String::from_utf8_lossy(&perf.stdout);
     assert!(

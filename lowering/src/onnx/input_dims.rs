@@ -69,7 +69,10 @@ pub fn model_input_dims(path: &Path, given: &HashMap<String, Vec<Dim>>) -> Resul
                 Declared::Fixed(n) if g.as_constant() != Some(*n) => {
                     return Err(fail(
                         vi.name(),
-                        format!("dimension {axis} is {n} in the model, and the shape given makes it {g}"),
+                        format!(
+                            "dimension {axis} is {n} in the model, and the shape given, {}, makes it {g}",
+                            dim::show(shape)
+                        ),
                     ))
                 }
                 Declared::Param(p) => {
