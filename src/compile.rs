@@ -53,30 +53,39 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
         .optimal_points()
         .map_err(|e| anyhow::anyhow!(no_optimals(&dims).unwrap_or_else(|| e.to_string())))
         .with_context(|| request.model.display().to_string())?;
-    let mut variants = Vec::with_capacity(points.len());
-    let mut graphs = Vec::with_capacity(points.len());
+    let mut variants: Vec<Variant> = Vec::with_capacity(points.len());
+    // each program's graph is looked at for each symbol's items, then dropped
+    let mut proofs: Vec<(String, Result<ItemProof, String>)> = dims
+        .symbols()
+        .iter()
+        .map(|s| (s.name.clone(), ItemProof::start(&dims, &s.name)))
+        .collect();
     for sizes in points {
         let label = format!("{} ({})", request.out.display(), dim::show_sizes(&sizes));
         let (mxr, graph) = compile_one(request, &import_options(request, &dims, &sizes)?, &label)
             .with_context(|| format!("at {}", dim::show_sizes(&sizes)))?;
-        graphs.push((sizes.clone(), graph));
+        for (_, proof) in &mut proofs {
+            if let Ok(p) = proof {
+                if let Err(why) = p.check(&sizes, &graph) {
+                    *proof = Err(why);
+                }
+            }
+        }
         variants.push(Variant { sizes, mxr });
     }
     let mut items = Vec::new();
-    for symbol in dims.symbols() {
-        match item_axes(request, &dims, &symbol.name, &graphs) {
+    for (symbol, proof) in proofs {
+        match proof.and_then(|p| p.finish(request, &dims, &variants[0].sizes)) {
             Ok(found) => {
                 eprintln!(
-                    "{}: {} counts independent items: other sizes in range run in parts of the compiled ones",
+                    "{}: {symbol} counts independent items: other sizes in range run in parts of the compiled ones",
                     request.out.display(),
-                    symbol.name
                 );
                 items.push(found);
             }
             Err(why) => eprintln!(
-                "{}: {} runs only at the compiled sizes: {why}",
-                request.out.display(),
-                symbol.name
+                "{}: {symbol} runs only at the compiled sizes: {why}",
+                request.out.display()
             ),
         }
     }
@@ -92,58 +101,84 @@ fn import_options(request: &Request, dims: &InputDims, sizes: &dim::Sizes) -> Re
     })
 }
 
-/// Whether `symbol` counts items the model treats independently: it is a whole dimension of
-/// each input that has it, at one axis; every program compiled for two items or more keeps
-/// them apart (`mxc_dialects::items`), with the same output axes; and the model imports at the
-/// symbol's largest size (a model that fixes its batch somewhere does not).
-fn item_axes(
-    request: &Request,
-    dims: &InputDims,
-    symbol: &str,
-    graphs: &[(dim::Sizes, Graph)],
-) -> Result<Items, String> {
-    let mut inputs = HashMap::new();
-    for (name, input) in dims.inputs() {
-        let uses: Vec<usize> = (0..input.len())
-            .filter(|&a| input[a].symbols().any(|s| s.name == symbol))
-            .collect();
-        match uses.as_slice() {
-            [] => {}
-            [a] if input[*a].as_symbol().is_some() => {
-                inputs.insert(name.clone(), *a);
-            }
-            _ => {
-                return Err(format!(
-                    "input `{name}` has it in {} or within an expression",
-                    dim::show(input)
-                ))
+/// Whether a symbol counts items the model treats independently: it is a whole dimension of
+/// each input that has it, at one axis (`start`); every program compiled for two items or more
+/// keeps them apart (`mxc_dialects::items`), with the same output axes (`check`); and the
+/// model imports at the symbol's largest size (`finish`: a model that fixes its batch
+/// somewhere does not).
+struct ItemProof {
+    symbol: String,
+    inputs: HashMap<String, usize>,
+    outputs: Option<Vec<(String, usize)>>,
+}
+
+impl ItemProof {
+    fn start(dims: &InputDims, symbol: &str) -> Result<ItemProof, String> {
+        let mut inputs = HashMap::new();
+        for (name, input) in dims.inputs() {
+            let uses: Vec<usize> = (0..input.len())
+                .filter(|&a| input[a].symbols().any(|s| s.name == symbol))
+                .collect();
+            match uses.as_slice() {
+                [] => {}
+                [a] if input[*a].as_symbol().is_some() => {
+                    inputs.insert(name.clone(), *a);
+                }
+                _ => {
+                    return Err(format!(
+                        "input `{name}` has it in {} or within an expression",
+                        dim::show(input)
+                    ))
+                }
             }
         }
+        Ok(ItemProof {
+            symbol: symbol.to_string(),
+            inputs,
+            outputs: None,
+        })
     }
-    let mut outputs: Option<Vec<(String, usize)>> = None;
-    for (sizes, graph) in graphs.iter().filter(|(sizes, _)| sizes[symbol] >= 2) {
-        let axes = output_item_axes(graph, &inputs).map_err(|e| format!("at {}, {e}", dim::show_sizes(sizes)))?;
+
+    /// The graph imported at `sizes` keeps the items apart, if it has two or more.
+    fn check(&mut self, sizes: &dim::Sizes, graph: &Graph) -> Result<(), String> {
+        if sizes[&self.symbol] < 2 {
+            return Ok(());
+        }
+        let axes = output_item_axes(graph, &self.inputs).map_err(|e| format!("at {}, {e}", dim::show_sizes(sizes)))?;
         let named: Vec<(String, usize)> = graph.outputs.iter().map(|p| p.name.clone()).zip(axes).collect();
-        if outputs.as_ref().is_some_and(|o| *o != named) {
+        if self.outputs.as_ref().is_some_and(|o| *o != named) {
             return Err("its outputs have their items on other axes at other sizes".into());
         }
-        outputs = Some(named);
+        self.outputs = Some(named);
+        Ok(())
     }
-    let outputs = outputs.ok_or("no compiled size of two or more shows how it keeps items apart")?;
-    let largest = dims
-        .symbols()
-        .iter()
-        .find(|s| s.name == symbol)
-        .map_or(0, |s| s.bounds().1);
-    let mut sizes = graphs[0].0.clone();
-    sizes.insert(symbol.to_string(), largest);
-    let opts = import_options(request, dims, &sizes).map_err(|e| e.to_string())?;
-    import_file(request.model, &opts).map_err(|e| format!("the model does not import at {symbol}={largest}: {e}"))?;
-    Ok(Items {
-        symbol: symbol.to_string(),
-        inputs: inputs.into_iter().collect(),
-        outputs,
-    })
+
+    /// The items, once the model imports at the symbol's largest size (the other symbols at
+    /// `first`, the first program's sizes).
+    fn finish(self, request: &Request, dims: &InputDims, first: &dim::Sizes) -> Result<Items, String> {
+        let outputs = self
+            .outputs
+            .ok_or("no compiled size of two or more shows how it keeps items apart")?;
+        let symbol = self.symbol;
+        let largest = dims
+            .symbols()
+            .iter()
+            .find(|s| s.name == symbol)
+            .map_or(0, |s| s.bounds().1);
+        let mut sizes = first.clone();
+        sizes.insert(symbol.clone(), largest);
+        let opts = import_options(request, dims, &sizes).map_err(|e| e.to_string())?;
+        import_file(request.model, &opts)
+            .map_err(|e| format!("the model does not import at {symbol}={largest}: {e}"))?;
+        // in name order, so that a compile writes the same bytes every time
+        let mut inputs: Vec<(String, usize)> = self.inputs.into_iter().collect();
+        inputs.sort();
+        Ok(Items {
+            symbol,
+            inputs,
+            outputs,
+        })
+    }
 }
 
 /// For a symbol without optimal sizes: the message that says where it is and what to give.

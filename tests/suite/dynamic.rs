@@ -86,6 +86,22 @@ fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
     assert!(said.contains("rows.mxr (n=1): "), "{said}");
     assert!(said.contains("rows.mxr (n=4): "), "{said}");
     assert!(said.contains("n counts independent items"), "{said}");
+    // the same model and options give the same bytes
+    let again = dir.path().join("again.mxr");
+    assert!(mxc(&[
+        "compile",
+        &onnx,
+        "--shape",
+        "x=n[1..16]{1, 4}x8",
+        "-o",
+        again.to_str().unwrap()
+    ])
+    .status
+    .success());
+    assert!(
+        std::fs::read(file).unwrap() == std::fs::read(&again).unwrap(),
+        "two compiles differ"
+    );
     let params = mxc(&["params", file]);
     let shown = String::from_utf8_lossy(&params.stdout);
     assert!(shown.contains("x: tensor<n[1..16]{1, 4}x8xf32>"), "{shown}");
