@@ -101,6 +101,17 @@ make_seeds() {
             || die "mxc compile $opts examples/tiny_cnn.onnx failed"
         seed mxr_decode "$out"
     done
+    # a file of programs by size: the example with its batch made a dim_param
+    .cache/venv/bin/python -c '
+import sys, onnx
+m = onnx.load("examples/tiny_cnn.onnx")
+for v in [m.graph.input[0], *m.graph.output]:
+    v.type.tensor_type.shape.dim[0].dim_param = "batch"
+onnx.save(m, sys.argv[1])' "$dir/dynamic.onnx" || die "making a model with a dynamic batch failed"
+    "$MXC" compile -q --no-cache "$dir/dynamic.onnx" --shape 'image=n[1..4]{1,2}x3x8x8' -o "$out" >/dev/null 2>&1 \
+        || die "mxc compile of the dynamic example failed"
+    seed mxr_decode "$out"
+    rm -f "$dir/dynamic.onnx"
     for f in test_relu test_add_bcast test_matmul_2d test_softmax_axis_1 test_maxpool_2d_default \
         test_conv_with_strides_padding test_gemm_default_matrix_bias test_transpose_default; do
         f=".cache/onnx-backend-tests/node/$f/model.onnx"
@@ -127,8 +138,8 @@ make_seeds() {
 }
 
 # The seeds are rebuilt when this script, the examples, the rule files or the `.mxr` format
-# (kernels/src/mxr.rs) change.
-stamp_want=$( { cat "$0" examples/*.onnx rewrite/rules/*.rules examples/rules/*.rules docs/rules.md kernels/src/mxr.rs; \
+# (kernels/src/mxr/) change.
+stamp_want=$( { cat "$0" examples/*.onnx rewrite/rules/*.rules examples/rules/*.rules docs/rules.md kernels/src/mxr/*.rs; \
     ls .cache/onnx-backend-tests 2>/dev/null; } | sha256sum | cut -d' ' -f1)
 if [[ -f "$SEEDS/.stamp" && "$(cat "$SEEDS/.stamp")" == "$stamp_want" ]]; then
     say "seeds present"

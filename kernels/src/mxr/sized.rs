@@ -92,6 +92,7 @@ impl SizedMxr {
             let v = self.variants.into_iter().nth(i).expect("found above");
             return Ok(Selected::One(v.sizes, Box::new(v.mxr)));
         }
+        let mut no_sum = None;
         for items in &self.items {
             let Some(&total) = sizes.get(&items.symbol) else {
                 continue;
@@ -101,7 +102,10 @@ impl SizedMxr {
                 .map(|(i, v)| (v.sizes[&items.symbol], i))
                 .collect();
             parts.sort_unstable_by(|a, b| b.cmp(a));
-            let Some(runs) = split(total, &parts) else { continue };
+            let Some(runs) = split(total, &parts) else {
+                no_sum = Some(format!("{}={total}", items.symbol));
+                continue;
+            };
             let mut order: Vec<usize> = Vec::new();
             let runs = runs
                 .into_iter()
@@ -114,6 +118,11 @@ impl SizedMxr {
                 })
                 .collect();
             let items = items.clone();
+            // a symbol no input said takes the first part's size
+            let mut sizes = sizes.clone();
+            for (name, &size) in &self.variants[order[0]].sizes {
+                sizes.entry(name.clone()).or_insert(size);
+            }
             let shapes = self.dims.shapes_at(&sizes).map_err(|e| RunError::Size(e.to_string()))?;
             let mut variants: Vec<Option<Variant>> = self.variants.into_iter().map(Some).collect();
             let programs = order
@@ -140,9 +149,9 @@ impl SizedMxr {
             "no program in this file runs {}: it holds programs for {}{}",
             dim::show_sizes(&sizes),
             points.join(", "),
-            match self.items.is_empty() {
-                true => " (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)",
-                false => ", and the items do not add up from these sizes",
+            match no_sum {
+                None => " (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)".to_string(),
+                Some(total) => format!(", and no sum of the compiled sizes makes {total}"),
             }
         )))
     }

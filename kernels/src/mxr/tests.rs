@@ -481,6 +481,14 @@ fn a_size_picks_its_program_or_runs_in_parts() {
     assert_eq!(sized::split(1, &[(3, 0), (2, 1)]), None);
     let err = sized_sample().select(&shape(5)).unwrap_err().to_string();
     assert_eq!(err, "input `x` dimension 0: n is 5, outside its range [1..4]");
+    // an odd batch from a program for two alone cannot be made
+    let mut twos = sized_sample();
+    twos.variants.remove(0);
+    let err = twos.select(&shape(3)).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "no program in this file runs n=3: it holds programs for (n=2), and no sum of the compiled sizes makes n=3"
+    );
     // without items, a size between the optimal ones is refused
     let mut no_items = sized_sample();
     no_items.items.clear();
