@@ -17,7 +17,7 @@ use std::collections::HashMap;
 /// A loaded program, or programs that run a batch in parts.
 pub enum Runnable {
     One(Box<Executable>),
-    Parts(PartsRun),
+    Parts(Box<PartsRun>),
 }
 
 impl Runnable {
@@ -34,7 +34,7 @@ impl Runnable {
                 Selected::One(sizes, m) => (Runnable::One(Box::new(Executable::load_mxr(*m)?)), Some(sizes)),
                 Selected::Parts(parts) => {
                     let sizes = parts.sizes.clone();
-                    (Runnable::Parts(PartsRun::load(parts)?), Some(sizes))
+                    (Runnable::Parts(Box::new(PartsRun::load(parts)?)), Some(sizes))
                 }
             },
         })
@@ -77,6 +77,8 @@ pub struct PartsRun {
     sizes: Sizes,
     shapes: Vec<(String, Vec<usize>)>,
     programs: Vec<Executable>,
+    /// How many items each program takes.
+    capacity: Vec<usize>,
     runs: Vec<(usize, usize, usize)>,
     inputs: HashMap<String, usize>,
     outputs: HashMap<String, usize>,
@@ -85,6 +87,8 @@ pub struct PartsRun {
 impl PartsRun {
     /// Loads each program of `parts` (as `Executable::load_mxr`).
     pub fn load(parts: Parts) -> Result<PartsRun, RunError> {
+        let symbol = &parts.items.symbol;
+        let capacity = parts.programs.iter().map(|(sizes, _)| sizes[symbol] as usize).collect();
         let programs = parts
             .programs
             .into_iter()
@@ -94,6 +98,7 @@ impl PartsRun {
             sizes: parts.sizes,
             shapes: parts.shapes,
             programs,
+            capacity,
             runs: parts.runs,
             inputs: parts.items.inputs.into_iter().collect(),
             outputs: parts.items.outputs.into_iter().collect(),
@@ -111,24 +116,39 @@ impl PartsRun {
         }
     }
 
-    /// The sizes and the parts: `n=17 in parts of 8 + 8 + 1`.
+    /// The sizes and the parts: `n=17 in parts of 8 + 8 + 1`, a part filled up to its
+    /// program's size as `7 (as 8)`.
     pub fn describe(&self) -> String {
-        let counts: Vec<String> = self.runs.iter().map(|r| r.2.to_string()).collect();
+        let counts: Vec<String> = (self.runs.iter())
+            .map(|&(program, _, count)| match self.capacity[program] {
+                size if size > count => format!("{count} (as {size})"),
+                _ => count.to_string(),
+            })
+            .collect();
         format!("{} in parts of {}", dim::show_sizes(&self.sizes), counts.join(" + "))
     }
 
-    /// Runs every part on its items of `inputs` and joins the outputs.
+    /// Runs every part on its items of `inputs` (a part with fewer items than its program
+    /// takes filled up with its last item, whose copies' outputs are dropped) and joins the
+    /// outputs.
     pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Outputs, RunError> {
         let mut pieces: Vec<Outputs> = Vec::with_capacity(self.runs.len());
         for &(program, start, count) in &self.runs {
+            let size = self.capacity[program];
             let part: HashMap<String, Tensor> = inputs
                 .iter()
                 .map(|(name, t)| match self.inputs.get(name) {
-                    Some(&axis) => Ok((name.clone(), items_of(t, axis, start, count)?)),
+                    Some(&axis) => Ok((name.clone(), filled(t, axis, start, count, size)?)),
                     None => Ok((name.clone(), t.clone())),
                 })
                 .collect::<Result<_, RunError>>()?;
-            pieces.push(self.programs[program].run(&part)?);
+            let mut outputs = self.programs[program].run(&part)?;
+            if count < size {
+                for (name, value) in &mut outputs {
+                    *value = items_of(value, self.outputs[name.as_str()], 0, count)?;
+                }
+            }
+            pieces.push(outputs);
         }
         let names: Vec<String> = pieces[0].iter().map(|(n, _)| n.clone()).collect();
         names
@@ -145,6 +165,20 @@ impl PartsRun {
             })
             .collect()
     }
+}
+
+/// Items `start..start + count` of `t` along `axis`, then its last item again up to `size`.
+fn filled(t: &Tensor, axis: usize, start: usize, count: usize, size: usize) -> Result<Tensor, RunError> {
+    let items = items_of(t, axis, start, count)?;
+    if count >= size || count == 0 {
+        return Ok(items);
+    }
+    let last = items_of(t, axis, start + count - 1, 1)?;
+    let mut parts = vec![&items];
+    parts.extend(std::iter::repeat_n(&last, size - count));
+    let mut shape = items.shape().to_vec();
+    shape[axis] = size;
+    concat(&parts, axis, &items.ty.with_shape(shape)).map_err(RunError::Run)
 }
 
 /// Items `start..start + count` of `t` along `axis`.

@@ -52,7 +52,8 @@ pub enum Selected {
     Parts(Parts),
 }
 
-/// A batch run in parts: `runs` says which of `programs` runs which items (start, count).
+/// A batch run in parts: `runs` says which of `programs` runs which items (start, count; a
+/// count below the program's size is filled up by repeating the last item).
 #[derive(Debug)]
 pub struct Parts {
     pub sizes: Sizes,
@@ -79,8 +80,8 @@ impl SizedMxr {
     /// The program for the sizes that the shapes `shape_of` gives (of some inputs) say,
     /// checked against the inputs' dimensions and ranges; a symbol no given shape says takes
     /// its size in the first program. A size no program is compiled for runs in parts when its
-    /// symbol counts independent items and the sizes compiled add up to it (in the fewest runs);
-    /// else it is refused, naming the sizes there is code for.
+    /// symbol counts independent items (`split`: the least estimated work); else it is refused,
+    /// naming the sizes there is code for.
     pub fn select(self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Selected, RunError> {
         let sizes = self.dims.bind(shape_of).map_err(|e| RunError::Size(e.to_string()))?;
         let agrees = |v: &Variant, except: &str| {
@@ -97,11 +98,13 @@ impl SizedMxr {
             let Some(&total) = sizes.get(&items.symbol) else {
                 continue;
             };
-            let mut parts: Vec<(u64, usize)> = (self.variants.iter().enumerate())
-                .filter(|(_, v)| agrees(v, &items.symbol))
-                .map(|(i, v)| (v.sizes[&items.symbol], i))
+            let candidates: Vec<usize> = (0..self.variants.len())
+                .filter(|&i| agrees(&self.variants[i], &items.symbol))
                 .collect();
-            parts.sort_unstable_by(|a, b| b.cmp(a));
+            let parts: Vec<(u64, u64)> = candidates
+                .iter()
+                .map(|&i| (self.variants[i].sizes[&items.symbol], work(&self.variants[i].mxr)))
+                .collect();
             let Some(runs) = split(total, &parts) else {
                 no_sum = Some(format!("{}={total}", items.symbol));
                 continue;
@@ -109,7 +112,8 @@ impl SizedMxr {
             let mut order: Vec<usize> = Vec::new();
             let runs = runs
                 .into_iter()
-                .map(|(variant, start, count)| {
+                .map(|(part, start, count)| {
+                    let variant = candidates[part];
                     let at = order.iter().position(|&v| v == variant).unwrap_or_else(|| {
                         order.push(variant);
                         order.len() - 1
@@ -151,48 +155,58 @@ impl SizedMxr {
             points.join(", "),
             match no_sum {
                 None => " (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)".to_string(),
-                Some(total) => format!(", and no sum of the compiled sizes makes {total}"),
+                Some(total) => format!(", none of them for the other sizes given, to run {total} in parts"),
             }
         )))
     }
 }
 
-/// `total` items as the fewest runs of the sizes `parts` (size, program; largest first), the
-/// larger runs first: (program, first item, count), or `None` when the sizes cannot add up to
-/// it. (Fewest runs: {3, 2} makes 4 as 2 + 2, where taking the largest first would be stuck.)
-pub(super) fn split(total: u64, parts: &[(u64, usize)]) -> Option<Vec<(usize, usize, usize)>> {
-    let total = usize::try_from(total).ok()?;
-    // fewest[t]: the fewest runs that make t items, and the part of the last of them
-    let mut fewest: Vec<Option<(usize, usize)>> = vec![None; total + 1];
-    fewest[0] = Some((0, usize::MAX));
+/// `total` items as runs of the programs `parts` (each its size and its estimated work), the
+/// least work in all: (program, first item, count). A run takes as many items as its program's
+/// size, but the last one may take fewer, its program run on them with the last item repeated
+/// to fill it (the items are independent, so the filling changes nothing and is dropped).
+/// Runs of larger programs come first. Any total of at least one item can be made from any
+/// program.
+pub(super) fn split(total: u64, parts: &[(u64, u64)]) -> Option<Vec<(usize, usize, usize)>> {
+    let total = usize::try_from(total).ok().filter(|&t| t > 0)?;
+    // least[t]: the least work that runs t items, and the program of its last run
+    let mut least: Vec<Option<(u64, usize)>> = vec![None; total + 1];
+    least[0] = Some((0, usize::MAX));
     for t in 1..=total {
-        fewest[t] = (0..parts.len())
+        least[t] = (0..parts.len())
+            .filter(|&i| parts[i].0 > 0)
             .filter_map(|i| {
-                let size = parts[i].0 as usize;
-                let (runs, _) = fewest[t.checked_sub(size).filter(|_| size > 0)?]?;
-                Some((runs + 1, i))
+                let (size, work) = (parts[i].0 as usize, parts[i].1);
+                let (before, _) = least[t.saturating_sub(size)]?;
+                Some((before.saturating_add(work), i))
             })
             .min();
     }
-    let mut sizes = Vec::new();
+    let mut programs = Vec::new();
     let mut t = total;
     while t > 0 {
-        let (_, i) = fewest[t]?;
-        sizes.push(i);
-        t -= parts[i].0 as usize;
+        let (_, i) = least[t]?;
+        programs.push(i);
+        t = t.saturating_sub(parts[i].0 as usize);
     }
-    sizes.sort_unstable();
+    // larger programs first; the one run that takes fewer items than its size last
+    programs.sort_unstable_by_key(|&i| std::cmp::Reverse(parts[i].0));
     let mut start = 0;
     Some(
-        sizes
+        programs
             .into_iter()
             .map(|i| {
-                let (size, program) = (parts[i].0 as usize, parts[i].1);
-                start += size;
-                (program, start - size, size)
+                let count = (parts[i].0 as usize).min(total - start);
+                start += count;
+                (i, start - count, count)
             })
             .collect(),
     )
+}
+
+/// A program's estimated work: its steps' operations.
+fn work(m: &Mxr) -> u64 {
+    m.program.steps.iter().map(|s| s.work).fold(0, u64::saturating_add)
 }
 
 /// Writes `m` (`super::write`'s layout for each program inside), signed with `key` if given.

@@ -473,22 +473,26 @@ fn a_size_picks_its_program_or_runs_in_parts() {
     };
     assert_eq!(parts.runs, [(0, 0, 2), (1, 2, 1)]);
     assert_eq!(parts.programs.iter().map(|(s, _)| s["n"]).collect::<Vec<_>>(), [2, 1]);
-    assert_eq!(sized::split(4, &[(3, 0), (2, 1)]), Some(vec![(1, 0, 2), (1, 2, 2)]));
+    // the least work: 4 from programs for 3 (work 3) and 2 (work 2) as 2 + 2; 7 as 3 + 2 + 2;
+    // 1 as a program for 2 run on the item twice (cheaper than the one for 3)
+    assert_eq!(sized::split(4, &[(3, 3), (2, 2)]), Some(vec![(1, 0, 2), (1, 2, 2)]));
     assert_eq!(
-        sized::split(7, &[(3, 0), (2, 1)]),
+        sized::split(7, &[(3, 3), (2, 2)]),
         Some(vec![(0, 0, 3), (1, 3, 2), (1, 5, 2)])
     );
-    assert_eq!(sized::split(1, &[(3, 0), (2, 1)]), None);
+    assert_eq!(sized::split(1, &[(3, 3), (2, 2)]), Some(vec![(1, 0, 1)]));
+    // a program for 8 that costs as much as five for 1 takes 7 items at once, filled up
+    assert_eq!(sized::split(7, &[(8, 5), (1, 1)]), Some(vec![(0, 0, 7)]));
+    assert_eq!(sized::split(0, &[(1, 1)]), None);
     let err = sized_sample().select(&shape(5)).unwrap_err().to_string();
     assert_eq!(err, "input `x` dimension 0: n is 5, outside its range [1..4]");
-    // an odd batch from a program for two alone cannot be made
+    // an odd batch from a program for two alone: its last run filled up
     let mut twos = sized_sample();
     twos.variants.remove(0);
-    let err = twos.select(&shape(3)).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        "no program in this file runs n=3: it holds programs for (n=2), and no sum of the compiled sizes makes n=3"
-    );
+    let Selected::Parts(parts) = twos.select(&shape(3)).unwrap() else {
+        panic!("parts")
+    };
+    assert_eq!(parts.runs, [(0, 0, 2), (0, 2, 1)]);
     // without items, a size between the optimal ones is refused
     let mut no_items = sized_sample();
     no_items.items.clear();
