@@ -80,8 +80,8 @@ impl SizedMxr {
     /// The program for the sizes that the shapes `shape_of` gives (of some inputs) say,
     /// checked against the inputs' dimensions and ranges; a symbol no given shape says takes
     /// its size in the first program. A size no program is compiled for runs in parts when its
-    /// symbol counts independent items (`split`: the least estimated work); else it is refused,
-    /// naming the sizes there is code for.
+    /// symbol counts independent items (`split`); else it is refused, naming the sizes there is
+    /// code for.
     pub fn select(self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Selected, RunError> {
         let sizes = self.dims.bind(shape_of).map_err(|e| RunError::Size(e.to_string()))?;
         let agrees = |v: &Variant, except: &str| {
@@ -101,11 +101,11 @@ impl SizedMxr {
             let candidates: Vec<usize> = (0..self.variants.len())
                 .filter(|&i| agrees(&self.variants[i], &items.symbol))
                 .collect();
-            let parts: Vec<(u64, u64)> = candidates
+            let counts: Vec<u64> = candidates
                 .iter()
-                .map(|&i| (self.variants[i].sizes[&items.symbol], work(&self.variants[i].mxr)))
+                .map(|&i| self.variants[i].sizes[&items.symbol])
                 .collect();
-            let Some(runs) = split(total, &parts) else {
+            let Some(runs) = split(total, &counts) else {
                 no_sum = Some(format!("{}={total}", items.symbol));
                 continue;
             };
@@ -161,52 +161,47 @@ impl SizedMxr {
     }
 }
 
-/// `total` items as runs of the programs `parts` (each its size and its estimated work), the
-/// least work in all: (program, first item, count). A run takes as many items as its program's
-/// size, but the last one may take fewer, its program run on them with the last item repeated
-/// to fill it (the items are independent, so the filling changes nothing and is dropped).
-/// Runs of larger programs come first. Any total of at least one item can be made from any
-/// program.
-pub(super) fn split(total: u64, parts: &[(u64, u64)]) -> Option<Vec<(usize, usize, usize)>> {
+/// `total` items as runs of programs taking `sizes` items each: (program, first item, count).
+/// The fewest items filled in first, then the fewest runs: a run takes as many items as its
+/// program's size, but where no sum of the sizes makes `total` the last run takes fewer, its
+/// program run on them with the last item repeated to fill it (the items are independent, so
+/// the filling changes nothing and its outputs are dropped). Runs of larger programs come
+/// first. Any total of at least one item can be made from any program.
+pub(super) fn split(total: u64, sizes: &[u64]) -> Option<Vec<(usize, usize, usize)>> {
     let total = usize::try_from(total).ok().filter(|&t| t > 0)?;
-    // least[t]: the least work that runs t items, and the program of its last run
-    let mut least: Vec<Option<(u64, usize)>> = vec![None; total + 1];
-    least[0] = Some((0, usize::MAX));
+    // best[t]: the (items filled in, runs) that run t items at the least, and the last run's program
+    let mut best: Vec<Option<((usize, usize), usize)>> = vec![None; total + 1];
+    best[0] = Some(((0, 0), usize::MAX));
     for t in 1..=total {
-        least[t] = (0..parts.len())
-            .filter(|&i| parts[i].0 > 0)
+        best[t] = (0..sizes.len())
+            .filter(|&i| sizes[i] > 0)
             .filter_map(|i| {
-                let (size, work) = (parts[i].0 as usize, parts[i].1);
-                let (before, _) = least[t.saturating_sub(size)]?;
-                Some((before.saturating_add(work), i))
+                let size = sizes[i] as usize;
+                let ((filled, runs), _) = best[t.saturating_sub(size)]?;
+                Some(((filled + size.saturating_sub(t), runs + 1), i))
             })
             .min();
     }
     let mut programs = Vec::new();
     let mut t = total;
     while t > 0 {
-        let (_, i) = least[t]?;
+        let (_, i) = best[t]?;
         programs.push(i);
-        t = t.saturating_sub(parts[i].0 as usize);
+        t = t.saturating_sub(sizes[i] as usize);
     }
-    // larger programs first; the one run that takes fewer items than its size last
-    programs.sort_unstable_by_key(|&i| std::cmp::Reverse(parts[i].0));
+    // larger programs first, so that the one run that may take fewer items is last
+    programs.sort_unstable_by_key(|&i| std::cmp::Reverse(sizes[i]));
     let mut start = 0;
     Some(
         programs
             .into_iter()
             .map(|i| {
-                let count = (parts[i].0 as usize).min(total - start);
+                let count = (sizes[i] as usize).min(total - start);
                 start += count;
                 (i, start - count, count)
             })
             .collect(),
     )
-}
-
-/// A program's estimated work: its steps' operations.
-fn work(m: &Mxr) -> u64 {
-    m.program.steps.iter().map(|s| s.work).fold(0, u64::saturating_add)
 }
 
 /// Writes `m` (`super::write`'s layout for each program inside), signed with `key` if given.

@@ -473,17 +473,14 @@ fn a_size_picks_its_program_or_runs_in_parts() {
     };
     assert_eq!(parts.runs, [(0, 0, 2), (1, 2, 1)]);
     assert_eq!(parts.programs.iter().map(|(s, _)| s["n"]).collect::<Vec<_>>(), [2, 1]);
-    // the least work: 4 from programs for 3 (work 3) and 2 (work 2) as 2 + 2; 7 as 3 + 2 + 2;
-    // 1 as a program for 2 run on the item twice (cheaper than the one for 3)
-    assert_eq!(sized::split(4, &[(3, 3), (2, 2)]), Some(vec![(1, 0, 2), (1, 2, 2)]));
-    assert_eq!(
-        sized::split(7, &[(3, 3), (2, 2)]),
-        Some(vec![(0, 0, 3), (1, 3, 2), (1, 5, 2)])
-    );
-    assert_eq!(sized::split(1, &[(3, 3), (2, 2)]), Some(vec![(1, 0, 1)]));
-    // a program for 8 that costs as much as five for 1 takes 7 items at once, filled up
-    assert_eq!(sized::split(7, &[(8, 5), (1, 1)]), Some(vec![(0, 0, 7)]));
-    assert_eq!(sized::split(0, &[(1, 1)]), None);
+    // sums of the sizes, the fewest runs: 4 from programs for 3 and 2 as 2 + 2; 7 as 3 + 2 + 2
+    assert_eq!(sized::split(4, &[3, 2]), Some(vec![(1, 0, 2), (1, 2, 2)]));
+    assert_eq!(sized::split(7, &[3, 2]), Some(vec![(0, 0, 3), (1, 3, 2), (1, 5, 2)]));
+    assert_eq!(sized::split(6, &[8, 1]), Some((0..6).map(|k| (1, k, 1)).collect()));
+    // no sum makes it: the fewest items filled in; 1 from programs for 3 and 2 fills one
+    assert_eq!(sized::split(1, &[3, 2]), Some(vec![(1, 0, 1)]));
+    assert_eq!(sized::split(5, &[4]), Some(vec![(0, 0, 4), (0, 4, 1)]));
+    assert_eq!(sized::split(0, &[1]), None);
     let err = sized_sample().select(&shape(5)).unwrap_err().to_string();
     assert_eq!(err, "input `x` dimension 0: n is 5, outside its range [1..4]");
     // an odd batch from a program for two alone: its last run filled up
