@@ -48,17 +48,20 @@ def make_dynamic(model_path: Path, input_name: str, axis: int, out: Path) -> lis
     return [d.dim_value or 1 for d in dims]
 
 
-def random_inputs(model_path: Path, input_name: str, axis: int, size: int, rng) -> dict:
+def random_inputs(model_path: Path, input_name: str, shape: list, axis: int, size: int, rng) -> dict:
     """A value for every input: the symbolic dimension (the dim_param of `input_name`'s axis,
-    wherever it appears) at `size`, other dim_params 1; floats normal, integers 0 or 1."""
+    wherever it appears) at `size`, another dim_param as `input_name`'s dimension `shape` gives
+    where it has it, else 1; floats normal, integers 0 or 1."""
     model = onnx.load(str(model_path), load_external_data=False)
     initializers = {i.name for i in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
-    symbol = next(v for v in inputs if v.name == input_name).type.tensor_type.shape.dim[axis].dim_param
+    dims = next(v for v in inputs if v.name == input_name).type.tensor_type.shape.dim
+    params = {d.dim_param: n for d, n in zip(dims, shape) if d.dim_param}
+    params[dims[axis].dim_param] = size
     values = {}
     for v in inputs:
         t = v.type.tensor_type
-        shape = [size if d.dim_param == symbol else (d.dim_value or 1) for d in t.shape.dim]
+        shape = [params.get(d.dim_param, 1) if d.dim_param else d.dim_value for d in t.shape.dim]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
         if np.issubdtype(dtype, np.floating):
             values[v.name] = rng.standard_normal(shape).astype(dtype)
@@ -84,6 +87,7 @@ def main() -> None:
     parser.add_argument("--axis", type=int, required=True)
     parser.add_argument("--symbol", required=True, help="the dimension, e.g. n[1..16]{1,8}")
     parser.add_argument("--sizes", required=True, help="sizes to run, e.g. 1,3,8,16")
+    parser.add_argument("--dims", help="the input's other dimensions where the model leaves them open, e.g. 1,128")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("-n", type=int, default=20, dest="runs")
     parser.add_argument("--rounds", type=int, default=3)
@@ -93,6 +97,8 @@ def main() -> None:
         work = Path(work)
         dynamic_onnx = work / "dynamic.onnx"
         shape = make_dynamic(args.model, args.input, args.axis, dynamic_onnx)
+        if args.dims:
+            shape = [int(d) for d in args.dims.split(",")]
         dims = [str(d) for d in shape]
         dims[args.axis] = args.symbol
         dynamic = work / "dynamic.mxr"
@@ -105,7 +111,7 @@ def main() -> None:
         for size in sizes:
             shape_n = list(shape)
             shape_n[args.axis] = size
-            values = random_inputs(dynamic_onnx, args.input, args.axis, size, rng)
+            values = random_inputs(dynamic_onnx, args.input, shape, args.axis, size, rng)
             files = []
             for i, (name, value) in enumerate(values.items()):
                 path = work / f"in{size}_{i}.npy"
