@@ -48,10 +48,17 @@ pub fn compile(request: Request) -> Result<Contents> {
 
 /// One program for each point of the symbols' optimal sizes, and the symbols that count
 /// independent items.
+/// A symbol without optimal sizes is compiled at its least size, and must count independent
+/// items (then every size in range runs in parts); else the compile is refused, saying what to
+/// give.
 fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
+    let defaulted: Vec<(String, String)> = (dims.symbols().iter())
+        .filter(|s| s.optimals.is_empty())
+        .map(|s| (s.name.clone(), no_optimals(&dims, &s.name)))
+        .collect();
+    let dims = dims.with_least_optimals();
     let points = dims
         .optimal_points()
-        .map_err(|e| anyhow::anyhow!(no_optimals(&dims).unwrap_or_else(|| e.to_string())))
         .with_context(|| request.model.display().to_string())?;
     let mut variants: Vec<Variant> = Vec::with_capacity(points.len());
     // each program's graph is looked at for each symbol's items, then dropped
@@ -89,6 +96,16 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
             ),
         }
     }
+    for (symbol, ask) in defaulted {
+        match items.iter().any(|i| i.symbol == symbol) {
+            true => eprintln!(
+                "{}: {symbol} had no optimal size: compiled for {symbol}={}, other sizes run in parts of it",
+                request.out.display(),
+                variants[0].sizes[&symbol]
+            ),
+            false => anyhow::bail!("{}: {ask}", request.model.display()),
+        }
+    }
     Ok(SizedMxr { dims, variants, items })
 }
 
@@ -103,9 +120,9 @@ fn import_options(request: &Request, dims: &InputDims, sizes: &dim::Sizes) -> Re
 
 /// Whether a symbol counts items the model treats independently: it is a whole dimension of
 /// each input that has it, at one axis (`start`); every program compiled for two items or more
-/// keeps them apart (`mxc_dialects::items`), with the same output axes (`check`); and the
-/// model imports at the symbol's largest size (`finish`: a model that fixes its batch
-/// somewhere does not).
+/// keeps them apart (`mxc_dialects::items`), with the same output axes (`check`; where none
+/// does, the graph imported for two items, in `finish`); and the model imports at the
+/// symbol's largest size (`finish`: a model that fixes its batch somewhere does not).
 struct ItemProof {
     symbol: String,
     inputs: HashMap<String, usize>,
@@ -155,16 +172,25 @@ impl ItemProof {
 
     /// The items, once the model imports at the symbol's largest size (the other symbols at
     /// `first`, the first program's sizes).
-    fn finish(self, request: &Request, dims: &InputDims, first: &dim::Sizes) -> Result<Items, String> {
-        let outputs = self
-            .outputs
-            .ok_or("no compiled size of two or more shows how it keeps items apart")?;
-        let symbol = self.symbol;
-        let largest = dims
+    fn finish(mut self, request: &Request, dims: &InputDims, first: &dim::Sizes) -> Result<Items, String> {
+        let symbol = self.symbol.clone();
+        let (least, largest) = dims
             .symbols()
             .iter()
             .find(|s| s.name == symbol)
-            .map_or(0, |s| s.bounds().1);
+            .map_or((0, 0), |s| s.bounds());
+        if self.outputs.is_none() && largest >= 2 {
+            // no program has two items or more: the graph imported for two shows how it keeps them
+            let mut sizes = first.clone();
+            sizes.insert(symbol.clone(), least.max(2));
+            let opts = import_options(request, dims, &sizes).map_err(|e| e.to_string())?;
+            let graph = import_file(request.model, &opts)
+                .map_err(|e| format!("the model does not import at {}: {e}", dim::show_sizes(&sizes)))?;
+            self.check(&sizes, &graph)?;
+        }
+        let outputs = self
+            .outputs
+            .ok_or("it has no size of two or more to show how it keeps items apart")?;
         let mut sizes = first.clone();
         sizes.insert(symbol.clone(), largest);
         let opts = import_options(request, dims, &sizes).map_err(|e| e.to_string())?;
@@ -181,28 +207,32 @@ impl ItemProof {
     }
 }
 
-/// For a symbol without optimal sizes: the message that says where it is and what to give.
-fn no_optimals(dims: &InputDims) -> Option<String> {
-    let s = dims.symbols().iter().find(|s| s.optimals.is_empty())?;
-    let (input, shape) = dims
-        .inputs()
+/// For `symbol`, without optimal sizes and not counting independent items: where it is and
+/// what to give.
+fn no_optimals(dims: &InputDims, symbol: &str) -> String {
+    let (lo, hi) = dims
+        .symbols()
         .iter()
-        .find(|(_, d)| d.iter().any(|d| d.as_symbol() == Some(s)))?;
-    let axis = shape.iter().position(|d| d.as_symbol() == Some(s))?;
-    let (lo, hi) = s.bounds();
+        .find(|s| s.name == symbol)
+        .map_or((1, 1), |s| s.bounds());
+    let alone = |d: &dim::Dim| d.as_symbol().is_some_and(|a| a.name == symbol);
+    let Some((input, shape)) = dims.inputs().iter().find(|(_, d)| d.iter().any(alone)) else {
+        return format!("{symbol} has no optimal size to compile for");
+    };
+    let axis = shape.iter().position(alone).unwrap_or(0);
     let example: Vec<String> = shape
         .iter()
-        .map(|d| match d.as_symbol() == Some(s) {
-            true => format!("{}[{lo}..{hi}]{{{lo}}}", s.name),
+        .map(|d| match alone(d) {
+            true => format!("{symbol}[{lo}..{hi}]{{{lo}}}"),
             false => d.to_string(),
         })
         .collect();
-    Some(format!(
-        "input `{input}` dimension {axis} is {} in [{lo}..{hi}], with no optimal size to compile for: give some, as in --shape {input}={} \
-         (code for every size in a range, with sizes as arguments, is not built yet)",
-        s.name,
+    format!(
+        "input `{input}` dimension {axis} is {symbol} in [{lo}..{hi}], with no optimal size to compile for, \
+         and its items are not independent (other sizes cannot run in parts of one): give some, as in \
+         --shape {input}={} (code for every size in a range, with sizes as arguments, is not built yet)",
         example.join("x")
-    ))
+    )
 }
 
 /// The model compiled with the inputs' shapes `opts` gives, and the graph imported; the

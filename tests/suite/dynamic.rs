@@ -177,25 +177,45 @@ fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
 }
 
 #[test]
-fn a_dim_param_without_optimal_sizes_asks_for_them() {
+fn a_dim_param_without_optimal_sizes_compiles_when_its_items_are_independent() {
     let dir = tempfile::tempdir().unwrap();
+    // rows kept apart: compiled for one row, any batch runs in parts of it
     let onnx = model(dir.path(), 1);
     let file = dir.path().join("m.mxr");
     let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("batch had no optimal size: compiled for batch=1, other sizes run in parts of it"),
+        "{said}"
+    );
+    let x = batch(dir.path(), 6);
+    let dynamic = run_y(file.to_str().unwrap(), &x, &dir.path().join("dynamic6"));
+    let fixed = run_y(&onnx, &x, &dir.path().join("fixed6"));
+    assert!(close(&dynamic, &fixed));
+    // rows mixed by a softmax over the batch: asked for optimal sizes, saying why
+    let mixed = model(dir.path(), 0);
+    let file = dir.path().join("mixed.mxr");
+    let out = mxc(&["compile", &mixed, "-o", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
         err.contains(
-            "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for: \
+            "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for, \
+             and its items are not independent (other sizes cannot run in parts of one): \
              give some, as in --shape x=batch[1..4096]{1}x8"
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("batch runs only at the compiled sizes: at batch=2, mx.softmax"),
         "{err}"
     );
     assert!(!file.exists(), "nothing is written");
     // the dim_param's own name takes the range and optimals given
     let out = mxc(&[
         "compile",
-        &onnx,
+        &mixed,
         "--shape",
         "x=batch{2}x8",
         "-o",
@@ -205,7 +225,7 @@ fn a_dim_param_without_optimal_sizes_asks_for_them() {
     let params = mxc(&["params", file.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<batch{2}x8xf32>"));
     // fixed sizes still make a one-program file
-    let out = mxc(&["compile", &onnx, "--shape", "x=2x8", "-o", file.to_str().unwrap()]);
+    let out = mxc(&["compile", &mixed, "--shape", "x=2x8", "-o", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let params = mxc(&["params", file.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<2x8xf32>"));

@@ -139,6 +139,30 @@ impl InputDims {
             .collect()
     }
 
+    /// The same inputs, each symbol without optimal sizes given its least size as its one
+    /// optimal.
+    pub fn with_least_optimals(&self) -> InputDims {
+        let symbols: Vec<Symbol> = (self.symbols.iter())
+            .map(|s| match s.optimals.is_empty() {
+                true => Symbol {
+                    optimals: vec![s.bounds().0],
+                    ..s.clone()
+                },
+                false => s.clone(),
+            })
+            .collect();
+        let by_name: BTreeMap<String, Symbol> = symbols.iter().map(|s| (s.name.clone(), s.clone())).collect();
+        let inputs = (self.inputs.iter())
+            .map(|(name, dims)| {
+                (
+                    name.clone(),
+                    dims.iter().map(|d| d.clone().with_symbols(&by_name)).collect(),
+                )
+            })
+            .collect();
+        InputDims { inputs, symbols }
+    }
+
     /// Every combination of the symbols' optimal sizes, the first symbol's varying slowest;
     /// refused when a symbol has none or there are more than `MAX_SPECIALISATIONS`.
     pub fn optimal_points(&self) -> Result<Vec<Sizes>, DimError> {

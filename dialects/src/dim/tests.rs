@@ -323,4 +323,7 @@ fn the_points_to_compile_are_every_combination_of_optimal_sizes() {
         "the optimal sizes of a{1, 2, 3, 4, 5}, b{1, 2, 3, 4} make 20 programs, more than 16: give fewer"
     );
     assert!(inputs(&[("x", &["3", "4"])]).unwrap().is_fixed());
+    let least = inputs(&[("x", &["b[2..16]", "s{64}"])]).unwrap().with_least_optimals();
+    assert_eq!(show(&least.inputs()[0].1), "[b[2..16]{2}, s{64}]");
+    assert_eq!(least.optimal_points().unwrap(), [sizes(&[("b", 2), ("s", 64)])]);
 }
