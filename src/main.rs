@@ -337,6 +337,7 @@ impl Shapes {
 }
 
 fn main() -> ExitCode {
+    mxc_kernels::end_quietly_on_closed_pipe();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -25,6 +25,17 @@ pub use gpu_calls::CallRoute;
 pub use signing::{PublicKey, SecretKey, TrustPolicy};
 pub use threads::{Parallelism, DEFAULT_MIN_WORK};
 
+/// Makes a closed standard output end the process quietly, as it ends a C program
+/// (`mxc read model.onnx | head`), rather than make the next `print!` panic: the Rust runtime
+/// ignores SIGPIPE, this restores its default. For the command-line programs' `main`.
+pub fn end_quietly_on_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default installs no handler and touches no
+    // memory; it is called at the start of `main`, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Errors of loading and running programs.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

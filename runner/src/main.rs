@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
+    mxc_kernels::end_quietly_on_closed_pipe();
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(Some(args)) => args,
         Ok(None) => {

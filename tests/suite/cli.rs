@@ -1,7 +1,8 @@
 //! The `run` and `compile` commands: a compiled file run in a new process gives the same
-//! outputs as running the model directly, a damaged file is refused with a clear error, and
+//! outputs as running the model directly, a damaged file is refused with a clear error,
 //! inputs that are not given get the same seeded values every time (and are saved when asked),
-//! and dynamic dimensions are fixed by `--shape` or by the inputs given.
+//! dynamic dimensions are fixed by `--shape` or by the inputs given, and a reader that closes
+//! the output early ends the process quietly.
 
 use crate::common::{float_value, model_bytes, mxc, mxc_run_to, repo, stderr};
 use mxc_lowering::onnx::proto;
@@ -298,4 +299,21 @@ fn optimisation_levels_trade_compile_work_for_kernels_and_agree_with_ref() {
     }
     let bad = mxc(&["compile", &model, "-o", "x.mxr", "-O3"]);
     assert!(!bad.status.success() && stderr(&bad).contains("-O <LEVEL>"));
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    use std::process::{Command, Stdio};
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    // the reader is gone before anything is printed, as `| head -1`'s would be soon
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_mxc"))
+        .args(["read", &model])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.is_empty(), "{err}");
 }
