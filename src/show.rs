@@ -142,6 +142,10 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
             mxc_dialects::dim::Dim::symbol(s.clone())
         ));
     }
+    if let Some(outputs) = outputs_by_items(sized) {
+        out.push_str("outputs:\n");
+        out.push_str(&outputs);
+    }
     out.push_str("programs (one for each point of optimal sizes):\n");
     for v in &sized.variants {
         let p = &v.mxr.program;
@@ -151,4 +155,45 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
         }
     }
     out
+}
+
+/// The outputs with their symbolic dimensions, when every symbol counts items: each output's
+/// item axis is its symbol, and every program's output is that shape at its sizes (else `None`,
+/// and the programs' shapes say it).
+fn outputs_by_items(sized: &mxr::SizedMxr) -> Option<String> {
+    let symbols = sized.dims.symbols();
+    if symbols.iter().any(|s| !sized.items.iter().any(|i| i.symbol == s.name)) {
+        return None;
+    }
+    let first = &sized.variants[0].mxr.program;
+    let mut out = String::new();
+    for b in &first.outputs {
+        let ty = &first.buffers[b.buffer].ty;
+        // the symbol at each axis of this output, if any
+        let mut at: Vec<Option<&mxc_dialects::dim::Symbol>> = vec![None; ty.rank()];
+        for items in &sized.items {
+            let (_, axis) = items.outputs.iter().find(|(name, _)| name == &b.name)?;
+            let symbol = symbols.iter().find(|s| s.name == items.symbol)?;
+            *at.get_mut(*axis)? = Some(symbol);
+        }
+        for v in &sized.variants {
+            let p = &v.mxr.program;
+            let shape = &p.buffers[p.outputs.iter().find(|o| o.name == b.name)?.buffer].ty.shape;
+            let expected = at
+                .iter()
+                .zip(&ty.shape)
+                .map(|(s, &d)| s.map_or(d as u64, |s| v.sizes[&s.name]));
+            if !shape.iter().map(|&d| d as u64).eq(expected) {
+                return None;
+            }
+        }
+        let dims: String = (at.iter().zip(&ty.shape))
+            .map(|(s, d)| match s {
+                Some(s) => format!("{}x", mxc_dialects::dim::Dim::symbol((*s).clone())),
+                None => format!("{d}x"),
+            })
+            .collect();
+        out.push_str(&format!("  {}: tensor<{dims}{}>\n", b.name, ty.dtype));
+    }
+    Some(out)
 }

@@ -105,6 +105,10 @@ fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
     let params = mxc(&["params", file]);
     let shown = String::from_utf8_lossy(&params.stdout);
     assert!(shown.contains("x: tensor<n[1..16]{1, 4}x8xf32>"), "{shown}");
+    assert!(
+        shown.contains("outputs:\n  y: tensor<n[1..16]{1, 4}x4xf32>\n"),
+        "{shown}"
+    );
     assert!(shown.contains("  n=4:\n    output y: tensor<4x4xf32>"), "{shown}");
     assert!(
         shown.contains("  n[1..16]{1, 4}: runs any size in range (independent items: other sizes in parts)"),
