@@ -231,6 +231,10 @@ pub fn fixed_shapes(shapes: &Shapes, command: &str) -> Result<HashMap<String, Ve
 /// (`model_input_dims`). Left as they are when some dimension stays symbolic or a shape does
 /// not fit (the importer then says what).
 pub fn with_model_dims(model: &Path, opts: ImportOptions) -> Result<ImportOptions> {
+    // nothing given fixes nothing: the model is not read twice
+    if opts.input_shapes.is_empty() {
+        return Ok(opts);
+    }
     let given: Shapes = (opts.input_shapes.iter())
         .map(|(name, shape)| (name.clone(), shape.iter().map(|&d| Dim::constant(d as u64)).collect()))
         .collect();

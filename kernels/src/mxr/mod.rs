@@ -213,16 +213,6 @@ pub enum Contents {
     BySize(SizedMxr),
 }
 
-impl Contents {
-    /// The target its programs are compiled for.
-    pub fn target(&self) -> &str {
-        match self {
-            Contents::One(m) => &m.target,
-            Contents::BySize(s) => s.target(),
-        }
-    }
-}
-
 /// Writes `contents` as `write` and `sized::write` do.
 pub fn write_contents(
     contents: &Contents,
