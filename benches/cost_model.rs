@@ -11,7 +11,7 @@ use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::eval::eval;
 use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::Executable;
-use mxc_lowering::onnx::{import_file, ImportOptions};
+use mxc_onnx::{import_file, ImportOptions};
 use mxc_rewrite::cost::{bytes_moved, flops, graph_cost, weight_bytes, with_site, FlopCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;

@@ -4,12 +4,15 @@
 #
 #   1. LLVM/MLIR 22, ROCm's device libraries and HIP runtime from Debian's apt (only the
 #      packages that are missing)
-#   2. a Python venv in .cache/venv with onnx, onnxruntime and numpy (pinned)
+#   2. a Python venv in .cache/venv with onnx, onnxruntime, numpy, pytest, maturin and Ray
+#      Serve (pinned; Ray for the serving example's test)
 #   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
 #   4. the generated test models in .cache/models/<name>
 #   5. the nightly Rust toolchain and cargo-fuzz, for the fuzz targets in fuzz/
 #   6. NVIDIA's libdevice and ptxas for the gpu target's PTX, from the PyPI wheel
 #      nvidia-cuda-nvcc-cu12, in $XDG_CACHE_HOME/mxc/nvidia (else ~/.cache/mxc/nvidia)
+#   7. the Python module: the wheel built from python/ (maturin) into target/wheels and
+#      installed into the venv (docs/python.md)
 #
 # Environment:
 #   MXC_PYTHON   interpreter used to create the venv (default: python3)
@@ -26,7 +29,7 @@ APT_PACKAGES=(
     clang-22 lld-22 libclang-22-dev llvm-22-tools
     rocm-device-libs libamdhip64-dev
 )
-PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0 "ray[serve]==2.60.0")
 NVCC_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86
 # The backend test data comes from this onnx release's wheel; the data is the
 # same in every wheel, so one fixed platform tag is used.
@@ -215,5 +218,17 @@ EOF
 else
     skip "libdevice and ptxas present"
 fi
+
+# --- 7. the Python module -----------------------------------------------------
+# Built every time (cargo rebuilds only what changed), one abi3 wheel for every CPython >= 3.9.
+wheels="${CARGO_TARGET_DIR:-$ROOT/target}/wheels"
+say "building the mxc wheel into $wheels and installing it into $VENV"
+rm -rf "$wheels"
+"$VENV/bin/maturin" build --release --compatibility linux -m "$ROOT/python/Cargo.toml" --out "$wheels" \
+    >"$CACHE/maturin.log" 2>&1 || { cat "$CACHE/maturin.log" >&2; die "building the wheel failed"; }
+wheel=$(find "$wheels" -maxdepth 1 -name 'mxc-*.whl' | head -n1)
+[[ -n "$wheel" ]] || die "maturin built no wheel in $wheels"
+"$PY" -m pip install -q --disable-pip-version-check --no-input --no-deps --force-reinstall "$wheel"
+"$PY" -c 'import mxc' || die "the installed wheel does not import"
 
 skip "done"

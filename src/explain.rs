@@ -7,11 +7,10 @@ use crate::report::size_text;
 use anyhow::{Context, Result};
 use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::{Def, Graph, Op, OpKind};
-use mxc_lowering::onnx::{import_file, ImportOptions};
-use mxc_rewrite::cost::{bytes_moved, flops, kernel_cost, kernel_flops, with_site};
-use mxc_rewrite::explain::{explain, Explained, KernelNote, Origin, ValueNote};
-use mxc_rewrite::fuse::FUSION;
-use mxc_rewrite::rules::rewrites;
+use mxc_driver::explain::{explain, kernel_ops, op_flops, op_line, origin, proof, value_names, Explanation};
+use mxc_onnx::{import_file, ImportOptions};
+use mxc_rewrite::cost::{kernel_cost, with_site};
+use mxc_rewrite::explain::{KernelNote, Origin, ValueNote};
 use mxc_rewrite::CostModel;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -25,17 +24,9 @@ pub fn run(
     options: &CompileOptions,
     dot: Option<&Path>,
 ) -> Result<()> {
-    let imported = import_file(model, import)?.prune();
-    // regions are rewritten on their own, before the graph around them (as `compile` does)
-    let imported = mxc_codegen::rewrite_regions(&imported, target, options)?.unwrap_or(imported);
-    let cost = mxc_codegen::cost_model(target);
-    let explained = match mxc_codegen::rewrite_plan(target, options)? {
-        Some((rules, opts)) => Some(
-            explain(&imported, &rewrites(&rules), &opts).with_context(|| format!("explaining {}", model.display()))?,
-        ),
-        None => None,
-    };
-    let view = View::new(&imported, explained, cost.as_ref(), target);
+    let imported = import_file(model, import)?;
+    let explained = explain(&imported, target, options, &model.display().to_string())?;
+    let view = View::new(&explained);
     print!("{}", view.text());
     if let Some(path) = dot {
         std::fs::write(path, view.dot()).with_context(|| format!("writing {}", path.display()))?;
@@ -46,50 +37,53 @@ pub fn run(
 /// `graph` as a Graphviz drawing (as `--dot` draws it), each kernel's cost under `target`'s
 /// cost model.
 pub fn dot(graph: &Graph, target: Target) -> String {
-    let cost = mxc_codegen::cost_model(target);
-    View::new(graph, None, cost.as_ref(), target).dot()
+    let unexplained = Explanation {
+        imported: graph.clone(),
+        graph: graph.clone(),
+        notes: None,
+        target,
+        model: mxc_codegen::cost_model(target),
+    };
+    View::new(&unexplained).dot()
 }
 
 /// A program and its kernels, with notes when the target rewrote it.
 struct View<'a> {
+    explanation: &'a Explanation,
     imported: &'a Graph,
-    graph: Graph,
+    graph: &'a Graph,
     /// One per kernel (`kernel_ops(&graph)`, in order), when the target rewrote the program.
-    notes: Option<(Vec<KernelNote>, mxc_rewrite::Stats)>,
+    notes: Option<&'a (Vec<KernelNote>, mxc_rewrite::Stats)>,
     model: &'a dyn CostModel,
     target: Target,
     names: Vec<String>,
 }
 
 impl<'a> View<'a> {
-    fn new(imported: &'a Graph, explained: Option<Explained>, model: &'a dyn CostModel, target: Target) -> View<'a> {
-        let (graph, notes) = match explained {
-            Some(e) => (e.graph, Some((e.kernels, e.stats))),
-            None => (imported.clone(), None),
-        };
-        let names = value_names(&graph);
+    fn new(e: &'a Explanation) -> View<'a> {
         View {
-            imported,
-            graph,
-            notes,
-            model,
-            target,
-            names,
+            explanation: e,
+            imported: &e.imported,
+            graph: &e.graph,
+            notes: e.notes.as_ref(),
+            model: e.model.as_ref(),
+            target: e.target,
+            names: value_names(&e.graph),
         }
     }
 
     fn text(&self) -> String {
         let mut out = String::new();
         self.header(&mut out);
-        for (k, i) in kernel_ops(&self.graph).enumerate() {
+        for (k, i) in kernel_ops(self.graph).enumerate() {
             writeln!(out).unwrap();
             let op = &self.graph.ops[i];
             // an op on strings is no kernel: the runtime evaluates it (a host step of the plan)
-            let host = match mxc_lowering::loops::runs_on_host(&self.graph, op) {
+            let host = match mxc_lowering::loops::runs_on_host(self.graph, op) {
                 true => " (on the host: strings)",
                 false => "",
             };
-            writeln!(out, "kernel {k}{host}: {}", op_line(&self.graph, &self.names, i)).unwrap();
+            writeln!(out, "kernel {k}{host}: {}", op_line(self.graph, &self.names, i)).unwrap();
             if op.kind.is_control() {
                 regions(&mut out, op, self.model, "  ");
             }
@@ -99,14 +93,12 @@ impl<'a> View<'a> {
                 let label = if op.kind == OpKind::Call { "computes" } else { "fuses" };
                 fuses(&mut out, label, body, notes, kernels);
             }
-            let (cost, bytes) = with_site(&self.graph, op, |s| {
-                (kernel_cost(self.model, s, op.body.as_deref()), bytes_moved(s))
-            });
+            let (cost, bytes) = self.explanation.cost_of(self.graph, op);
             writeln!(
                 out,
                 "  cost      {cost:.0} ({}, {:.0} flops)",
                 size_text(bytes),
-                op_flops(&self.graph, op)
+                op_flops(self.graph, op)
             )
             .unwrap();
             if let Some((notes, stats)) = &self.notes {
@@ -117,11 +109,10 @@ impl<'a> View<'a> {
     }
 
     fn header(&self, out: &mut String) {
-        let after = &self.graph;
+        let after = self.graph;
         let name = &self.imported.name;
-        let (k0, k1) = (kernel_ops(self.imported).count(), kernel_ops(after).count());
-        let (b0, b1) = (graph_bytes(self.imported), graph_bytes(after));
-        let (c0, c1) = (self.graph_cost(self.imported), self.graph_cost(after));
+        let summary = self.explanation.summary();
+        let ((k0, k1), (b0, b1), (c0, c1)) = (summary.kernels, summary.bytes, summary.cost);
         let Some((notes, stats)) = &self.notes else {
             writeln!(
                 out,
@@ -176,7 +167,7 @@ impl<'a> View<'a> {
             )
             .unwrap();
         }
-        for line in rewritten(&self.graph, notes) {
+        for line in rewritten(self.graph, notes) {
             writeln!(out, "  rewritten {line}").unwrap();
         }
         writeln!(
@@ -185,10 +176,6 @@ impl<'a> View<'a> {
             stats.iterations, stats.stop_reason, stats.enodes, stats.eclasses
         )
         .unwrap();
-    }
-
-    fn graph_cost(&self, g: &Graph) -> f64 {
-        mxc_rewrite::cost::graph_cost(g, self.model)
     }
 
     /// The program as a Graphviz graph: inputs and outputs as ellipses, one cluster per kernel
@@ -264,26 +251,6 @@ impl<'a> View<'a> {
     }
 }
 
-/// `%3 = conv %arg0: tensor<..>, %1: tensor<..> : tensor<..>` for op `i` of `g`, its values
-/// named by `names`.
-fn op_line(g: &Graph, names: &[String], i: usize) -> String {
-    let op = &g.ops[i];
-    let operands: Vec<String> = op
-        .operands
-        .iter()
-        .map(|v| format!("{}: {}", names[v.index()], g.ty(*v)))
-        .collect();
-    let results: Vec<String> = op.results.iter().map(|v| names[v.index()].clone()).collect();
-    let types: Vec<String> = op.results.iter().map(|v| g.ty(*v).to_string()).collect();
-    format!(
-        "{} = {} {} : {}",
-        results.join(", "),
-        op.kind,
-        operands.join(", "),
-        types.join(", ")
-    )
-}
-
 /// The regions of control op `op`, each with its kernels (a fused kernel's ops, a nested
 /// control op's regions) and their costs, indented by `indent`.
 fn regions(out: &mut String, op: &Op, model: &dyn CostModel, indent: &str) {
@@ -330,14 +297,6 @@ fn readers(i: usize, op: &Op, n: usize) -> Vec<String> {
         .collect()
 }
 
-/// The arithmetic of a kernel's op (a fused op's is its body's).
-fn op_flops(g: &Graph, op: &Op) -> f64 {
-    match &op.body {
-        Some(body) => kernel_flops(body),
-        None => with_site(g, op, flops),
-    }
-}
-
 /// A fused kernel's (or a call's) ops, one line each, the first labelled `label`, with where
 /// each comes from when the notes say.
 fn fuses(out: &mut String, label: &str, body: &Graph, notes: &[(usize, ValueNote)], kernels: &[KernelNote]) {
@@ -350,38 +309,6 @@ fn fuses(out: &mut String, label: &str, body: &Graph, notes: &[(usize, ValueNote
             Some((_, note)) => writeln!(out, "  {label:<9} {name:<22} {}", origin(note, kernels)).unwrap(),
             None => writeln!(out, "  {label:<9} {name}").unwrap(),
         }
-    }
-}
-
-/// How another imported op was proven the same value: `by RULES`, or, with no rule, that it is
-/// the same op on the same operands (the e-graph keeps one of each).
-fn proof(rules: &[String]) -> String {
-    match rules.is_empty() {
-        true => "as the same op on the same operands".to_string(),
-        false => format!("by {}", rules.join(", ")),
-    }
-}
-
-/// `from relu, as imported`, `from batch_norm, by conv-batch-norm` or `created by ...`.
-fn origin(note: &ValueNote, notes: &[KernelNote]) -> String {
-    let rules = match note.rules.is_empty() {
-        true => "as imported".to_string(),
-        false => format!("by {}", note.rules.join(", ")),
-    };
-    match note.origin {
-        Origin::Imported(kind) => format!("from {}, {rules}", kind.name()),
-        Origin::Created { by: Some(b) } if b < notes.len() => {
-            let rules: Vec<&str> = notes[b]
-                .value
-                .rules
-                .iter()
-                .map(String::as_str)
-                .filter(|r| *r != FUSION)
-                .collect();
-            let rules = rules.join(", ");
-            format!("created by {rules} when rewriting kernel {b}")
-        }
-        Origin::Created { .. } => "created by the rules".to_string(),
     }
 }
 
@@ -432,11 +359,6 @@ fn note(out: &mut String, notes: &[KernelNote], k: usize, chosen: f64) {
             writeln!(out, "  library   rejected {call}").unwrap();
         }
     }
-}
-
-/// The indices of `g`'s ops that are kernels (all but constants).
-fn kernel_ops(g: &Graph) -> impl Iterator<Item = usize> + '_ {
-    (0..g.ops.len()).filter(|&i| g.ops[i].kind != OpKind::Constant)
 }
 
 /// How many ops of each kind `g` computes, fused kernels' bodies counted op by op.
@@ -492,15 +414,4 @@ fn rewritten(g: &Graph, notes: &[KernelNote]) -> Vec<String> {
         }
     }
     groups.into_iter().map(|(line, n)| format!("{n} {line}")).collect()
-}
-
-/// Names as the text form prints them: `%argN` for inputs, `%N` for op results in order.
-fn value_names(g: &Graph) -> Vec<String> {
-    (0..g.num_values())
-        .map(|v| mxc_dialects::text::value_name(g, mxc_dialects::ValueId(v as u32)))
-        .collect()
-}
-
-fn graph_bytes(g: &Graph) -> f64 {
-    kernel_ops(g).map(|i| with_site(g, &g.ops[i], bytes_moved)).sum()
 }

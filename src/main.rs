@@ -1,6 +1,5 @@
 //! `mxc`, the command line: read, compile and run ONNX models.
 
-mod compile;
 mod explain;
 mod inputs;
 mod json;
@@ -12,15 +11,14 @@ mod rules_check;
 mod show;
 mod verify;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
-use mxc_codegen::{CodeKind, CompileOptions, OptLevel, Target};
+use mxc_codegen::{CompileOptions, OptLevel, Target};
 use mxc_dialects::{dim, Tensor};
 use mxc_kernels::chunked::Runnable;
-use mxc_kernels::device::Gpu;
 use mxc_kernels::mxr::{self, Contents};
-use mxc_kernels::{Executable, Parallelism, SecretKey, TrustPolicy};
-use mxc_lowering::onnx::{import_file, ImportOptions};
+use mxc_kernels::{Parallelism, SecretKey, TrustPolicy};
+use mxc_onnx::{import_file, ImportOptions};
 use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -254,14 +252,7 @@ impl Trust {
     }
 
     fn policy(&self) -> Result<TrustPolicy> {
-        let from_env: Vec<PathBuf> = match std::env::var_os("MXC_TRUSTED_KEYS") {
-            Some(list) if self.keys.is_empty() => std::env::split_paths(&list)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect(),
-            _ => Vec::new(),
-        };
-        let keys = if self.keys.is_empty() { &from_env } else { &self.keys };
-        Ok(TrustPolicy::from_files(keys)?)
+        Ok(mxc_driver::trust_policy(&self.keys)?)
     }
 }
 
@@ -287,13 +278,11 @@ impl ProgramArgs {
             (runnable, given, sizes)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
-            let opts = inputs::specialize(self.shapes.import_options("run")?, &given)?;
+            let opts = inputs::specialize(self.shapes.import_options("run")?, &given.tensors, &given.structures)?;
             let opts = inputs::with_model_dims(&self.model, opts)?;
-            (
-                Runnable::One(Box::new(compile_model(&self.model, self.target, &opts, &self.rules)?)),
-                given,
-                None,
-            )
+            let target = self.target.unwrap_or(Target::Cpu);
+            let exe = mxc_driver::compile_model(&self.model, target, &opts, &self.rules.compile_options()?)?;
+            (Runnable::One(Box::new(exe)), given, None)
         };
         loaded.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
@@ -435,16 +424,16 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let key = sign.as_deref().map(SecretKey::read).transpose()?;
             let (shapes, structures) = inputs::parse_shapes(&shapes.shapes)?;
-            let contents = compile::compile(compile::Request {
+            let contents = mxc_driver::compile::compile(mxc_driver::Request {
                 model: &model,
-                out: &out,
+                label: out.display().to_string(),
                 target,
                 shapes,
                 structures,
                 options: rules.compile_options()?,
-                quiet,
+                observer: &report::CompileLines::new(quiet),
             })?;
-            write_atomically(&out, |w| mxr::write_contents(&contents, key.as_ref(), w))
+            Ok(mxc_driver::write_mxr(&out, &contents, key.as_ref())?)
         }
         Command::Explain {
             model,
@@ -472,45 +461,7 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The model `model` compiled now for `target` (default cpu) with `opts` (the given inputs fix
-/// dynamic dimensions, structures and values that must be known at compile time).
-fn compile_model(model: &Path, target: Option<Target>, opts: &ImportOptions, rules: &RuleFiles) -> Result<Executable> {
-    let target = target.unwrap_or(Target::Cpu);
-    let graph = import_file(model, opts)?;
-    let compiled = mxc_codegen::compile(&graph, target, &rules.compile_options()?)
-        .with_context(|| format!("compiling {}", model.display()))?;
-    load_compiled(compiled)
-}
-
-/// A program compiled now, loaded to run (a `gpu` program on this machine's first GPU).
-pub(crate) fn load_compiled(compiled: mxc_codegen::Compiled) -> Result<Executable> {
-    Ok(match compiled.target.spec().code {
-        CodeKind::GpuCode => {
-            let memory = compiled.program.memory_plan();
-            Executable::load_gpu(compiled.program, memory, &compiled.code_objects, Gpu::find()?)?
-        }
-        CodeKind::SharedObject => Executable::load(compiled.program, &compiled.library)?,
-    })
-}
-
 /// Whether `path` names a compiled file (by its extension, as every command decides).
 fn is_mxr(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "mxr")
-}
-
-/// Writes what `write` writes to a temporary file beside `path`, then renames it, so that a
-/// failed write never leaves a half-written file behind (the temporary file is removed).
-fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<()> {
-    let tmp = path.with_extension("mxr.partial");
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        use std::io::Write;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
-        write(&mut out)?;
-        out.flush()
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(anyhow::Error::from(e).context(format!("writing {}", tmp.display())));
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }

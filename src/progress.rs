@@ -39,12 +39,6 @@ impl Progress {
         Progress(shown.then(|| Arc::new(Line { start: Instant::now() })))
     }
 
-    pub fn stage(&self, stage: &'static str) {
-        if let Some(line) = &self.0 {
-            line.show(stage);
-        }
-    }
-
     /// The hook the compiler calls at each of its stages.
     pub fn hook(&self) -> Option<StageHook> {
         let line = self.0.clone()?;

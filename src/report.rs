@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use mxc_dialects::interface::Interface;
 use mxc_dialects::program::Program;
 use mxc_dialects::{Graph, OpKind, Tensor};
-use mxc_lowering::onnx::data::{encode_value, DataValue};
+use mxc_onnx::data::{encode_value, DataValue};
 use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost, LibraryCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
@@ -168,5 +168,34 @@ pub fn warn_gpu_spills(compiled: &mxc_codegen::Compiled) {
                 eprintln!("warning: {}: {spill} spilled (into vector registers' lanes)", o.arch);
             }
         }
+    }
+}
+
+/// What `mxc compile` shows on stderr as it goes: the progress line on a terminal (unless
+/// `-q`), a summary line for each program compiled, spill warnings and the file's notes.
+pub struct CompileLines(crate::progress::Progress);
+
+impl CompileLines {
+    pub fn new(quiet: bool) -> CompileLines {
+        CompileLines(crate::progress::Progress::new(quiet))
+    }
+}
+
+impl mxc_driver::Observer for CompileLines {
+    fn stages(&self) -> Option<mxc_rewrite::StageHook> {
+        self.0.hook()
+    }
+
+    fn ended(&self) {
+        self.0.finish();
+    }
+
+    fn compiled(&self, label: &str, imported: &Graph, compiled: &mxc_codegen::Compiled) {
+        print_compile_summary(label, imported, compiled);
+        warn_gpu_spills(compiled);
+    }
+
+    fn note(&self, text: &str) {
+        eprintln!("{text}");
     }
 }

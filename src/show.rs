@@ -6,6 +6,7 @@ use anyhow::Result;
 use mxc_dialects::interface::{Interface, Structure};
 use mxc_dialects::program::CodeFormat;
 use mxc_dialects::{Graph, TensorType};
+use mxc_driver::ports;
 use mxc_kernels::mxr;
 use std::path::Path;
 
@@ -41,11 +42,7 @@ type Ports = Vec<(String, TensorType)>;
 /// The inputs and outputs of a model (`.onnx`, imported with `import`) or of a compiled
 /// `.mxr` file, one per line with its type; a sequence or optional on a line of its own, the
 /// tensors that carry it indented under it.
-pub fn params(
-    model: &Path,
-    import: &mxc_lowering::onnx::ImportOptions,
-    trust: &mxc_kernels::TrustPolicy,
-) -> Result<String> {
+pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernels::TrustPolicy) -> Result<String> {
     let mut code = String::new();
     let mut calls = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
@@ -76,7 +73,7 @@ pub fn params(
         };
         (list(&p.inputs), list(&p.outputs), p.interface.clone())
     } else {
-        let g = mxc_lowering::onnx::import_file(model, &crate::inputs::with_model_dims(model, import.clone())?)?;
+        let g = mxc_onnx::import_file(model, &crate::inputs::with_model_dims(model, import.clone())?)?;
         let list =
             |ports: &[mxc_dialects::Port]| ports.iter().map(|p| (p.name.clone(), g.ty(p.value).clone())).collect();
         (list(&g.inputs), list(&g.outputs), g.interface.clone())
@@ -119,17 +116,14 @@ pub fn params(
 /// `mxc params` of a file of programs by size: the inputs with their symbolic dimensions, the
 /// symbols, and each program's sizes and outputs.
 fn params_by_size(sized: &mxr::SizedMxr) -> String {
-    let first = &sized.variants[0].mxr.program;
-    let mut out = String::from("inputs:\n");
-    for (name, dims) in sized.dims.inputs() {
-        let dtype = first
-            .inputs
-            .iter()
-            .find(|b| &b.name == name)
-            .map(|b| first.buffers[b.buffer].ty.dtype);
+    let tensor = |dtype: String, dims: &[mxc_dialects::dim::Dim]| {
         let dims: String = dims.iter().map(|d| format!("{d}x")).collect();
+        format!("tensor<{dims}{dtype}>")
+    };
+    let mut out = String::from("inputs:\n");
+    for (name, dtype, dims) in ports::symbolic_inputs(sized) {
         let dtype = dtype.map_or("?".to_string(), |t| t.to_string());
-        out.push_str(&format!("  {name}: tensor<{dims}{dtype}>\n"));
+        out.push_str(&format!("  {name}: {}\n", tensor(dtype, &dims)));
     }
     out.push_str("symbols:\n");
     for s in sized.dims.symbols() {
@@ -142,9 +136,11 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
             mxc_dialects::dim::Dim::symbol(s.clone())
         ));
     }
-    if let Some(outputs) = outputs_by_items(sized) {
+    if let Some(outputs) = ports::symbolic_outputs(sized) {
         out.push_str("outputs:\n");
-        out.push_str(&outputs);
+        for (name, dtype, dims) in outputs {
+            out.push_str(&format!("  {name}: {}\n", tensor(dtype.to_string(), &dims)));
+        }
     }
     out.push_str("programs (one for each point of optimal sizes):\n");
     for v in &sized.variants {
@@ -155,45 +151,4 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
         }
     }
     out
-}
-
-/// The outputs with their symbolic dimensions, when every symbol counts items: each output's
-/// item axis is its symbol, and every program's output is that shape at its sizes (else `None`,
-/// and the programs' shapes say it).
-fn outputs_by_items(sized: &mxr::SizedMxr) -> Option<String> {
-    let symbols = sized.dims.symbols();
-    if symbols.iter().any(|s| !sized.items.iter().any(|i| i.symbol == s.name)) {
-        return None;
-    }
-    let first = &sized.variants[0].mxr.program;
-    let mut out = String::new();
-    for b in &first.outputs {
-        let ty = &first.buffers[b.buffer].ty;
-        // the symbol at each axis of this output, if any
-        let mut at: Vec<Option<&mxc_dialects::dim::Symbol>> = vec![None; ty.rank()];
-        for items in &sized.items {
-            let (_, axis) = items.outputs.iter().find(|(name, _)| name == &b.name)?;
-            let symbol = symbols.iter().find(|s| s.name == items.symbol)?;
-            *at.get_mut(*axis)? = Some(symbol);
-        }
-        for v in &sized.variants {
-            let p = &v.mxr.program;
-            let shape = &p.buffers[p.outputs.iter().find(|o| o.name == b.name)?.buffer].ty.shape;
-            let expected = at
-                .iter()
-                .zip(&ty.shape)
-                .map(|(s, &d)| s.map_or(d as u64, |s| v.sizes[&s.name]));
-            if !shape.iter().map(|&d| d as u64).eq(expected) {
-                return None;
-            }
-        }
-        let dims: String = (at.iter().zip(&ty.shape))
-            .map(|(s, d)| match s {
-                Some(s) => format!("{}x", mxc_dialects::dim::Dim::symbol((*s).clone())),
-                None => format!("{d}x"),
-            })
-            .collect();
-        out.push_str(&format!("  {}: tensor<{dims}{}>\n", b.name, ty.dtype));
-    }
-    Some(out)
 }

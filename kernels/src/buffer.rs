@@ -47,6 +47,13 @@ impl AlignedBuf {
     }
 }
 
+// SAFETY: an AlignedBuf owns its allocation alone, as a Vec<u8> does: moving it to another
+// thread moves that ownership.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: through &AlignedBuf only its address and length are read; writing through the
+// address is the unsafe caller's to order (kernels write only a run's own buffers).
+unsafe impl Sync for AlignedBuf {}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: ptr was allocated with this layout and is freed once.

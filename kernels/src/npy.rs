@@ -11,7 +11,12 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 /// The descriptor of the numpy type that holds `dtype` (`DType::numpy_stand_in`: numpy has no
 /// bf16 and no narrow types; such a tensor is written as the bytes mxc holds it in).
 fn descr(dtype: DType) -> &'static str {
-    match dtype.numpy_stand_in() {
+    numpy_descr(dtype.numpy_stand_in()).expect("every type has a numpy stand-in")
+}
+
+/// numpy's descriptor (type string) of `dtype`, where numpy has the type itself.
+pub fn numpy_descr(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
         DType::Bool => "|b1",
         DType::I8 => "|i1",
         DType::U8 => "|u1",
@@ -24,27 +29,13 @@ fn descr(dtype: DType) -> &'static str {
         DType::F16 => "<f2",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
-        other => unreachable!("{other} has a numpy stand-in"),
-    }
+        _ => return None,
+    })
 }
 
-fn dtype_of(descr: &str) -> Option<DType> {
-    let d = match descr {
-        "|b1" => DType::Bool,
-        "|i1" => DType::I8,
-        "|u1" => DType::U8,
-        "<i2" => DType::I16,
-        "<u2" => DType::U16,
-        "<i4" => DType::I32,
-        "<u4" => DType::U32,
-        "<i8" => DType::I64,
-        "<u8" => DType::U64,
-        "<f2" => DType::F16,
-        "<f4" => DType::F32,
-        "<f8" => DType::F64,
-        _ => return None,
-    };
-    Some(d)
+/// The element type of numpy's little-endian (or single-byte) descriptor `descr`.
+pub fn dtype_of_descr(descr: &str) -> Option<DType> {
+    DType::ALL.into_iter().find(|&d| numpy_descr(d) == Some(descr))
 }
 
 /// The bytes of a version-1 `.npy` file holding `t`; `what` names it in errors. A tensor
@@ -149,7 +140,7 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Tensor, RunError> {
     };
     let dtype = match unicode_width {
         Some(_) => DType::Str,
-        None => dtype_of(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?,
+        None => dtype_of_descr(descr).ok_or_else(|| bad(&format!("unsupported element type '{descr}'")))?,
     };
     if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
         return Err(bad("Fortran-ordered arrays are not supported"));

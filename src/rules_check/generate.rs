@@ -5,8 +5,8 @@
 //! permutation, a reshape to the same shape, a whole slice) are drawn often on purpose: rules
 //! are written for them.
 
-use crate::inputs::SplitMix64;
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType};
+use mxc_driver::fill::SplitMix64;
 
 /// The shapes instances are built around; operands get variants of one of them. Shapes with
 /// equal extents let a wrong permutation or reshape keep its type, so the engine applies it.
@@ -55,7 +55,7 @@ impl Gen {
 
     /// Uniform in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.0.next() % n as u64) as usize
+        (self.0.next_u64() % n as u64) as usize
     }
 
     pub fn chance(&mut self, p: f64) -> bool {

@@ -7,9 +7,9 @@
 //! agrees in that copy, the walk goes one op at a time instead, each step compiling a copy
 //! that outputs only the current op's operands (closer to the original program).
 
-use super::session::{describe_op, Session};
 use anyhow::Result;
 use mxc_dialects::{Def, Graph, OpKind, ValueId};
+use mxc_driver::verify::{describe_op, Session};
 use mxc_kernels::compare::Diff;
 use std::collections::HashMap;
 

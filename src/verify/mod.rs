@@ -4,14 +4,13 @@
 
 mod bisect;
 mod reduce;
-mod session;
 
 use crate::inputs;
 use anyhow::{bail, Result};
 use mxc_codegen::Target;
+use mxc_driver::verify::Session;
 use mxc_kernels::compare::Tolerance;
-use mxc_lowering::onnx::import_file;
-use session::Session;
+use mxc_onnx::import_file;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -71,7 +70,7 @@ pub fn run(args: &Args) -> Result<()> {
         &args.model,
         &inputs::with_model_dims(
             &args.model,
-            inputs::specialize(args.shapes.import_options("verify")?, &given)?,
+            inputs::specialize(args.shapes.import_options("verify")?, &given.tensors, &given.structures)?,
         )?,
     )?;
     let given = given.tensors;

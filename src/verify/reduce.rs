@@ -4,9 +4,9 @@
 //! divergence, once there, reaches a value live at every later cut (it is not masked by what
 //! follows), failure is monotone in k and a binary search finds the shortest failing prefix.
 
-use super::session::{describe_op, Session};
 use anyhow::{Context, Result};
 use mxc_dialects::{Graph, OpKind, ValueId};
+use mxc_driver::verify::{describe_op, Session};
 use std::path::Path;
 
 /// Prints the shortest failing prefix's k and last op; writes its graph as IR text to `out`.

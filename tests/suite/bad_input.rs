@@ -3,7 +3,7 @@
 
 use crate::common::{float_value, model_bytes, mxc, repo, stderr};
 use mxc_dialects::{DType, Tensor};
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 use std::path::Path;
 
 /// Runs mxc, expecting failure with one error line containing every one of `needles`.

@@ -5,7 +5,7 @@
 //! the output early ends the process quietly.
 
 use crate::common::{float_value, model_bytes, mxc, mxc_run_to, repo, stderr};
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 
 fn run_to(model: &str, target: &str, input: &str, dir: &std::path::Path) -> Vec<u8> {
     mxc_run_to(model, target, input, dir);

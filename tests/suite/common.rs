@@ -1,7 +1,7 @@
 //! Shared helpers: where the test data lives, running the `mxc` binary, comparing tensors.
 
 use mxc_dialects::Tensor;
-use mxc_lowering::onnx::data::{read_value_file, DataKind};
+use mxc_onnx::data::{read_value_file, DataKind};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -92,7 +92,7 @@ pub fn data_files(set: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
-    mxc_lowering::onnx::read_tensor_file(path).map_err(|e| e.to_string())
+    mxc_onnx::read_tensor_file(path).map_err(|e| e.to_string())
 }
 
 /// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
@@ -141,13 +141,9 @@ pub type ModelOutput = (String, DataKind);
 pub fn model_io(model: &Path) -> Result<(Vec<String>, Vec<ModelOutput>), String> {
     use prost::Message;
     let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
-    let m = mxc_lowering::onnx::proto::ModelProto::decode(bytes.as_slice())
-        .map_err(|e| format!("{}: {e}", model.display()))?;
+    let m = mxc_onnx::proto::ModelProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", model.display()))?;
     let g = m.graph.unwrap_or_default();
-    let inputs = mxc_lowering::onnx::data::input_kinds(&g)
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
+    let inputs = mxc_onnx::data::input_kinds(&g).into_iter().map(|(n, _)| n).collect();
     let outputs = g
         .output
         .iter()
@@ -233,8 +229,8 @@ fn as_reference_type(actual: Tensor, expected: &Tensor) -> Tensor {
 }
 
 /// A float tensor's ValueInfoProto; each dimension is a number or a symbolic name.
-pub fn float_value(name: &str, dims: &[&str]) -> mxc_lowering::onnx::proto::ValueInfoProto {
-    use mxc_lowering::onnx::proto::{self, tensor_shape_proto::dimension::Value, tensor_shape_proto::Dimension};
+pub fn float_value(name: &str, dims: &[&str]) -> mxc_onnx::proto::ValueInfoProto {
+    use mxc_onnx::proto::{self, tensor_shape_proto::dimension::Value, tensor_shape_proto::Dimension};
     let dim = dims
         .iter()
         .map(|d| Dimension {
@@ -263,9 +259,9 @@ pub fn node(
     op: &str,
     inputs: &[&str],
     output: &str,
-    attribute: Vec<mxc_lowering::onnx::proto::AttributeProto>,
-) -> mxc_lowering::onnx::proto::NodeProto {
-    mxc_lowering::onnx::proto::NodeProto {
+    attribute: Vec<mxc_onnx::proto::AttributeProto>,
+) -> mxc_onnx::proto::NodeProto {
+    mxc_onnx::proto::NodeProto {
         op_type: Some(op.into()),
         input: inputs.iter().map(|s| s.to_string()).collect(),
         output: vec![output.into()],
@@ -275,8 +271,8 @@ pub fn node(
 }
 
 /// The bytes of a model of `graph` (IR version 8, default-domain opset 17).
-pub fn model_bytes(graph: mxc_lowering::onnx::proto::GraphProto) -> Vec<u8> {
-    use mxc_lowering::onnx::proto;
+pub fn model_bytes(graph: mxc_onnx::proto::GraphProto) -> Vec<u8> {
+    use mxc_onnx::proto;
     use prost::Message;
     proto::ModelProto {
         ir_version: Some(8),
@@ -331,7 +327,7 @@ pub fn compile_and_load(src: &str, target: mxc_codegen::Target) -> mxc_kernels::
 
 /// `relu(x · w + b)` with x of 256 x 512 and w of 512 x 512, all inputs.
 pub fn dense_model(dir: &Path) -> PathBuf {
-    let graph = mxc_lowering::onnx::proto::GraphProto {
+    let graph = mxc_onnx::proto::GraphProto {
         name: Some("dense".into()),
         node: vec![
             node("MatMul", &["x", "w"], "xw", vec![]),

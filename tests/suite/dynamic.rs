@@ -6,7 +6,7 @@
 use crate::common::{float_value, model_bytes, mxc, node, stderr};
 use mxc_dialects::Tensor;
 use mxc_kernels::npy;
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 use std::path::Path;
 
 /// An f32 initializer.

@@ -159,7 +159,7 @@ fn missing_model_is_a_one_line_error() {
 fn a_value_computed_twice_is_one_kernel_that_replaces_the_other_op() {
     use crate::common::{float_value, model_bytes, node};
     let dir = tempfile::tempdir().unwrap();
-    let graph = mxc_lowering::onnx::proto::GraphProto {
+    let graph = mxc_onnx::proto::GraphProto {
         name: Some("twice".into()),
         node: vec![
             node("Exp", &["x"], "a", vec![]),

@@ -87,7 +87,7 @@ fn params_lists_the_library_calls_a_gpu_file_makes() {
 /// then spill) unless told not to.
 fn shallow_conv_model(dir: &Path) -> std::path::PathBuf {
     use crate::common::{float_value, model_bytes, node};
-    let graph = mxc_lowering::onnx::proto::GraphProto {
+    let graph = mxc_onnx::proto::GraphProto {
         name: Some("conv".into()),
         node: vec![node("Conv", &["x", "w"], "y", vec![])],
         input: vec![

@@ -202,7 +202,7 @@ pub(crate) fn models_run_as_their_kernels_on_the_host(s: &StandIn) {
     ];
     for name in models {
         let model = cache_dir("models").join(name).join("model.onnx");
-        let graph = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
+        let graph = mxc_onnx::import_file(&model, &Default::default()).unwrap();
         let (gpu, host) = s.compile(&graph);
         // the encoder's layer norms and softmax run a block per row, its products and the
         // convnet's convolutions a block per tile
@@ -252,7 +252,7 @@ pub(crate) fn models_run_as_their_kernels_on_the_host(s: &StandIn) {
 /// naming the device, the program's code and the architecture to compile for.
 pub(crate) fn a_program_for_another_gpu_is_refused(s: &StandIn, arch: &str) {
     let model = cache_dir("models").join("convnet").join("model.onnx");
-    let graph = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
+    let graph = mxc_onnx::import_file(&model, &Default::default()).unwrap();
     let options = CompileOptions {
         gpu_archs: vec![arch.parse().unwrap()],
         ..CompileOptions::default()

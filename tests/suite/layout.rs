@@ -165,7 +165,7 @@ fn prefers_nhwc() -> LinearCost {
 #[test]
 fn the_conv_net_runs_channels_last_where_the_cost_model_prefers_it() {
     let model = cache_dir("models/convnet").join("model.onnx");
-    let g = mxc_lowering::onnx::import_file(&model, &Default::default()).unwrap();
+    let g = mxc_onnx::import_file(&model, &Default::default()).unwrap();
     // the layout decisions alone: the convs keep their form and their weights as they are
     // (no packing, no Winograd)
     let mut rules = Vec::new();

@@ -37,7 +37,7 @@ const RANDOM_OPS: [&str; 6] = [
     "Multinomial",
 ];
 const RANDOM_REASON: &str = "draws random values: its values cannot match the reference \
-    (distributions are tested in lowering/src/onnx/ops/random.rs)";
+    (distributions are tested in onnx/src/ops/random.rs)";
 
 #[derive(Clone, Debug, PartialEq)]
 enum Outcome {
@@ -72,7 +72,7 @@ fn draws_random(model: &Path) -> bool {
     use prost::Message;
     let model = std::fs::read(model)
         .ok()
-        .and_then(|b| mxc_lowering::onnx::proto::ModelProto::decode(b.as_slice()).ok());
+        .and_then(|b| mxc_onnx::proto::ModelProto::decode(b.as_slice()).ok());
     model.and_then(|m| m.graph).is_some_and(|g| {
         g.node.iter().any(|n| {
             RANDOM_OPS.contains(&n.op_type())

@@ -12,7 +12,7 @@ use crate::common::{
     stderr,
 };
 use mxc_dialects::Tensor;
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 
 #[test]
 fn encoder_layer_norms_written_out_become_one_op_each() {

@@ -4,7 +4,7 @@
 //! node suite's expected values; and the refusals naming the input.
 
 use crate::common::{cache_dir, data_files, mismatch, mxc, stderr};
-use mxc_lowering::onnx::data::{read_value_file, DataKind, DataValue};
+use mxc_onnx::data::{read_value_file, DataKind, DataValue};
 use std::path::Path;
 
 fn case(name: &str) -> std::path::PathBuf {

@@ -4,7 +4,7 @@
 
 use crate::common::{float_value, model_bytes, mxc, stderr};
 use mxc_kernels::mxr;
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 use std::path::Path;
 use std::process::{Command, Output};
 

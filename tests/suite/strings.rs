@@ -9,7 +9,7 @@ use crate::common::{cache_dir, compile_and_load, data_files, mxc, stderr};
 use mxc_codegen::{compile, CompileOptions, Target};
 use mxc_dialects::{text, DType, Tensor};
 use mxc_kernels::mxr::{self, Mxr};
-use mxc_lowering::onnx::data::{read_value_file, DataKind, DataValue};
+use mxc_onnx::data::{read_value_file, DataKind, DataValue};
 use std::collections::HashMap;
 
 /// `y = gather(c ? x ++ ["-a", "-b", "-c"] : upper(x ++ ...), i)`, then "!" appended `n`
@@ -134,13 +134,13 @@ fn string_cases_match_through_the_evaluator() {
         }
         count += 1;
         let (set, model) = (dir.join("test_data_set_0"), dir.join("model.onnx"));
-        let mut opts = mxc_lowering::onnx::ImportOptions::default();
-        let names = mxc_lowering::onnx::model_input_kinds(&model).unwrap();
+        let mut opts = mxc_onnx::ImportOptions::default();
+        let names = mxc_onnx::model_input_kinds(&model).unwrap();
         let inputs: Vec<_> = data_files(&set, "input_").iter().map(|f| tensor(f)).collect();
         for ((n, _), t) in names.iter().zip(&inputs) {
             opts.specialize.insert(n.clone(), t.clone());
         }
-        let outputs = mxc_lowering::onnx::import_file(&model, &opts)
+        let outputs = mxc_onnx::import_file(&model, &opts)
             .map_err(|e| e.to_string())
             .and_then(|g| mxc_dialects::eval::run(&g, &inputs));
         match outputs {

@@ -4,7 +4,7 @@
 //! one-line error.
 
 use crate::common::{cache_dir, data_files, float_value, model_bytes, model_io_names, mxc, stderr};
-use mxc_lowering::onnx::proto;
+use mxc_onnx::proto;
 use std::process::Output;
 
 fn stdout(out: &Output) -> String {

@@ -24,5 +24,5 @@ mod testutil;
 mod value;
 
 pub use error::ImportError;
-pub use input_dims::model_input_dims;
+pub use input_dims::{model_input_dims, model_input_types};
 pub use model::{import_bytes, import_file, model_input_kinds, read_tensor_file, ImportOptions};

@@ -129,3 +129,17 @@ fn declared(vi: &ValueInfoProto) -> Option<Vec<Declared>> {
             .collect(),
     )
 }
+
+/// The element type of each tensor input of the model in `path` that declares a known one.
+pub fn model_input_types(path: &Path) -> Result<HashMap<String, mxc_dialects::DType>, ImportError> {
+    let model = decode_model(path)?;
+    let graph = model.graph.unwrap_or_default();
+    Ok((graph.input.iter())
+        .filter_map(|vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(TypeValue::TensorType(t)) => {
+                super::tensor::dtype_of(t.elem_type()).map(|d| (vi.name().to_string(), d))
+            }
+            _ => None,
+        })
+        .collect())
+}

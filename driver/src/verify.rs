@@ -1,8 +1,9 @@
-//! Running a graph, or a copy of it that outputs other values, on the verified target and on
-//! `ref` with the same inputs, and comparing what they compute, value by value.
+//! Verifying a target against the oracle: a graph, or a copy of it that outputs other values,
+//! run on the target and on `ref` with the same inputs, and what they compute compared value
+//! by value (`mxc verify`, whose `--bisect` and `--reduce` walk the graph with it).
 
-use crate::inputs;
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
+use crate::fill;
 use mxc_codegen::{CompileOptions, Target};
 use mxc_dialects::{Graph, Tensor, ValueId};
 use mxc_kernels::compare::{compare, Diff, Tolerance};
@@ -47,19 +48,17 @@ impl Session {
     /// its name and how the target's value differs from ref's.
     pub fn run(&mut self, graph: &Graph, what: &str) -> Result<Vec<(String, Diff)>> {
         let exe = |target: Target, options: &CompileOptions| -> Result<Executable> {
-            let compiled = mxc_codegen::compile(graph, target, options)
-                .with_context(|| format!("compiling {what} for {target}"))?;
+            let compiled =
+                mxc_codegen::compile(graph, target, options).context(|| format!("compiling {what} for {target}"))?;
             crate::load_compiled(compiled)
         };
         let oracle = exe(Target::Ref, &CompileOptions::default())?;
         let tested = exe(self.target, &self.options)?;
-        self.inputs = inputs::complete_seeded(oracle.program(), std::mem::take(&mut self.inputs), self.seed)?;
-        let expected = oracle
-            .run(&self.inputs)
-            .with_context(|| format!("running {what} on ref"))?;
+        self.inputs = fill::complete_seeded(oracle.program(), std::mem::take(&mut self.inputs), self.seed)?;
+        let expected = oracle.run(&self.inputs).context(|| format!("running {what} on ref"))?;
         let actual = tested
             .run(&self.inputs)
-            .with_context(|| format!("running {what} on {}", self.target))?;
+            .context(|| format!("running {what} on {}", self.target))?;
         Ok(actual
             .iter()
             .zip(&expected)

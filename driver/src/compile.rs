@@ -1,31 +1,51 @@
-//! `mxc compile`: a model to an `.mxr` file. With every input dimension fixed (by the model or
-//! `--shape`), one program; with symbolic dimensions (`dim_param`s, unnamed dynamic axes, or
+//! Compiling a model to what an `.mxr` file holds. With every input dimension fixed (by the
+//! model or `--shape`), one program; with symbolic dimensions (`dim_param`s, unnamed dynamic axes, or
 //! `--shape input_ids=1xs[1..512]{128}`), one program for each combination of the symbols'
 //! optimal sizes, in one file that a run picks from by its inputs' shapes (docs/shapes.md).
 
-use crate::inputs::{self, Shapes, Structures};
-use crate::progress::Progress;
-use crate::report;
-use anyhow::{Context, Result};
-use mxc_codegen::{CompileOptions, Target};
+use crate::error::{invalid, Context, Error, Result};
+use crate::shapes::{self, Shapes, Structures};
+use mxc_codegen::{CompileOptions, Compiled, Target};
 use mxc_dialects::dim::{self, InputDims};
 use mxc_dialects::items::output_item_axes;
 use mxc_dialects::Graph;
 use mxc_kernels::mxr::{Contents, Items, Mxr, SizedMxr, Variant};
-use mxc_lowering::onnx::{import_file, model_input_dims, ImportOptions};
+use mxc_onnx::{import_file, model_input_dims, ImportOptions};
+use mxc_rewrite::StageHook;
 use std::collections::HashMap;
 use std::path::Path;
 
 /// What to compile and how.
 pub struct Request<'a> {
     pub model: &'a Path,
-    pub out: &'a Path,
+    /// What the observer's lines call the result (the file written, say).
+    pub label: String,
     pub target: Target,
     pub shapes: Shapes,
     pub structures: Structures,
     pub options: CompileOptions,
-    pub quiet: bool,
+    pub observer: &'a dyn Observer,
 }
+
+/// What a compile tells its caller as it goes; every method does nothing unless overridden.
+pub trait Observer {
+    /// The hook told each stage of compiling one program as it starts (`import`, then the
+    /// compiler's own: `mxc_codegen::CompileOptions::stage`).
+    fn stages(&self) -> Option<StageHook> {
+        None
+    }
+    /// Compiling one program has ended, well or not (a progress display clears itself).
+    fn ended(&self) {}
+    /// One program compiled, `label` naming it: the graph imported and what it became.
+    fn compiled(&self, _label: &str, _imported: &Graph, _compiled: &Compiled) {}
+    /// A remark on the whole file (which symbols run in parts of the compiled sizes).
+    fn note(&self, _text: &str) {}
+}
+
+/// An observer that is told nothing.
+pub struct Silent;
+
+impl Observer for Silent {}
 
 /// Compiles `request` into the contents of its `.mxr` file, printing a summary line for each
 /// program.
@@ -35,12 +55,12 @@ pub fn compile(request: Request) -> Result<Contents> {
         // every size is known (a dim_param given in one input fixes it in the others): the
         // one-program path, whose importer reports what does not fit
         let opts = ImportOptions {
-            input_shapes: inputs::fixed_shapes(&request.shapes, "compile")?,
+            input_shapes: shapes::fixed_shapes(&request.shapes, "compile")?,
             structures: request.structures.clone(),
             ..ImportOptions::default()
         };
-        let opts = inputs::fixed_by(&dims, opts)?;
-        let (mxr, _) = compile_one(&request, &opts, &request.out.display().to_string())?;
+        let opts = shapes::fixed_by(&dims, opts)?;
+        let (mxr, _) = compile_one(&request, &opts, &request.label)?;
         return Ok(Contents::One(Box::new(mxr)));
     }
     compile_by_size(&request, dims).map(Contents::BySize)
@@ -57,9 +77,7 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
         .map(|s| (s.name.clone(), no_optimals(&dims, &s.name)))
         .collect();
     let dims = dims.with_least_optimals();
-    let points = dims
-        .optimal_points()
-        .with_context(|| request.model.display().to_string())?;
+    let points = dims.optimal_points().context(|| request.model.display().to_string())?;
     let mut variants: Vec<Variant> = Vec::with_capacity(points.len());
     // each program's graph is looked at for each symbol's items, then dropped
     let mut proofs: Vec<(String, Result<ItemProof, String>)> = dims
@@ -68,9 +86,9 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
         .map(|s| (s.name.clone(), ItemProof::start(&dims, &s.name)))
         .collect();
     for sizes in points {
-        let label = format!("{} ({})", request.out.display(), dim::show_sizes(&sizes));
+        let label = format!("{} ({})", request.label, dim::show_sizes(&sizes));
         let (mxr, graph) = compile_one(request, &import_options(request, &dims, &sizes)?, &label)
-            .with_context(|| format!("at {}", dim::show_sizes(&sizes)))?;
+            .context(|| format!("at {}", dim::show_sizes(&sizes)))?;
         for (_, proof) in &mut proofs {
             if let Ok(p) = proof {
                 if let Err(why) = p.check(&sizes, &graph) {
@@ -84,26 +102,25 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
     for (symbol, proof) in proofs {
         match proof.and_then(|p| p.finish(request, &dims, &variants[0].sizes)) {
             Ok(found) => {
-                eprintln!(
+                request.observer.note(&format!(
                     "{}: {symbol} counts independent items: other sizes in range run in parts of the compiled ones",
-                    request.out.display(),
-                );
+                    request.label,
+                ));
                 items.push(found);
             }
-            Err(why) => eprintln!(
+            Err(why) => request.observer.note(&format!(
                 "{}: {symbol} runs only at the compiled sizes: {why}",
-                request.out.display()
-            ),
+                request.label
+            )),
         }
     }
     for (symbol, ask) in defaulted {
         match items.iter().any(|i| i.symbol == symbol) {
-            true => eprintln!(
+            true => request.observer.note(&format!(
                 "{}: {symbol} had no optimal size: compiled for {symbol}={}, other sizes run in parts of it",
-                request.out.display(),
-                variants[0].sizes[&symbol]
-            ),
-            false => anyhow::bail!("{}: {ask}", request.model.display()),
+                request.label, variants[0].sizes[&symbol]
+            )),
+            false => return Err(invalid(format!("{}: {ask}", request.model.display()))),
         }
     }
     Ok(SizedMxr { dims, variants, items })
@@ -236,32 +253,39 @@ fn no_optimals(dims: &InputDims, symbol: &str) -> String {
 }
 
 /// The model compiled with the inputs' shapes `opts` gives, and the graph imported; the
-/// summary line names `label`.
+/// observer's line names `label`.
 fn compile_one(request: &Request, opts: &ImportOptions, label: &str) -> Result<(Mxr, Graph)> {
-    let progress = Progress::new(request.quiet);
-    progress.stage("import");
-    let graph = import_file(request.model, opts);
+    let stages = request.observer.stages();
+    StageHook::start(stages.as_ref(), "import");
     let options = CompileOptions {
-        stage: progress.hook(),
+        stage: stages,
         ..request.options.clone()
     };
-    let compiled = graph.map_err(anyhow::Error::from).and_then(|graph| {
+    let compiled = import_file(request.model, opts).map_err(Error::from).and_then(|graph| {
         let compiled = mxc_codegen::compile(&graph, request.target, &options)
-            .with_context(|| format!("compiling {}", request.model.display()))?;
+            .context(|| format!("compiling {}", request.model.display()))?;
         Ok((graph, compiled))
     });
-    progress.finish();
+    request.observer.ended();
     let (graph, compiled) = compiled?;
-    report::print_compile_summary(label, &graph, &compiled);
-    report::warn_gpu_spills(&compiled);
-    let cpu = mxc_codegen::code_cpu(request.target);
-    let mxr = Mxr::new(
-        request.target.name(),
+    request.observer.compiled(label, &graph, &compiled);
+    Ok((stored(request.target, compiled), graph))
+}
+
+/// A graph compiled for `target`, as an `.mxr` file holds it (code for this machine's cpu).
+pub fn compile_graph(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Mxr> {
+    Ok(stored(target, mxc_codegen::compile(graph, target, options)?))
+}
+
+/// What `compiled` is stored as.
+fn stored(target: Target, compiled: Compiled) -> Mxr {
+    let cpu = mxc_codegen::code_cpu(target);
+    Mxr::new(
+        target.name(),
         &cpu.name,
         &cpu.features,
         compiled.program,
         compiled.library,
     )
-    .with_code_objects(compiled.code_objects);
-    Ok((mxr, graph))
+    .with_code_objects(compiled.code_objects)
 }

@@ -23,7 +23,7 @@ pub struct ImportOptions {
     pub specialize: HashMap<String, Tensor>,
     /// The structures of graph inputs that are sequences or optionals (a sequence's length,
     /// whether an optional holds a value); their tensors' shapes and values are given above
-    /// under the names of their ports (`s[0]`, ...: `lowering/src/onnx/interface.rs`).
+    /// under the names of their ports (`s[0]`, ...: `onnx/src/interface.rs`).
     pub structures: HashMap<String, Structure>,
     /// The most bytes a graph input or a computed tensor may take (constants are not
     /// limited: they are already in memory); `None` for `mxc_dialects::max_tensor_bytes()`,
