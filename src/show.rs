@@ -122,8 +122,7 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
     };
     let mut out = String::from("inputs:\n");
     for (name, dtype, dims) in ports::symbolic_inputs(sized) {
-        let dtype = dtype.map_or("?".to_string(), |t| t.to_string());
-        out.push_str(&format!("  {name}: {}\n", tensor(dtype, &dims)));
+        out.push_str(&format!("  {name}: {}\n", tensor(dtype.to_string(), &dims)));
     }
     out.push_str("symbols:\n");
     for s in sized.dims.symbols() {

@@ -14,14 +14,11 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// target/<profile>, where cargo puts libmxc.so beside the test binary's folder.
+/// target/<profile>/deps, where cargo builds libmxc.so (the library's cdylib, made with the
+/// rlib this test depends on) beside the test binary.
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf();
+    let dir = exe.parent().expect("target/<profile>/deps").to_path_buf();
     assert!(dir.join("libmxc.so").exists(), "{} has no libmxc.so", dir.display());
     dir
 }

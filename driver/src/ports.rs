@@ -8,15 +8,13 @@ use mxc_kernels::mxr::SizedMxr;
 /// A port: its name, element type and dimensions.
 pub type SymbolicPort = (String, DType, Vec<Dim>);
 
-/// The inputs with their symbolic dimensions (the element type of the first program's input).
-pub fn symbolic_inputs(sized: &SizedMxr) -> Vec<(String, Option<DType>, Vec<Dim>)> {
+/// The inputs with their symbolic dimensions and element types, in the file's order.
+pub fn symbolic_inputs(sized: &SizedMxr) -> Vec<SymbolicPort> {
     let first = &sized.variants[0].mxr.program;
     (sized.dims.inputs().iter())
-        .map(|(name, dims)| {
-            let dtype = (first.inputs.iter())
-                .find(|b| &b.name == name)
-                .map(|b| first.buffers[b.buffer].ty.dtype);
-            (name.clone(), dtype, dims.clone())
+        .filter_map(|(name, dims)| {
+            let b = first.inputs.iter().find(|b| &b.name == name)?;
+            Some((name.clone(), first.buffers[b.buffer].ty.dtype, dims.clone()))
         })
         .collect()
 }

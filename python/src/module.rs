@@ -139,8 +139,10 @@ impl Module {
 impl Instruction {
     /// The shape of the value.
     fn shape(&self, py: Python<'_>) -> PyResult<Shape> {
-        let mut program = self.program.borrow_mut(py);
-        let g = program.graph_mut("instruction.shape")?;
+        let program = self.program.borrow(py);
+        let g = program
+            .graph()
+            .ok_or_else(|| refuse("instruction.shape: the program is compiled; its instructions are gone"))?;
         Ok(Shape::of(g.ty(self.value)))
     }
 

@@ -9,11 +9,11 @@ use crate::module::Module;
 use crate::shape::{dim_of, Shape};
 use mxc_codegen::Target as CodeTarget;
 use mxc_dialects::dim::{self, Dim, InputDims};
-use mxc_dialects::Graph;
+use mxc_dialects::{DType, Graph};
 use mxc_driver::shapes::{fixed_by, Shapes};
 use mxc_driver::{compile_graph, ports, Observer, Request, Runner};
 use mxc_kernels::mxr::Contents;
-use mxc_onnx::{import_file, model_input_dims, ImportOptions};
+use mxc_onnx::{import_file, model_input_dims, model_input_types, ImportOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
@@ -30,6 +30,8 @@ enum State {
         model: PathBuf,
         shapes: Shapes,
         dims: InputDims,
+        /// Each input's element type, as the model declares it.
+        types: HashMap<String, DType>,
     },
     Compiled(Arc<Runner>),
 }
@@ -321,12 +323,23 @@ impl Program {
                 .iter()
                 .map(|p| (p.name.clone(), Shape::of(g.ty(p.value))))
                 .collect(),
-            State::Symbolic { model, dims, .. } => symbolic_parameters(model, dims),
+            State::Symbolic { dims, types, .. } => (dims.inputs().iter())
+                .map(|(name, d)| {
+                    let dtype = types[name];
+                    (
+                        name.clone(),
+                        Shape {
+                            dtype,
+                            dims: d.clone(),
+                            strides: None,
+                        },
+                    )
+                })
+                .collect(),
             State::Compiled(c) => match c.contents() {
                 Contents::One(m) => binding_shapes(&m.program, &m.program.inputs),
                 Contents::BySize(sized) => (ports::symbolic_inputs(sized).into_iter())
                     .map(|(name, dtype, dims)| {
-                        let dtype = dtype.unwrap_or(mxc_dialects::DType::F32);
                         (
                             name,
                             Shape {
@@ -349,24 +362,6 @@ fn binding_shapes(
 ) -> Vec<(String, Shape)> {
     (bindings.iter())
         .map(|b| (b.name.clone(), Shape::of(&p.buffers[b.buffer].ty)))
-        .collect()
-}
-
-/// The inputs of a model with symbolic dimensions, their element types read from the model.
-fn symbolic_parameters(model: &std::path::Path, dims: &InputDims) -> Vec<(String, Shape)> {
-    let types = mxc_onnx::model_input_types(model).unwrap_or_default();
-    (dims.inputs().iter())
-        .map(|(name, d)| {
-            let dtype = types.get(name).copied().unwrap_or(mxc_dialects::DType::F32);
-            (
-                name.clone(),
-                Shape {
-                    dtype,
-                    dims: d.clone(),
-                    strides: None,
-                },
-            )
-        })
         .collect()
 }
 
@@ -547,11 +542,19 @@ pub fn parse_onnx(
     }
     let dims = model_input_dims(&filename, &given).map_err(raise)?;
     if !dims.is_fixed() {
+        let types = model_input_types(&filename).map_err(raise)?;
+        if let Some((name, _)) = dims.inputs().iter().find(|(name, _)| !types.contains_key(name)) {
+            return Err(refuse(format!(
+                "{}: input `{name}` declares no element type mxc knows",
+                filename.display()
+            )));
+        }
         return Ok(Program {
             state: State::Symbolic {
                 model: filename,
                 shapes: given,
                 dims,
+                types,
             },
         });
     }
