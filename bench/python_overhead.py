@@ -1,12 +1,12 @@
 """What running from Python costs over `mxc perf` (not a test): each model compiled once to an
-`.mxr`, then in alternating rounds timed by `mxc perf` (end-to-end median) and from Python
-(`mxc.load`, `set_threads`, `program.run` on numpy arrays, the median of as many runs), on the
-same inputs (the model's stored test inputs, else seeded ones). Prints the medians over the
-rounds and the ratio Python / `mxc perf`.
+`.mxr`, then in rounds, each going first in turn, timed by `mxc perf` (its end-to-end median)
+and from Python (`mxc.load`, `set_threads`, `program.run` on numpy arrays: the median of as
+many runs), on the same inputs (the model's stored test inputs, else seeded ones). Prints the
+medians over the rounds and the ratio Python / `mxc perf`.
 
 Usage:
     .cache/venv/bin/python bench/python_overhead.py ~/.cache/mxc-bench-models/{bert_mini,resnet50}/model.onnx \\
-        [--threads 1,2] [-n 50] [--rounds 3]
+        [--threads 1,2] [-n 50] [--rounds 6]
 """
 
 import argparse
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("-n", type=int, default=50, help="timed runs per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(f"{'model':<12} {'threads':>7} {'mxc perf ms':>12} {'python ms':>10} {'python/perf':>12}")
@@ -59,9 +59,14 @@ def main() -> None:
                 program = mxc.load(str(mxr))
                 program.set_threads(t)
                 perf, py = [], []
-                for _ in range(args.rounds):
-                    perf.append(mxc_ms(mxr, files, t, args.n))
-                    py.append(python_ms(program, feeds, args.n))
+                for r in range(args.rounds):
+                    # alternate which goes first, so that neither always follows the other
+                    if r % 2:
+                        py.append(python_ms(program, feeds, args.n))
+                        perf.append(mxc_ms(mxr, files, t, args.n))
+                    else:
+                        perf.append(mxc_ms(mxr, files, t, args.n))
+                        py.append(python_ms(program, feeds, args.n))
                 p, q = statistics.median(perf), statistics.median(py)
                 print(f"{name:<12} {t:>7} {p:>12.3f} {q:>10.3f} {q / p:>12.3f}", flush=True)
 

@@ -518,24 +518,21 @@ pub fn parse_onnx(
             )));
         }
     }
-    // the open dimensions of the other inputs take the defaults
-    let defaults_given: std::collections::HashSet<String> = given
-        .values()
-        .flatten()
+    // a dim_param given in one input holds in every input; the symbols nobody gave (a
+    // dim_param or an unnamed axis) take the defaults
+    let named: std::collections::HashSet<String> = (given.values().flatten())
         .flat_map(|d| d.symbols().map(|s| s.name.clone()))
         .collect();
-    for (name, dims) in declared.inputs() {
-        if given.contains_key(name) || dims.iter().all(|d| d.as_constant().is_some()) {
-            continue;
-        }
+    let resolved = model_input_dims(&filename, &given).map_err(raise)?;
+    let mut given: Shapes = HashMap::new();
+    for (name, dims) in resolved.inputs() {
         let mut filled = Vec::with_capacity(dims.len());
         for d in dims {
-            let open = d.as_symbol().filter(|s| !defaults_given.contains(&s.name));
+            let open = d.as_symbol().filter(|s| !named.contains(&s.name));
             filled.push(match (open, &default_dyn_dim_value, default_dim_value) {
-                (None, _, _) => d.clone(),
+                (None, _, _) | (Some(_), None, None) => d.clone(),
                 (Some(s), Some(dyn_default), _) => dim_of(dyn_default, || s.name.clone())?,
                 (Some(_), None, Some(n)) => Dim::constant(n),
-                (Some(_), None, None) => d.clone(),
             });
         }
         given.insert(name.clone(), filled);

@@ -45,3 +45,21 @@ def dense_batch(tmp_path_factory):
     path = tmp_path_factory.mktemp("models") / "dense_batch.onnx"
     onnx.save(model, str(path))
     return path, w, b
+
+
+@pytest.fixture(scope="session")
+def masked_pair(tmp_path_factory):
+    """y = x * mask, both [batch, sequence] (dim_params), as transformers' inputs are."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "mask"], ["y"])],
+        "masked",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence"]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "sequence"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "sequence"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path_factory.mktemp("models") / "masked.onnx"
+    onnx.save(model, str(path))
+    return path

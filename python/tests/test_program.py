@@ -155,3 +155,20 @@ def test_print_writes_what_str_gives(tiny_cnn, capfd):
     assert capfd.readouterr().out == str(p) + "\n"
     p.get_main_module().print()
     assert capfd.readouterr().out == str(p) + "\n"
+
+
+def test_a_dim_param_given_in_one_input_holds_in_the_others(masked_pair):
+    fixed = mxc.parse_onnx(str(masked_pair), map_input_dims={"x": [2, 7]})
+    assert {n: s.lens() for n, s in fixed.get_parameter_shapes().items()} == {"x": [2, 7], "mask": [2, 7]}
+    dynamic = mxc.parse_onnx(str(masked_pair), map_dyn_input_dims={"x": [1, "s[1..64]{7, 32}"]})
+    shapes = {n: str(s) for n, s in dynamic.get_parameter_shapes().items()}
+    assert shapes == {"x": "tensor<1xs[1..64]{7, 32}xf32>", "mask": "tensor<1xs[1..64]{7, 32}xf32>"}
+    dynamic.compile(mxc.get_target("cpu"))
+    x = np.arange(7, dtype=np.float32).reshape(1, 7)
+    m = np.array([[1, 0, 1, 0, 1, 0, 1]], np.float32)
+    np.testing.assert_array_equal(np.asarray(dynamic.run({"x": x, "mask": m})[0]), x * m)
+    # positions of an element-wise product are independent: 9 runs in parts of 7 and smaller
+    x9 = np.arange(9, dtype=np.float32).reshape(1, 9)
+    np.testing.assert_array_equal(np.asarray(dynamic.run({"x": x9, "mask": x9})[0]), x9 * x9)
+    with pytest.raises(mxc.Error, match=r"s is 65, outside its range \[1..64\]"):
+        dynamic.run({"x": np.zeros((1, 65), np.float32), "mask": np.zeros((1, 65), np.float32)})
