@@ -2,7 +2,8 @@
 `.mxr`, then in rounds, each going first in turn, timed by `mxc perf` (its end-to-end median)
 and from Python (`mxc.load`, `set_threads`, `program.run` on numpy arrays: the median of as
 many runs), on the same inputs (the model's stored test inputs, else seeded ones). Prints the
-medians over the rounds and the ratio Python / `mxc perf`.
+medians over the rounds and the median of the rounds' ratios Python / `mxc perf` (each round's
+pair timed back to back, so that the machine's slower and faster spells cancel).
 
 Usage:
     .cache/venv/bin/python bench/python_overhead.py ~/.cache/mxc-bench-models/{bert_mini,resnet50}/model.onnx \\
@@ -68,7 +69,8 @@ def main() -> None:
                         perf.append(mxc_ms(mxr, files, t, args.n))
                         py.append(python_ms(program, feeds, args.n))
                 p, q = statistics.median(perf), statistics.median(py)
-                print(f"{name:<12} {t:>7} {p:>12.3f} {q:>10.3f} {q / p:>12.3f}", flush=True)
+                ratio = statistics.median(b / a for a, b in zip(perf, py))
+                print(f"{name:<12} {t:>7} {p:>12.3f} {q:>10.3f} {ratio:>12.3f}", flush=True)
 
 
 if __name__ == "__main__":
