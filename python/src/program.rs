@@ -13,7 +13,7 @@ use mxc_dialects::{DType, Graph};
 use mxc_driver::shapes::{fixed_by, Shapes};
 use mxc_driver::{compile_graph, ports, Observer, Request, Runner};
 use mxc_kernels::mxr::Contents;
-use mxc_onnx::{import_file, model_input_dims, model_input_types, ImportOptions};
+use mxc_onnx::{import_file, model_input_dims, model_input_types, ImportError, ImportOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
@@ -524,7 +524,7 @@ pub fn parse_onnx(
         .flat_map(|d| d.symbols().map(|s| s.name.clone()))
         .collect();
     let resolved = model_input_dims(&filename, &given).map_err(raise)?;
-    let mut given: Shapes = HashMap::new();
+    let mut filled_inputs = Vec::with_capacity(resolved.inputs().len());
     for (name, dims) in resolved.inputs() {
         let mut filled = Vec::with_capacity(dims.len());
         for d in dims {
@@ -535,9 +535,13 @@ pub fn parse_onnx(
                 (Some(_), None, Some(n)) => Dim::constant(n),
             });
         }
-        given.insert(name.clone(), filled);
+        filled_inputs.push((name.clone(), filled));
     }
-    let dims = model_input_dims(&filename, &given).map_err(raise)?;
+    // every tensor input is given now (their dimensions need no second look at the model);
+    // shapes given for other inputs (a sequence's elements) stay for the importer
+    given.extend(filled_inputs.iter().cloned());
+    let dims =
+        InputDims::new(filled_inputs).map_err(|e| raise(ImportError::Model(format!("the inputs' dimensions: {e}"))))?;
     if !dims.is_fixed() {
         let types = model_input_types(&filename).map_err(raise)?;
         if let Some((name, _)) = dims.inputs().iter().find(|(name, _)| !types.contains_key(name)) {
