@@ -323,6 +323,8 @@ fn main() {
         winograd: mean("winograd"),
         attention: mean("attention"),
         other: mean("other"),
+        // not fitted here: the half-precision factor measured with `mxc perf` (cost.rs)
+        ..LinearCost::cpu().per_flop
     };
     let fitted = LinearCost {
         launch,

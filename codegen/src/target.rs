@@ -64,6 +64,7 @@ pub struct TargetSpec {
 /// Every built-in rule file, in the order the `cpu` target applies them.
 const ALL_RULE_FILES: &[&str] = &[
     "algebra",
+    "precision",
     "fold",
     "fusion",
     "layout",
@@ -74,7 +75,7 @@ const ALL_RULE_FILES: &[&str] = &[
 
 /// The rule files that hold on any machine: not the cpu's layouts, packed weights and
 /// Winograd, which exist for its vector kernels.
-const PORTABLE_RULE_FILES: &[&str] = &["algebra", "fold", "fusion", "attention"];
+const PORTABLE_RULE_FILES: &[&str] = &["algebra", "precision", "fold", "fusion", "attention"];
 
 const SPECS: [TargetSpec; 3] = [
     TargetSpec {

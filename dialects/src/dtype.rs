@@ -171,6 +171,69 @@ impl DType {
         }
     }
 
+    /// f16 and bf16: 16 bits in memory, computed on in f32 by every kernel, rounded once per
+    /// op result (`docs/quantisation.md`).
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
+    }
+
+    /// Whether every value of this type is a value of `wider` too, so that a cast to `wider`
+    /// and back is the identity (f16 in f32, f32 in f64, u8 in i16, i8 in f16, ...).
+    pub fn fits_exactly_in(self, wider: DType) -> bool {
+        match (
+            self.float_format(),
+            wider.float_format(),
+            self.int_range(),
+            wider.int_range(),
+        ) {
+            (Some(a), Some(b), _, _) => {
+                let smallest = |f: FloatFormat| f.min_normal_exp - f.precision + 1;
+                a.precision <= b.precision && a.max_exp <= b.max_exp && smallest(a) >= smallest(b)
+            }
+            (None, Some(b), Some((lo, hi)), _) => {
+                let exact = 1i128 << b.precision.min(120);
+                lo.abs() <= exact && hi <= exact && b.max_exp >= b.precision
+            }
+            (None, None, Some((lo, hi)), Some((wlo, whi))) => wlo <= lo && hi <= whi,
+            _ => false,
+        }
+    }
+
+    /// A float type's significand bits (with the implicit one) and its normal exponents.
+    fn float_format(self) -> Option<FloatFormat> {
+        let f = |precision, min_normal_exp, max_exp| {
+            Some(FloatFormat {
+                precision,
+                min_normal_exp,
+                max_exp,
+            })
+        };
+        match self {
+            DType::F64 => f(53, -1022, 1023),
+            DType::F32 => f(24, -126, 127),
+            DType::BF16 => f(8, -126, 127),
+            DType::F16 => f(11, -14, 15),
+            DType::F8E4M3FN => f(4, -6, 8),
+            DType::F8E4M3FNUZ => f(4, -7, 7),
+            DType::F8E5M2 => f(3, -14, 15),
+            DType::F8E5M2FNUZ => f(3, -15, 15),
+            DType::F4E2M1FN => f(2, 0, 2),
+            // powers of two from 2^-127 to 2^127
+            DType::F8E8M0FNU => f(1, -127, 127),
+            _ => None,
+        }
+    }
+
+    /// An integer type's least and greatest values.
+    fn int_range(self) -> Option<(i128, i128)> {
+        let bits = self.bits() as u32;
+        match self {
+            d if d.is_signed_int() => Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)),
+            d if d.is_unsigned_int() => Some((0, (1i128 << bits) - 1)),
+            _ => None,
+        }
+    }
+
     pub fn is_signed_int(self) -> bool {
         matches!(
             self,
@@ -190,8 +253,60 @@ impl DType {
     }
 }
 
+/// The numbers a float type holds: `precision` significand bits (the implicit one counted),
+/// normal exponents `min_normal_exp..=max_exp`, subnormals below.
+#[derive(Clone, Copy)]
+struct FloatFormat {
+    precision: i32,
+    min_normal_exp: i32,
+    max_exp: i32,
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DType;
+
+    #[test]
+    fn which_types_hold_every_value_of_another() {
+        use DType::*;
+        for (narrow, wide) in [
+            (F16, F32),
+            (BF16, F32),
+            (F16, F64),
+            (F32, F64),
+            (F8E4M3FN, F16),
+            (F8E5M2, F16),
+            (F8E4M3FN, BF16),
+            (F8E8M0FNU, F32),
+            (U8, I16),
+            (I8, I32),
+            (U8, F16),
+            (I16, F32),
+            (I32, F64),
+            (U4, F8E4M3FN),
+        ] {
+            assert!(narrow.fits_exactly_in(wide), "{narrow} in {wide}");
+        }
+        for (narrow, wide) in [
+            (F32, F16),
+            (F16, BF16),
+            (BF16, F16),
+            (F8E8M0FNU, F16),
+            (I8, U16),
+            (U16, I16),
+            (I16, F16),
+            (I32, F32),
+            (F16, I32),
+            (Bool, F32),
+        ] {
+            assert!(!narrow.fits_exactly_in(wide), "{narrow} in {wide}");
+        }
+        assert!(F16.is_half() && BF16.is_half() && !F32.is_half());
     }
 }

@@ -23,7 +23,8 @@ const BASE_SHAPES: &[&[usize]] = &[
     &[2, 1, 3],
 ];
 
-/// Element types of an instance: f32 first and most often, then integers and f64.
+/// Element types of an instance: f32 first and most often, then integers, f64 and the half
+/// precisions.
 const DTYPES: &[DType] = &[
     DType::F32,
     DType::F32,
@@ -33,6 +34,8 @@ const DTYPES: &[DType] = &[
     DType::I32,
     DType::U8,
     DType::F64,
+    DType::F16,
+    DType::BF16,
 ];
 
 /// Splat values tried for constants beside the ones a rule's condition names.

@@ -77,8 +77,14 @@ impl Buf {
     /// result, as they are; it then applies the epilogue in a pass of its own
     /// (`Emitter::apply_epilogue`), whose constants stay in registers the sums needed. `None`
     /// where the values go through the epilogue as they are stored.
+    /// Only where the result holds the anchor's values exactly (the same element type, or f32
+    /// for a half-precision anchor), so that reading them back changes nothing.
     pub fn deferred_store(&self) -> Option<&Buf> {
-        self.epilogue.as_ref().filter(|ep| ep.is_long()).map(|ep| &ep.out)
+        let exact = |out: &Buf| out.dtype == self.dtype || (out.dtype == DType::F32 && self.ty() == Ty::F32);
+        self.epilogue
+            .as_ref()
+            .filter(|ep| ep.is_long() && exact(&ep.out))
+            .map(|ep| &ep.out)
     }
 
     pub fn rank(&self) -> usize {
@@ -106,11 +112,17 @@ impl Buf {
         compute_ty(self.dtype)
     }
 
-    /// Whether whole vectors may be read from or written to this buffer: it holds f32, and so
-    /// does every buffer its epilogue reads and writes.
-    pub fn holds_f32_vectors(&self) -> bool {
-        self.dtype == DType::F32 && !self.is_empty() && self.epilogue.as_ref().is_none_or(|ep| ep.all_f32())
+    /// Whether whole vectors may be read from or written to this buffer: it holds f32, f16 or
+    /// bf16 (computed in f32 vectors, half precision widened as it is read and rounded as it
+    /// is written), and so does every buffer its epilogue reads and writes.
+    pub fn holds_float_vectors(&self) -> bool {
+        holds_vectors(self.dtype) && !self.is_empty() && self.epilogue.as_ref().is_none_or(|ep| ep.all_float())
     }
+}
+
+/// Whether kernels read and write elements of `dtype` as whole vectors of f32.
+fn holds_vectors(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
 
 fn memref_type(shape: &[usize], dtype: DType) -> String {
@@ -156,8 +168,7 @@ impl Emitter {
     pub fn read(&mut self, buf: &Buf, idx: &[V]) -> V {
         let v = self.load(buf, idx);
         match v.ty {
-            Ty::F16 => self.f16_to_f32(&v),
-            Ty::BF16 => self.bf16_to_f32(&v),
+            Ty::F16 | Ty::BF16 => self.widen_half(&v),
             _ if buf.dtype.is_narrow_float() => self.decode_narrow_float(&v, buf.dtype),
             _ => v,
         }
@@ -179,8 +190,7 @@ impl Emitter {
     /// A value of `dtype`'s compute type as `dtype` stores it.
     fn as_stored(&mut self, v: &V, dtype: DType) -> V {
         match storage_ty(dtype) {
-            Ty::F16 => self.f32_to_f16(v),
-            Ty::BF16 => self.f32_to_bf16(v),
+            half @ (Ty::F16 | Ty::BF16) => self.narrow_half(v, half),
             _ if dtype.is_narrow_float() => self.encode_narrow_float(v, dtype),
             _ => match dtype.narrow_int() {
                 Some(width) => self.wrap_narrow_int(v, width),
@@ -196,8 +206,7 @@ impl Emitter {
         let v = self.convert(v, compute_ty(dtype));
         let stored = self.as_stored(&v, dtype);
         match storage_ty(dtype) {
-            Ty::F16 => self.f16_to_f32(&stored),
-            Ty::BF16 => self.bf16_to_f32(&stored),
+            Ty::F16 | Ty::BF16 => self.widen_half(&stored),
             _ if dtype.is_narrow_float() => self.decode_narrow_float(&stored, dtype),
             _ => stored,
         }
@@ -219,13 +228,17 @@ impl Emitter {
     }
 
     /// `lanes` elements as compute type, from `idx` on along the last index (one element
-    /// for `lanes == 1`). Vectors are read from f32 buffers only.
+    /// for `lanes == 1`). Vectors are read from buffers of f32, f16 or bf16 (widened to f32).
     pub fn read_lanes(&mut self, buf: &Buf, idx: &[V], lanes: usize) -> V {
         if lanes == 1 {
             return self.read(buf, idx);
         }
-        assert_eq!(buf.dtype, DType::F32, "vectors are read from f32 buffers");
-        self.vload(buf, idx, lanes)
+        assert!(
+            holds_vectors(buf.dtype),
+            "vectors are read from f32, f16 or bf16 buffers"
+        );
+        let v = self.vload(buf, idx, lanes);
+        self.widen_half(&v)
     }
 
     /// The epilogue of `buf` applied at `idx` (`lanes` elements) to the value stored there
@@ -289,13 +302,18 @@ impl Emitter {
         if buf.is_empty() || buf.rank() < 2 {
             return None;
         }
-        let epilogue = match &buf.epilogue {
-            Some(ep) => Some(Rc::new(ep.as_matrix(self, buf)?)),
-            None => None,
-        };
-        let mut view = self.view(buf, &[buf.len() / cols, cols]);
-        view.epilogue = epilogue;
-        Some(view)
+        let shape = [buf.len() / cols, cols];
+        match &buf.epilogue {
+            // an anchor's result is never stored to as it is (its values go through the
+            // epilogue to the kernel's result, of its own element type), so only the epilogue
+            // is viewed
+            Some(ep) => {
+                let mut matrix = Buf::new(&buf.name, buf.dtype, &shape);
+                matrix.epilogue = Some(Rc::new(ep.as_matrix(self, buf)?));
+                Some(matrix)
+            }
+            None => Some(self.view(buf, &shape)),
+        }
     }
 
     /// A 1-D view of a whole buffer (`memref.reinterpret_cast`), for element-order loops.

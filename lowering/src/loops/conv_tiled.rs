@@ -19,6 +19,7 @@ use super::emit::{Emitter, Ty, V};
 use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
+use mxc_dialects::DType;
 
 /// Writes `conv_nhwc_packed` on `ins` (`x`, packed weights, optional bias) into `out` as an
 /// implicit GEMM or a depthwise kernel when it is one of those and everything holds f32 on a
@@ -28,7 +29,7 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
     let Some(isa) = e.isa else {
         return false;
     };
-    if !ins.iter().chain([out]).all(Buf::holds_f32_vectors) || wp.shape[2] != PANEL {
+    if !ins.iter().chain([out]).all(Buf::holds_float_vectors) || wp.shape[2] != PANEL {
         return false;
     }
     let channels = x.shape[3];
@@ -48,7 +49,8 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         out,
         finish: &finish,
     };
-    if group == 1 {
+    // the implicit GEMM reads the image's runs of channels as f32 (`ROW_SOURCE`)
+    if group == 1 && x.dtype == DType::F32 {
         conv.implicit_gemm(e);
         return true;
     }

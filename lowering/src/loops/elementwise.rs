@@ -84,7 +84,7 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
 /// The lanes element-wise code on `args` and `out` runs with: the vector unit's, when every
 /// buffer holds f32; `None` for scalar code.
 fn vector_lanes(e: &Emitter, args: &[Buf], out: &Buf) -> Option<usize> {
-    let all_f32 = args.iter().chain([out]).all(Buf::holds_f32_vectors);
+    let all_f32 = args.iter().chain([out]).all(Buf::holds_float_vectors);
     e.f32_lanes().filter(|_| all_f32)
 }
 

@@ -94,9 +94,10 @@ impl Epilogue {
         self.body.ops.iter().any(|op| op.kind.is_transcendental())
     }
 
-    /// Whether every buffer the epilogue reads, and the one it writes, holds f32.
-    pub fn all_f32(&self) -> bool {
-        self.ins.iter().chain([&self.out]).all(Buf::holds_f32_vectors)
+    /// Whether every buffer the epilogue reads, and the one it writes, holds whole vectors
+    /// (`Buf::holds_float_vectors`).
+    pub fn all_float(&self) -> bool {
+        self.ins.iter().chain([&self.out]).all(Buf::holds_float_vectors)
     }
 
     /// The kernel's result at `idx`, where the anchor's result is `value`.

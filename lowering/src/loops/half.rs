@@ -1,6 +1,11 @@
-//! f16 and bf16 to and from f32 in integer arithmetic (round to nearest even), so that
-//! kernels on half-precision data need no conversion routines from a compiler runtime
-//! (`__extendhfsf2`, `__truncsfhf2`, ...) on targets without F16C.
+//! f16 and bf16 to and from f32, scalars and vectors alike. Where the machine has F16C (every
+//! cpu with AVX-512, most with AVX2) f16 converts with its instructions (`arith.extf` and
+//! `arith.truncf`, which LLVM selects as `vcvtph2ps` and `vcvtps2ph`); elsewhere, and always
+//! for bf16, in integer arithmetic (round to nearest even), so that kernels on half-precision
+//! data need no conversion routines from a compiler runtime (`__extendhfsf2`,
+//! `__truncsfhf2`, ...). bf16 narrows in integers even where AVX-512 BF16 has
+//! `vcvtneps2bf16`, since that instruction flushes subnormal inputs to zero and the integer
+//! form is exact in every case for a few more instructions.
 
 use super::emit::{type_with_lanes, Emitter, Ty, V};
 use super::scalar::Cmp;
@@ -15,6 +20,31 @@ const I32: Ty = Ty::Int {
 };
 
 impl Emitter {
+    /// A half-precision value (f16 or bf16, scalar or vector) widened to f32 (exact); any
+    /// other value as it is.
+    pub fn widen_half(&mut self, h: &V) -> V {
+        match h.ty {
+            Ty::F16 if self.has_f16c() => self.convert(h, Ty::F32),
+            Ty::F16 => self.f16_to_f32(h),
+            Ty::BF16 => self.bf16_to_f32(h),
+            _ => h.clone(),
+        }
+    }
+
+    /// An f32 value (scalar or vector) rounded to `to`, f16 or bf16 (nearest even).
+    pub fn narrow_half(&mut self, f: &V, to: Ty) -> V {
+        match to {
+            Ty::F16 if self.has_f16c() => self.convert(f, Ty::F16),
+            Ty::F16 => self.f32_to_f16(f),
+            Ty::BF16 => self.f32_to_bf16(f),
+            _ => panic!("{} is not a half-precision type", to.mlir()),
+        }
+    }
+
+    fn has_f16c(&self) -> bool {
+        self.isa.is_some_and(|isa| isa.f16c)
+    }
+
     /// The same bits as type `to` (of the same width), lane by lane.
     pub(super) fn bitcast(&mut self, v: &V, to: Ty) -> V {
         let to_ty = type_with_lanes(to, v.lanes);
@@ -118,7 +148,12 @@ impl Emitter {
         let biased = self.bits_op("addi", &biased, &odd);
         let rounded = self.bits_const("shrui", &biased, 16);
         let quiet = self.bits_const("ori", &high, 0x40);
-        let is_nan = self.op("p", Ty::I1, &format!("arith.cmpf uno, {f}, {f} : f32"));
+        let is_nan = self.op_lanes(
+            "p",
+            Ty::I1,
+            f.lanes,
+            &format!("arith.cmpf uno, {f}, {f} : {}", f.mlir_ty()),
+        );
         let r = self.select(&is_nan, &quiet, &rounded);
         let r = self.convert(&r, I16);
         self.bitcast(&r, Ty::BF16)

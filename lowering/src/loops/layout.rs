@@ -88,7 +88,7 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
     let dst = as_rows(e, out);
     let lanes = e
         .f32_lanes()
-        .filter(|_| ins.iter().chain([out]).all(Buf::holds_f32_vectors));
+        .filter(|_| ins.iter().chain([out]).all(Buf::holds_float_vectors));
     e.for_each(outer, |e, o| {
         let mut offset = 0;
         for src in &srcs {

@@ -43,7 +43,7 @@ fn dot(
 /// The vector unit to tile a product of `a` and `b` into `out` for: the emitter's, when all
 /// of them hold f32 (`None`: the scalar form).
 fn tiling(e: &Emitter, a: &Buf, b: &Buf, out: &Buf) -> Option<VectorIsa> {
-    e.isa.filter(|_| [a, b, out].iter().all(|x| x.holds_f32_vectors()))
+    e.isa.filter(|_| [a, b, out].iter().all(|x| x.holds_float_vectors()))
 }
 
 /// What `gemm` does with a product: `alpha * sum + beta * C`, C broadcast to the result.

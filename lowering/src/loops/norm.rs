@@ -13,7 +13,7 @@ use mxc_dialects::{Attrs, OpKind};
 /// the rows are the buffers' last dimension and every buffer holds f32.
 fn row_lanes(e: &Emitter, along_last: bool, bufs: &[&Buf]) -> Option<usize> {
     e.f32_lanes()
-        .filter(|_| along_last && bufs.iter().all(|b| b.holds_f32_vectors()))
+        .filter(|_| along_last && bufs.iter().all(|b| b.holds_float_vectors()))
 }
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {

@@ -37,7 +37,7 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc => {
             match e
                 .f32_lanes()
-                .filter(|_| pool.channels_last && x.holds_f32_vectors() && out.holds_f32_vectors())
+                .filter(|_| pool.channels_last && x.holds_float_vectors() && out.holds_float_vectors())
             {
                 Some(lanes) => pool.vectors(e, lanes, x, out),
                 None => pool.scalar(e, x, out),

@@ -30,7 +30,7 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
         keep,
     };
     let last = x.rank().checked_sub(1);
-    let vectors = x.holds_f32_vectors() && out.holds_f32_vectors();
+    let vectors = x.holds_float_vectors() && out.holds_float_vectors();
     let last_kept = last.is_some() && kept.last() == last.as_ref();
     let across = e
         .f32_lanes()

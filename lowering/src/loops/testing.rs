@@ -42,6 +42,7 @@ pub const AVX2: VectorIsa = VectorIsa {
     lanes: 8,
     registers: 16,
     fma: true,
+    f16c: true,
 };
 
 /// AVX-512's vector unit: 16 f32 lanes, 32 registers, fused multiply-add.
@@ -49,6 +50,7 @@ pub const AVX512: VectorIsa = VectorIsa {
     lanes: 16,
     registers: 32,
     fma: true,
+    f16c: true,
 };
 
 /// The MLIR of a one-op graph for AVX2 (the cpu target's form), checked to translate.

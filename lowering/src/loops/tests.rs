@@ -216,11 +216,13 @@ const ISAS: [Option<VectorIsa>; 3] = [
         lanes: 8,
         registers: 16,
         fma: true,
+        f16c: true,
     }),
     Some(VectorIsa {
         lanes: 16,
         registers: 32,
         fma: true,
+        f16c: true,
     }),
 ];
 

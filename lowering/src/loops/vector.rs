@@ -18,30 +18,36 @@ pub struct VectorIsa {
     pub registers: usize,
     /// Whether the machine has fused multiply-add (else a multiply and an add).
     pub fma: bool,
+    /// Whether the machine converts between f16 and f32 in hardware (F16C: `vcvtph2ps`,
+    /// `vcvtps2ph`); else the conversions are integer arithmetic (`half.rs`).
+    pub f16c: bool,
 }
 
 impl VectorIsa {
     /// The widest vectors an LLVM feature string (`+avx2,+fma,-avx512f,...`) allows.
     pub fn from_features(features: &str) -> VectorIsa {
         let has = |name: &str| features.split(',').any(|f| f.strip_prefix('+') == Some(name));
-        let fma = has("fma");
+        let (fma, f16c) = (has("fma"), has("f16c"));
         if has("avx512f") {
             VectorIsa {
                 lanes: 16,
                 registers: 32,
                 fma,
+                f16c,
             }
         } else if has("avx") {
             VectorIsa {
                 lanes: 8,
                 registers: 16,
                 fma,
+                f16c,
             }
         } else {
             VectorIsa {
                 lanes: 4,
                 registers: 16,
                 fma: false,
+                f16c: false,
             }
         }
     }
@@ -188,10 +194,13 @@ mod tests {
 
     #[test]
     fn the_widest_vectors_the_features_allow() {
-        let avx512 = VectorIsa::from_features("+avx,+avx2,+fma,+avx512f");
-        assert_eq!((avx512.lanes, avx512.registers, avx512.fma), (16, 32, true));
-        let avx2 = VectorIsa::from_features("+avx,+avx2,+fma,-avx512f");
-        assert_eq!((avx2.lanes, avx2.registers, avx2.fma), (8, 16, true));
+        let avx512 = VectorIsa::from_features("+avx,+avx2,+fma,+f16c,+avx512f");
+        assert_eq!(
+            (avx512.lanes, avx512.registers, avx512.fma, avx512.f16c),
+            (16, 32, true, true)
+        );
+        let avx2 = VectorIsa::from_features("+avx,+avx2,+fma,-f16c,-avx512f");
+        assert_eq!((avx2.lanes, avx2.registers, avx2.fma, avx2.f16c), (8, 16, true, false));
         assert_eq!(VectorIsa::from_features("+sse4.2,-avx").lanes, 4);
     }
 }

@@ -92,7 +92,7 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
     let [_, height, width, c] = [0, 1, 2, 3].map(|d| x.shape[d]);
     let (oh, ow) = (height + pads[0] + pads[2] - 2, width + pads[1] + pads[3] - 2);
     let tiles = [oh.div_ceil(TILE), ow.div_ceil(TILE)];
-    let vectors = x.holds_f32_vectors() && out.holds_f32_vectors();
+    let vectors = x.holds_float_vectors() && out.holds_float_vectors();
     e.for_each(out.shape[1], |e, t| {
         let [n, ty, tx] = tile_of(e, &t, tiles);
         let top = e.lin(&[(&ty, TILE as i64)], -(pads[0] as i64));
@@ -197,7 +197,7 @@ fn weights(e: &mut Emitter, w: &Buf, out: &Buf) {
 fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
     let [_, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
     let tiles = [oh.div_ceil(TILE), ow.div_ceil(TILE)];
-    let vectors = x.holds_f32_vectors() && out.holds_f32_vectors();
+    let vectors = x.holds_float_vectors() && out.holds_float_vectors();
     debug_assert_eq!(x.shape[0], POINTS);
     e.for_each(x.shape[1], |e, t| {
         let [n, ty, tx] = tile_of(e, &t, tiles);

@@ -11,6 +11,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         include_str!("../../rules/algebra.rules"),
     ),
     (
+        "precision",
+        "rewrite/rules/precision.rules",
+        include_str!("../../rules/precision.rules"),
+    ),
+    (
         "fold",
         "rewrite/rules/fold.rules",
         include_str!("../../rules/fold.rules"),

@@ -92,6 +92,20 @@ pub const FUNCS: &[Func] = &[
         eval: |a| Some(Value::Bool(dtype(&a[0])?.is_unsigned_int())),
     },
     Func {
+        name: "is_half",
+        params: &[DType],
+        result: Bool,
+        doc: "f16 or bf16 (computed on in f32, rounded once per op result)",
+        eval: |a| Some(Value::Bool(dtype(&a[0])?.is_half())),
+    },
+    Func {
+        name: "fits_exactly_in",
+        params: &[DType, DType],
+        result: Bool,
+        doc: "every value of the first element type is one of the second (a cast there and back is the identity)",
+        eval: |a| Some(Value::Bool(dtype(&a[0])?.fits_exactly_in(dtype(&a[1])?))),
+    },
+    Func {
         name: "len",
         params: &[Ints],
         result: Int,
