@@ -140,8 +140,8 @@ class program:
     ) -> None:
         """Compiles for ``t`` (the GIL released). ``advance_backend_options``: ``rules`` (rule
         files), ``fusion``, ``library_calls``, ``kernel_cache``, ``opt_level`` (0-2),
-        ``gpu_arch``; anything else is refused, as are ``offload_copy=False``,
-        ``fast_math=False`` and ``exhaustive_tune=True``."""
+        ``gpu_arch``, ``half_as_f32`` (f16 and bf16 values computed in f32); anything else is
+        refused, as are ``offload_copy=False``, ``fast_math=False`` and ``exhaustive_tune=True``."""
     def run(self, params: Mapping[str, _Value]) -> List[argument]:
         """The outputs in order, for inputs by name (the GIL released while it runs)."""
     def set_threads(self, threads: int) -> None:
@@ -176,6 +176,22 @@ def save(p: program, filename: _Path, format: str = "mxr") -> None:
 def load(filename: _Path, format: str = "mxr", trust: Optional[Sequence[_Path]] = None) -> program:
     """Reads an ``.mxr`` file; with ``trust`` (public key files, else ``$MXC_TRUSTED_KEYS``) only
     one signed by one of them."""
+
+def quantize_fp16(prog: program, ins_names: Sequence[str] = ["all"]) -> None:
+    """Makes the ops ``ins_names`` names (mx's op names, or ``"dot"``, ``"convolution"``,
+    ``"all"``) of ``prog``, not compiled yet, compute in f16: each rounds its result, sums run
+    in f32, the inputs and outputs keep their types. ``print()`` shows the ops in f16 now;
+    ``compile`` applies it, and the saved file records it (``mxc params``). Replaces an earlier
+    ``quantize_fp16`` or ``quantize_bf16``; an unknown name or a compiled program is refused
+    with ``mxc.Error`` (docs/quantisation.md)."""
+
+def quantize_bf16(prog: program, ins_names: Sequence[str] = ["all"]) -> None:
+    """As ``quantize_fp16``, in bf16."""
+
+def autocast_fp8(prog: program) -> None:
+    """Makes ``prog``, not compiled yet, take and give f32 where its inputs and outputs are
+    8-bit floats (f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz), converted to and from them inside:
+    an input is rounded to its fp8 type as a cast rounds."""
 
 def explain(p: program, target: Optional[target] = None) -> Dict[str, Any]:
     """Why each kernel of ``p`` (not compiled yet) is what ``target`` (default cpu) makes it,

@@ -29,7 +29,7 @@ APT_PACKAGES=(
     clang-22 lld-22 libclang-22-dev llvm-22-tools
     rocm-device-libs libamdhip64-dev
 )
-PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0 "ray[serve]==2.60.0")
+PIP_PACKAGES=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0 "ray[serve]==2.60.0" onnxconverter-common==1.16.0)
 NVCC_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86
 # The backend test data comes from this onnx release's wheel; the data is the
 # same in every wheel, so one fixed platform tag is used.

@@ -19,6 +19,7 @@ use mxc_kernels::chunked::Runnable;
 use mxc_kernels::mxr::{self, Contents};
 use mxc_kernels::{Parallelism, SecretKey, TrustPolicy};
 use mxc_onnx::{import_file, ImportOptions};
+use mxc_rewrite::precision::{op_kinds, Quantize};
 use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -168,6 +169,67 @@ struct RuleFiles {
     /// architectures (sm_90)
     #[arg(long, value_name = "ARCHS", value_delimiter = ',', default_values_t = mxc_dialects::program::GpuArch::defaults())]
     gpu_arch: Vec<mxc_dialects::program::GpuArch>,
+    #[command(flatten)]
+    precision: PrecisionArgs,
+}
+
+/// How the program's precision is changed before it is compiled (docs/quantisation.md).
+#[derive(clap::Args)]
+struct PrecisionArgs {
+    /// Compute every op in f16 (each rounds its result; sums still run in f32); the
+    /// program's inputs and outputs keep their types (MIGraphX's --fp16, quantize_fp16)
+    #[arg(long, conflicts_with_all = ["bf16", "bf16_ops"])]
+    fp16: bool,
+    /// Compute only these ops in f16, comma-separated: mx's names (`mxc read` prints them)
+    /// or MIGraphX's `dot`, `convolution`, `all` (MIGraphX's ins_names); implies --fp16
+    #[arg(long, value_name = "OPS", value_delimiter = ',', conflicts_with_all = ["bf16", "bf16_ops"])]
+    fp16_ops: Vec<String>,
+    /// Compute every op in bf16, as --fp16 does in f16 (MIGraphX's --bf16, quantize_bf16)
+    #[arg(long)]
+    bf16: bool,
+    /// Compute only these ops in bf16 (names as for --fp16-ops); implies --bf16
+    #[arg(long, value_name = "OPS", value_delimiter = ',')]
+    bf16_ops: Vec<String>,
+    /// Compute f16 and bf16 values in f32, half precision kept only in the weights and the
+    /// program's inputs and outputs (what onnxruntime's CPU provider does); without it each
+    /// op's result is rounded to its type, as ONNX defines
+    #[arg(long)]
+    half_as_f32: bool,
+    /// Take and give f32 where the program's inputs and outputs are 8-bit floats, converting at
+    /// the boundary (MIGraphX's autocast_fp8)
+    #[arg(long)]
+    autocast_fp8: bool,
+}
+
+impl PrecisionArgs {
+    fn precision(&self) -> Result<mxc_rewrite::precision::Precision> {
+        let quantize = |to, given: bool, names: &[String]| -> Result<Option<Quantize>> {
+            if !given && names.is_empty() {
+                return Ok(None);
+            }
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let ops = match names.is_empty() {
+                true => None,
+                false => op_kinds(&names).map_err(|e| anyhow::anyhow!("--{}-ops: {e}", precision_flag(to)))?,
+            };
+            Ok(Some(Quantize { to, ops }))
+        };
+        let half = quantize(mxc_dialects::DType::F16, self.fp16, &self.fp16_ops)?;
+        let bf16 = quantize(mxc_dialects::DType::BF16, self.bf16, &self.bf16_ops)?;
+        Ok(mxc_rewrite::precision::Precision {
+            quantize: half.or(bf16),
+            half_as_f32: self.half_as_f32,
+            autocast_fp8: self.autocast_fp8,
+        })
+    }
+}
+
+/// `fp16` or `bf16`, as the flags spell them.
+fn precision_flag(to: mxc_dialects::DType) -> &'static str {
+    match to {
+        mxc_dialects::DType::BF16 => "bf16",
+        _ => "fp16",
+    }
 }
 
 impl RuleFiles {
@@ -193,6 +255,7 @@ impl RuleFiles {
             },
             gpu_archs: self.gpu_arch.clone(),
             emulate_gpu_blocks: false,
+            precision: self.precision.precision()?,
         })
     }
 }

@@ -45,11 +45,13 @@ type Ports = Vec<(String, TensorType)>;
 pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernels::TrustPolicy) -> Result<String> {
     let mut code = String::new();
     let mut calls = String::new();
+    let mut precision = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
         let file = match mxr::read_contents(model, None, trust)? {
             mxr::Contents::One(file) => file,
             mxr::Contents::BySize(sized) => return Ok(params_by_size(&sized)),
         };
+        precision = file.precision.clone();
         for o in &file.code_objects {
             let form = match o.format {
                 CodeFormat::Hsaco => "AMDGPU code object",
@@ -102,6 +104,9 @@ pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernel
             }
         }
     }
+    if !precision.is_empty() {
+        out.push_str(&format!("precision: {precision} (docs/quantisation.md)\n"));
+    }
     if !code.is_empty() {
         out.push_str("code for GPUs:\n");
         out.push_str(&code);
@@ -140,6 +145,9 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
         for (name, dtype, dims) in outputs {
             out.push_str(&format!("  {name}: {}\n", tensor(dtype.to_string(), &dims)));
         }
+    }
+    if let Some(v) = sized.variants.first().filter(|v| !v.mxr.precision.is_empty()) {
+        out.push_str(&format!("precision: {} (docs/quantisation.md)\n", v.mxr.precision));
     }
     out.push_str("programs (one for each point of optimal sizes):\n");
     for v in &sized.variants {

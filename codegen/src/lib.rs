@@ -52,6 +52,10 @@ pub struct CompileOptions {
     /// target's ranges (`loops::gpu::emulate_blocks_on_host`), so that the GPU's algorithm
     /// runs, and is tested, on the CPU.
     pub emulate_gpu_blocks: bool,
+    /// How the program's precision is changed before anything else (`--fp16`, `--bf16`,
+    /// `--half-as-f32`, `--autocast-fp8`): on every target, so that `ref` computes what the
+    /// others do.
+    pub precision: mxc_rewrite::precision::Precision,
 }
 
 /// Optimisation levels of the `cpu` target (`-O0`, `-O1`, `-O2`).
@@ -78,6 +82,7 @@ impl Default for CompileOptions {
             opt: OptLevel::O2,
             gpu_archs: GpuArch::defaults(),
             emulate_gpu_blocks: false,
+            precision: Default::default(),
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct Compiled {
     pub rewrite_stats: Option<mxc_rewrite::Stats>,
     /// Kernel objects taken from the persistent cache and compiled.
     pub cache: CacheStats,
+    /// How its precision was changed (`Precision::describe`; empty for none).
+    pub precision: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +118,8 @@ pub enum CodegenError {
     Rules(#[from] mxc_rewrite::rules::RuleError),
     #[error("the ref target is the unrewritten oracle; user rules apply to cpu")]
     RulesOnRef,
+    #[error("changing the precision ({what}): {error}")]
+    Precision { what: String, error: mxc_dialects::IrError },
     /// GPU code cannot be made here (a file it needs is missing, no architecture asked for).
     #[error("gpu: {0}")]
     Gpu(String),
@@ -119,6 +128,8 @@ pub enum CodegenError {
 /// Compiles a verified graph for `target`.
 pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Result<Compiled, CodegenError> {
     let interface = graph.interface.clone();
+    let changed = with_precision(graph, &options.precision)?;
+    let graph = changed.as_ref().unwrap_or(graph);
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
@@ -154,5 +165,23 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
         graph: rewritten.into_owned(),
         rewrite_stats,
         cache,
+        precision: options.precision.describe(),
     })
+}
+
+/// `graph` in the precision `precision` asks for (`None`: unchanged).
+pub fn with_precision(
+    graph: &Graph,
+    precision: &mxc_rewrite::precision::Precision,
+) -> Result<Option<Graph>, CodegenError> {
+    if precision.is_default() {
+        return Ok(None);
+    }
+    precision
+        .apply(graph)
+        .map(Some)
+        .map_err(|error| CodegenError::Precision {
+            what: precision.describe(),
+            error,
+        })
 }

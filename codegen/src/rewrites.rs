@@ -98,8 +98,12 @@ pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
         CostKind::Reference => Arc::new(LinearCost::reference()),
         CostKind::Gpu => Arc::new(LinearCost::gpu()),
         CostKind::Cpu => {
-            let lanes = crate::host::vector_isa(target, OptLevel::O2).map_or(1, |isa| isa.lanes);
-            Arc::new(LinearCost::cpu_with_lanes(lanes))
+            let isa = crate::host::vector_isa(target, OptLevel::O2);
+            let cost = LinearCost::cpu_with_lanes(isa.map_or(1, |isa| isa.lanes));
+            match isa {
+                Some(isa) if isa.amx_bf16 => Arc::new(cost.with_amx_bf16()),
+                _ => Arc::new(cost),
+            }
         }
     }
 }

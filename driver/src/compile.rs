@@ -288,4 +288,5 @@ fn stored(target: Target, compiled: Compiled) -> Mxr {
         compiled.library,
     )
     .with_code_objects(compiled.code_objects)
+    .with_precision(compiled.precision)
 }

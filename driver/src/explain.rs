@@ -25,6 +25,7 @@ pub struct Explanation {
 /// Rewrites `imported` as `target` does (regions first, as a compile does) and explains it;
 /// `what` names the graph in an error.
 pub fn explain(imported: &Graph, target: Target, options: &CompileOptions, what: &str) -> Result<Explanation> {
+    let imported = mxc_codegen::with_precision(imported, &options.precision)?.unwrap_or_else(|| imported.clone());
     let imported = imported.prune();
     let imported = mxc_codegen::rewrite_regions(&imported, target, options)?.unwrap_or(imported);
     let explained = match mxc_codegen::rewrite_plan(target, options)? {

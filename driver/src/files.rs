@@ -22,6 +22,7 @@ pub fn default_options() -> CompileOptions {
         opt: OptLevel::O2,
         gpu_archs: mxc_dialects::program::GpuArch::defaults(),
         emulate_gpu_blocks: false,
+        precision: Default::default(),
     }
 }
 

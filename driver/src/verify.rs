@@ -5,13 +5,28 @@
 use crate::error::{Context, Result};
 use crate::fill;
 use mxc_codegen::{CompileOptions, Target};
-use mxc_dialects::{Graph, Tensor, ValueId};
+use mxc_dialects::{DType, Graph, Tensor, ValueId};
 use mxc_kernels::compare::{compare, Diff, Tolerance};
 use mxc_kernels::Executable;
 use std::collections::HashMap;
 
 /// At most this many bytes of observed values per compiled copy of the graph.
 const BATCH_BYTES: usize = 256 << 20;
+
+/// The narrowest floating-point type `graph` computes in once `options`' precision is applied:
+/// `BF16` or `F16` where some value is one (bf16 first, the coarser), else `None`. The default
+/// tolerances of `mxc verify` follow it (docs/verify.md).
+pub fn half_precision(graph: &Graph, options: &CompileOptions) -> Result<Option<DType>> {
+    let changed = mxc_codegen::with_precision(graph, &options.precision)?;
+    let g = changed.as_ref().unwrap_or(graph);
+    let types: Vec<DType> = g
+        .ops
+        .iter()
+        .flat_map(|op| &op.results)
+        .map(|&v| g.ty(v).dtype)
+        .collect();
+    Ok([DType::BF16, DType::F16].into_iter().find(|d| types.contains(d)))
+}
 
 /// The imported graph, the target and its options, the inputs both targets run on.
 pub struct Session {
@@ -52,7 +67,13 @@ impl Session {
                 mxc_codegen::compile(graph, target, options).context(|| format!("compiling {what} for {target}"))?;
             crate::load_compiled(compiled)
         };
-        let oracle = exe(Target::Ref, &CompileOptions::default())?;
+        // ref computes the same precision (`--fp16`, `--bf16`): the comparison is of the
+        // target's kernels, not of what rounding to half precision does to the model
+        let reference = CompileOptions {
+            precision: self.options.precision.clone(),
+            ..CompileOptions::default()
+        };
+        let oracle = exe(Target::Ref, &reference)?;
         let tested = exe(self.target, &self.options)?;
         self.inputs = fill::complete_seeded(oracle.program(), std::mem::take(&mut self.inputs), self.seed)?;
         let expected = oracle.run(&self.inputs).context(|| format!("running {what} on ref"))?;

@@ -10,6 +10,10 @@ use mxc_dialects::Tensor;
 pub struct Tolerance {
     pub rtol: f64,
     pub atol: f64,
+    /// A further absolute tolerance, this fraction of ref's largest finite magnitude in the
+    /// output: rounding that a half-precision program does at every op grows through a deep
+    /// network in proportion to the values' scale, not to each element's own size.
+    pub of_largest: f64,
     /// When given, also `rms(a - b) / rms(b) <= rms` (`rms(a - b) <= rms` when ref's is 0).
     pub rms: Option<f64>,
 }
@@ -39,7 +43,7 @@ impl Diff {
             "ok".to_string()
         } else if self.outside > 0 {
             format!(
-                "FAIL ({} of {} elements outside atol + rtol*|ref|)",
+                "FAIL ({} of {} elements outside atol + rtol*|ref| + of_largest*max|ref|)",
                 self.outside, self.len
             )
         } else {
@@ -64,6 +68,14 @@ pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
     }
     let float = expected.dtype().is_float();
     let strings = actual.strings().zip(expected.strings());
+    let largest = match float && tol.of_largest > 0.0 {
+        true => (0..len)
+            .map(|i| expected.get_f64(i).abs())
+            .filter(|b| b.is_finite())
+            .fold(0.0, f64::max),
+        false => 0.0,
+    };
+    let atol = tol.atol + tol.of_largest * largest;
     let (mut max_abs, mut sq_diff, mut sq_ref, mut outside) = (0.0f64, 0.0f64, 0.0f64, 0);
     for i in 0..len {
         // a string element that differs counts as a difference of 1
@@ -74,7 +86,7 @@ pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
             let (a, b) = (actual.get_f64(i), expected.get_f64(i));
             let same = a == b || (a.is_nan() && b.is_nan());
             let diff = if same { 0.0 } else { (a - b).abs() };
-            (diff, same || diff <= tol.atol + tol.rtol * b.abs(), b)
+            (diff, same || diff <= atol + tol.rtol * b.abs(), b)
         } else {
             let (a, b) = (actual.get_i64(i), expected.get_i64(i));
             ((a as f64 - b as f64).abs(), a == b, b as f64)
@@ -111,6 +123,7 @@ mod tests {
     const TOL: Tolerance = Tolerance {
         rtol: 1e-4,
         atol: 1e-5,
+        of_largest: 0.0,
         rms: None,
     };
 
@@ -132,6 +145,7 @@ mod tests {
         let loose = Tolerance {
             rtol: 1.0,
             atol: 0.0,
+            of_largest: 0.0,
             rms: Some(0.1),
         };
         let tight = Tolerance {
@@ -151,11 +165,35 @@ mod tests {
         let loose = Tolerance {
             rtol: 1.0,
             atol: 10.0,
+            of_largest: 0.0,
             rms: None,
         };
         assert!(!compare(&a, &b, &loose).ok);
         assert!(compare(&b, &b, &loose).ok);
         let f = Tensor::from_f32s(vec![2], &[1.0, 2.0]);
         assert!(compare(&f, &b, &loose).mismatch.is_some());
+    }
+
+    #[test]
+    fn a_tolerance_of_the_largest_magnitude_admits_small_elements_off_by_it() {
+        let b = Tensor::from_f32s(vec![3], &[100.0, 0.01, -50.0]);
+        let a = Tensor::from_f32s(vec![3], &[100.0, 0.5, -50.0]);
+        let elementwise = Tolerance {
+            rtol: 1e-2,
+            atol: 0.0,
+            of_largest: 0.0,
+            rms: None,
+        };
+        assert_eq!(compare(&a, &b, &elementwise).outside, 1);
+        let scaled = Tolerance {
+            of_largest: 1e-2,
+            ..elementwise
+        };
+        assert!(compare(&a, &b, &scaled).ok, "0.49 <= 1e-2 * 100");
+        let tighter = Tolerance {
+            of_largest: 1e-3,
+            ..elementwise
+        };
+        assert!(!compare(&a, &b, &tighter).ok);
     }
 }

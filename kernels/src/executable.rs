@@ -58,6 +58,8 @@ impl Executable {
     pub fn load_planned(program: Program, memory: MemoryPlan, library: &[u8]) -> Result<Executable, RunError> {
         program.validate(&memory).map_err(|e| RunError::Load(e.to_string()))?;
         let (string_constants, handles) = string_constants(&program);
+        // kernels compiled for this machine may use its AMX tiles, which Linux must allow first
+        crate::amx::tiles_usable();
         let code = Code::Host(HostCode::load(&program, library, handles)?);
         Ok(Executable {
             program,

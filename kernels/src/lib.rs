@@ -2,6 +2,7 @@
 //! allocates buffers, binds inputs, calls the kernels in order, returns the outputs. It links
 //! neither LLVM nor MLIR. Also reads and writes `.npy` tensors and `.mxr` files.
 
+pub mod amx;
 mod buffer;
 pub mod chunked;
 pub mod compare;

@@ -7,21 +7,21 @@ use mxc_driver::explain::explain as explain_graph;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// The target's rewrite of `p` (not compiled yet), kernel by kernel: a dict with the graph's
-/// name, the target, `kernels`, `bytes` and `cost` before and after, `rewriting` (iterations,
-/// why saturation stopped, e-nodes, e-classes; None for `ref`) and `kernel_list`, one dict per
-/// kernel (`op`, `ops`, `on_host`, `cost`, `bytes`, `flops`, `origin`, `rules`, `replaces`,
-/// `rejected`, `algorithms`, `library`).
+/// The target's rewrite of `p` (not compiled yet, in the precision asked for), kernel by
+/// kernel: a dict with the graph's name, the target, `kernels`, `bytes` and `cost` before and
+/// after, `rewriting` (iterations, why saturation stopped, e-nodes, e-classes; None for `ref`)
+/// and `kernel_list`, one dict per kernel (`op`, `ops`, `on_host`, `cost`, `bytes`, `flops`,
+/// `origin`, `rules`, `replaces`, `rejected`, `algorithms`, `library`).
 #[pyfunction]
 #[pyo3(signature = (p, target = None))]
 pub fn explain<'py>(py: Python<'py>, p: &Program, target: Option<&Target>) -> PyResult<Bound<'py, PyDict>> {
-    let graph = p.graph().ok_or_else(|| {
+    let graph = p.graph_to_compile()?.ok_or_else(|| {
         refuse("explain: a program is explained before it is compiled, from its graph (a compiled program keeps none; one with symbolic inputs has a graph per size)")
     })?;
     let target = target.map_or(mxc_codegen::Target::Cpu, |t| t.0);
     let options = mxc_driver::default_options();
     let e = py
-        .detach(|| explain_graph(graph, target, &options, &graph.name))
+        .detach(|| explain_graph(&graph, target, &options, &graph.name))
         .map_err(raise)?;
     let summary = e.summary();
     let out = PyDict::new(py);

@@ -1,15 +1,16 @@
 //! `mxc` for Python: MIGraphX's Python API (`parse_onnx` -> `program.compile` -> `run`,
-//! `shape`, `argument`, building a program with `module`, `save` and `load` of `.mxr` files)
-//! over `mxc-driver`, so that a script written for `migraphx` runs with `import mxc as
-//! migraphx`. numpy arrays go in and come out without copies where their layout allows
-//! (`argument`); the GIL is released while a program compiles or runs; errors are `mxc.Error`
-//! with the messages the command line prints.
+//! `shape`, `argument`, building a program with `module`, `save` and `load` of `.mxr` files,
+//! `quantize_fp16`, `quantize_bf16` and `autocast_fp8`) over `mxc-driver`, so that a script
+//! written for `migraphx` runs with `import mxc as migraphx`. numpy arrays go in and come out
+//! without copies where their layout allows (`argument`); the GIL is released while a program
+//! compiles or runs; errors are `mxc.Error` with the messages the command line prints.
 
 mod argument;
 mod errors;
 mod explain;
 mod module;
 mod program;
+mod quantize;
 mod shape;
 
 use pyo3::prelude::*;
@@ -37,5 +38,8 @@ fn mxc_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program::load, m)?)?;
     m.add_function(wrap_pyfunction!(module::op, m)?)?;
     m.add_function(wrap_pyfunction!(explain::explain, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize_fp16, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize_bf16, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::autocast_fp8, m)?)?;
     Ok(())
 }

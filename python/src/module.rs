@@ -126,11 +126,11 @@ impl Module {
 
     /// Prints the module in mx text.
     fn print(&self, py: Python<'_>) -> PyResult<()> {
-        println!("{}", self.program.borrow(py).__str__());
+        println!("{}", self.program.borrow(py).__str__()?);
         Ok(())
     }
 
-    fn __str__(&self, py: Python<'_>) -> String {
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
         self.program.borrow(py).__str__()
     }
 }

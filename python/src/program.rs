@@ -1,7 +1,9 @@
 //! `program` and the functions that make one: `parse_onnx` (a model imported, or kept with its
 //! symbolic input dimensions to be compiled by size), `load` (an `.mxr` file), and
 //! `program()` itself (an empty one, built with `module`); `compile` for a `target`, `run` on
-//! named arguments or numpy arrays, `save`.
+//! named arguments or numpy arrays, `save`. A program not compiled yet carries the precision
+//! `quantize_fp16`, `quantize_bf16` and `autocast_fp8` ask for (`quantize.rs`), applied when it
+//! compiles and shown by `print()` before.
 
 use crate::argument::Argument;
 use crate::errors::{raise, refuse};
@@ -14,8 +16,10 @@ use mxc_driver::shapes::{fixed_by, Shapes};
 use mxc_driver::{compile_graph, ports, Observer, Request, Runner};
 use mxc_kernels::mxr::Contents;
 use mxc_onnx::{import_file, model_input_dims, model_input_types, ImportError, ImportOptions};
+use mxc_rewrite::precision::Precision;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,6 +68,11 @@ pub fn get_target(name: &str) -> PyResult<Target> {
 #[pyclass(name = "program", module = "mxc")]
 pub struct Program {
     state: State,
+    /// How the precision changes when the program compiles (the default once compiled: the
+    /// file records it). The graph keeps the ops as they were built or imported, so that
+    /// quantising again replaces the earlier choice and a module's instructions stay its
+    /// values; `print()` and the shapes show it changed.
+    precision: Precision,
 }
 
 impl Program {
@@ -85,6 +94,37 @@ impl Program {
         }
     }
 
+    /// The graph as it compiles: `graph()` in the precision asked for.
+    pub fn graph_to_compile(&self) -> PyResult<Option<Cow<'_, Graph>>> {
+        self.graph().map(|g| self.in_precision(g)).transpose()
+    }
+
+    /// `g`, this program's graph, in the precision asked for.
+    fn in_precision<'g>(&self, g: &'g Graph) -> PyResult<Cow<'g, Graph>> {
+        let changed = mxc_codegen::with_precision(g, &self.precision).map_err(raise)?;
+        Ok(changed.map_or(Cow::Borrowed(g), Cow::Owned))
+    }
+
+    /// The precision asked for (`set_precision`).
+    pub fn precision(&self) -> &Precision {
+        &self.precision
+    }
+
+    /// Asks for `precision` when the program compiles (`what`, the function asking, names it
+    /// in an error). A graph is changed once here, so that one the change refuses fails now.
+    pub fn set_precision(&mut self, what: &str, precision: Precision) -> PyResult<()> {
+        if let State::Compiled(_) = self.state {
+            return Err(refuse(format!(
+                "{what}: the program is compiled already; compile the program after quantising"
+            )));
+        }
+        if let Some(g) = self.graph() {
+            mxc_codegen::with_precision(g, &precision).map_err(|e| refuse(format!("{what}: {e}")))?;
+        }
+        self.precision = precision;
+        Ok(())
+    }
+
     fn compiled(&self, what: &str) -> PyResult<&Arc<Runner>> {
         match &self.state {
             State::Compiled(c) => Ok(c),
@@ -100,15 +140,14 @@ impl Program {
     /// An empty program, to build with `get_main_module()`.
     #[new]
     fn new() -> Program {
-        Program {
-            state: State::Graph(Graph::new("main")),
-        }
+        Program::of(State::Graph(Graph::new("main")))
     }
 
     /// Compiles the program for `t`. `offload_copy` (copies between host and GPU memory around
     /// a run) is how mxc always runs; `fast_math=False` and `exhaustive_tune=True` are not
     /// supported and refused. `advance_backend_options` takes mxc's own: `rules` (rule files),
-    /// `fusion`, `library_calls`, `opt_level` (0-2), `gpu_arch` (a list), `kernel_cache` (bool).
+    /// `fusion`, `library_calls`, `opt_level` (0-2), `gpu_arch` (a list), `kernel_cache` (bool),
+    /// `half_as_f32` (bool).
     /// `progress=True` prints each stage on stderr.
     #[pyo3(signature = (t, offload_copy = true, fast_math = true, exhaustive_tune = false, advance_backend_options = None, progress = false))]
     #[allow(clippy::too_many_arguments)] // MIGraphX's signature, and `progress`
@@ -137,7 +176,7 @@ impl Program {
                 "compile(exhaustive_tune=True): mxc's cost model chooses kernels; tuning is not supported",
             ));
         }
-        let options = compile_options(advance_backend_options)?;
+        let options = compile_options(advance_backend_options, self.precision.clone())?;
         let target = t.0;
         let observer: Box<dyn Observer + Sync> = match progress {
             true => Box::new(Progress(Instant::now())),
@@ -170,6 +209,7 @@ impl Program {
             State::Compiled(_) => return Err(refuse("compile: the program is compiled already")),
         };
         self.state = State::Compiled(Arc::new(Runner::new(contents)));
+        self.precision = Precision::default();
         Ok(())
     }
 
@@ -198,19 +238,22 @@ impl Program {
         Ok(())
     }
 
-    fn get_parameter_names(&self) -> Vec<String> {
-        self.parameters().into_iter().map(|(n, _)| n).collect()
+    fn get_parameter_names(&self) -> PyResult<Vec<String>> {
+        Ok(self.parameters()?.into_iter().map(|(n, _)| n).collect())
     }
 
     /// Each input's shape, by name (symbolic where the program takes many sizes).
-    fn get_parameter_shapes(&self) -> HashMap<String, Shape> {
-        self.parameters().into_iter().collect()
+    fn get_parameter_shapes(&self) -> PyResult<HashMap<String, Shape>> {
+        Ok(self.parameters()?.into_iter().collect())
     }
 
     /// The outputs' shapes, in order.
     fn get_output_shapes(&self) -> PyResult<Vec<Shape>> {
         match &self.state {
-            State::Graph(g) => Ok(g.outputs.iter().map(|p| Shape::of(g.ty(p.value))).collect()),
+            State::Graph(g) => {
+                let g = self.in_precision(g)?;
+                Ok(g.outputs.iter().map(|p| Shape::of(g.ty(p.value))).collect())
+            }
             State::Symbolic { .. } => Err(refuse(
                 "get_output_shapes: a program with symbolic inputs has its output shapes once compiled",
             )),
@@ -237,15 +280,16 @@ impl Program {
     }
 
     /// Prints the program (what `str(program)` gives).
-    fn print(&self) {
-        println!("{}", self.__str__());
+    fn print(&self) -> PyResult<()> {
+        println!("{}", self.__str__()?);
+        Ok(())
     }
 
-    /// Not compiled: the graph in mx text (what `mxc read` prints). Compiled: the target, the
-    /// inputs and outputs and each kernel call in order.
-    pub fn __str__(&self) -> String {
-        match &self.state {
-            State::Graph(g) => mxc_dialects::text::print(g),
+    /// Not compiled: the graph in mx text (what `mxc read` prints), in the precision asked for.
+    /// Compiled: the target, the inputs and outputs and each kernel call in order.
+    pub fn __str__(&self) -> PyResult<String> {
+        Ok(match &self.state {
+            State::Graph(g) => mxc_dialects::text::print(self.in_precision(g)?.as_ref()),
             State::Symbolic { model, dims, .. } => {
                 let mut out = format!(
                     "program from {} with symbolic inputs (compiled by size):\n",
@@ -257,7 +301,7 @@ impl Program {
                 out
             }
             State::Compiled(c) => describe(c),
-        }
+        })
     }
 
     /// A copy that compiles and runs on its own.
@@ -266,7 +310,10 @@ impl Program {
             State::Compiled(c) => State::Compiled(Arc::new(Runner::new(c.contents().clone()))),
             other => other.clone(),
         };
-        Program { state }
+        Program {
+            state,
+            precision: self.precision.clone(),
+        }
     }
 
     /// Checks the instructions are in an order that runs (mxc keeps every graph so: an
@@ -289,6 +336,9 @@ impl Program {
             return false;
         };
         let other = other.borrow();
+        if self.precision != other.precision {
+            return false;
+        }
         match (&self.state, &other.state) {
             (State::Graph(a), State::Graph(b)) => a == b,
             (
@@ -305,37 +355,51 @@ impl Program {
     }
 
     fn __repr__(&self) -> String {
-        let what = match &self.state {
+        let mut what = match &self.state {
             State::Graph(g) => format!("{} ops, not compiled", g.ops.len()),
             State::Symbolic { .. } => "symbolic inputs, not compiled".into(),
             State::Compiled(c) => format!("compiled for {}", c.first().target),
         };
+        if !self.precision.is_default() {
+            what.push_str(&format!(", to compile in {}", self.precision.describe()));
+        }
         format!("<mxc.program: {what}>")
     }
 }
 
 impl Program {
+    fn of(state: State) -> Program {
+        Program {
+            state,
+            precision: Precision::default(),
+        }
+    }
+
     /// The inputs with their shapes, in order.
-    fn parameters(&self) -> Vec<(String, Shape)> {
-        match &self.state {
-            State::Graph(g) => g
-                .inputs
-                .iter()
-                .map(|p| (p.name.clone(), Shape::of(g.ty(p.value))))
-                .collect(),
-            State::Symbolic { dims, types, .. } => (dims.inputs().iter())
-                .map(|(name, d)| {
-                    let dtype = types[name];
-                    (
-                        name.clone(),
-                        Shape {
-                            dtype,
-                            dims: d.clone(),
-                            strides: None,
-                        },
-                    )
-                })
-                .collect(),
+    fn parameters(&self) -> PyResult<Vec<(String, Shape)>> {
+        Ok(match &self.state {
+            State::Graph(g) => {
+                let g = self.in_precision(g)?;
+                (g.inputs.iter())
+                    .map(|p| (p.name.clone(), Shape::of(g.ty(p.value))))
+                    .collect()
+            }
+            State::Symbolic { dims, types, .. } => {
+                let types = taken_types(types, &self.precision)?;
+                (dims.inputs().iter())
+                    .map(|(name, d)| {
+                        let dtype = types[name];
+                        (
+                            name.clone(),
+                            Shape {
+                                dtype,
+                                dims: d.clone(),
+                                strides: None,
+                            },
+                        )
+                    })
+                    .collect()
+            }
             State::Compiled(c) => match c.contents() {
                 Contents::One(m) => binding_shapes(&m.program, &m.program.inputs),
                 Contents::BySize(sized) => (ports::symbolic_inputs(sized).into_iter())
@@ -351,8 +415,22 @@ impl Program {
                     })
                     .collect(),
             },
-        }
+        })
     }
+}
+
+/// The element type each input of a model is taken as in `precision` (`autocast_fp8` takes
+/// f32 for fp8): what the precision makes of a graph of the inputs alone.
+fn taken_types(types: &HashMap<String, DType>, precision: &Precision) -> PyResult<HashMap<String, DType>> {
+    let mut g = Graph::new("inputs");
+    for (name, dtype) in types {
+        let v = g.add_input(name, mxc_dialects::TensorType::new(*dtype, vec![]));
+        g.add_output(name, v);
+    }
+    let g = mxc_codegen::with_precision(&g, precision).map_err(raise)?.unwrap_or(g);
+    Ok((g.inputs.iter())
+        .map(|p| (p.name.clone(), g.ty(p.value).dtype))
+        .collect())
 }
 
 /// The shapes of a compiled program's `bindings`.
@@ -385,9 +463,12 @@ fn describe(c: &Runner) -> String {
     out
 }
 
-/// Compile options: mxc's defaults with what `advance_backend_options` says.
-fn compile_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<mxc_codegen::CompileOptions> {
-    let mut options = mxc_driver::default_options();
+/// Compile options: mxc's defaults in `precision`, with what `advance_backend_options` says.
+fn compile_options(given: Option<&Bound<'_, PyDict>>, precision: Precision) -> PyResult<mxc_codegen::CompileOptions> {
+    let mut options = mxc_codegen::CompileOptions {
+        precision,
+        ..mxc_driver::default_options()
+    };
     let Some(given) = given else {
         return Ok(options);
     };
@@ -420,9 +501,10 @@ fn compile_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<mxc_codegen::C
                     .map(|a| a.parse().map_err(|e| refuse(format!("advance_backend_options: gpu_arch `{a}`: {e}"))))
                     .collect::<PyResult<_>>()?;
             }
+            "half_as_f32" => options.precision.half_as_f32 = value.extract()?,
             other => {
                 return Err(refuse(format!(
-                    "advance_backend_options: `{other}` is not an option of mxc (rules, fusion, library_calls, kernel_cache, opt_level, gpu_arch)"
+                    "advance_backend_options: `{other}` is not an option of mxc (rules, fusion, library_calls, kernel_cache, opt_level, gpu_arch, half_as_f32)"
                 )))
             }
         }
@@ -550,20 +632,16 @@ pub fn parse_onnx(
                 filename.display()
             )));
         }
-        return Ok(Program {
-            state: State::Symbolic {
-                model: filename,
-                shapes: given,
-                dims,
-                types,
-            },
-        });
+        return Ok(Program::of(State::Symbolic {
+            model: filename,
+            shapes: given,
+            dims,
+            types,
+        }));
     }
     let opts = fixed_by(&dims, ImportOptions::default()).map_err(raise)?;
     let graph = py.detach(|| import_file(&filename, &opts)).map_err(raise)?;
-    Ok(Program {
-        state: State::Graph(graph),
-    })
+    Ok(Program::of(State::Graph(graph)))
 }
 
 /// Writes the compiled `p` to `filename` as an `.mxr` file (what `mxc compile` writes;
@@ -584,9 +662,7 @@ pub fn load(filename: PathBuf, format: &str, trust: Option<Vec<PathBuf>>) -> PyR
     check_format(format)?;
     let policy = mxc_driver::trust_policy(&trust.unwrap_or_default()).map_err(raise)?;
     let contents = mxc_driver::read_mxr(&filename, None, &policy).map_err(raise)?;
-    Ok(Program {
-        state: State::Compiled(Arc::new(Runner::new(contents))),
-    })
+    Ok(Program::of(State::Compiled(Arc::new(Runner::new(contents)))))
 }
 
 fn check_format(format: &str) -> PyResult<()> {

@@ -98,6 +98,10 @@ pub struct FlopCost {
     /// The factor on a tiled product's FLOPs when its A is f16 or bf16: the micro-tile reads A
     /// an element at a time and broadcasts it, and a half-precision element is widened first.
     pub half_a: f64,
+    /// The factor on `matmul_packed`'s FLOPs when its B is bf16 pairs (`mx::depth_pairing`):
+    /// below 1 where the machine multiplies bf16 pairs in hardware (AMX tiles), above 1 where
+    /// the kernel widens each pair to f32 first.
+    pub paired: f64,
 }
 
 impl FlopCost {
@@ -112,6 +116,7 @@ impl FlopCost {
             attention: cost,
             other: cost,
             half_a: 1.0,
+            paired: 1.0,
         }
     }
 
@@ -128,7 +133,9 @@ impl FlopCost {
                 rate
             }
         };
+        let b_paired = op.operands.get(1).is_some_and(|b| b.dtype == DType::BF16);
         match op.kind {
+            OpKind::MatMulPacked if b_paired => self.packed * self.paired,
             OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
             OpKind::MatMul | OpKind::Gemm => half(self.matmul),
             OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
@@ -176,6 +183,9 @@ impl ChannelsLast {
     }
 }
 
+/// `FlopCost::paired` on a machine with AMX bf16 tiles.
+const AMX_BF16_PAIRED: f64 = 0.2;
+
 impl LinearCost {
     /// The `ref` target: scalar loops for a generic x86-64, one kernel per op (about 1 FLOP and
     /// 4 bytes per ns; ref rewrites nothing, so this only prices `mxc explain --target ref`).
@@ -212,6 +222,8 @@ impl LinearCost {
                 // a 128 x 256 x 1024 product, B an operand, AVX-512 with F16C: f32 152 GFLOP/s,
                 // f16 109, bf16 120 (mxc perf, Xeon with AVX-512)
                 half_a: 1.4,
+                // bf16 pairs widened to f32 in the micro-tile: more work than f32 panels
+                paired: 1.5,
             },
             channels_last: ChannelsLast {
                 window: 0.76,
@@ -276,6 +288,19 @@ impl LinearCost {
                 ..f.clone()
             },
             ..base
+        }
+    }
+
+    /// The same machine with AMX tiles that multiply bf16 pairs (`amx.rs`): a product on bf16
+    /// pairs priced by what its kernel measured against the f32 panels' (a 128 x 256 x 1024
+    /// product on a Xeon with AMX, one thread: bf16 pairs 1140 GFLOP/s, f32 panels 187).
+    pub fn with_amx_bf16(self) -> LinearCost {
+        LinearCost {
+            per_flop: FlopCost {
+                paired: AMX_BF16_PAIRED,
+                ..self.per_flop
+            },
+            ..self
         }
     }
 
@@ -557,5 +582,25 @@ mod tests {
             results: &[t(&[1, 16, 6, 6])],
         };
         assert_eq!(avx512.op_cost(&conv), avx2.op_cost(&conv));
+    }
+
+    #[test]
+    fn bf16_pair_products_are_cheap_only_where_the_machine_has_amx() {
+        let attrs = Attrs::new();
+        let of = |d: DType, shape: &[usize]| TensorType::new(d, shape.to_vec());
+        // the same 128 x 256 x 256 product on f32 panels and on bf16 pairs
+        let f32_panels = [of(DType::F32, &[128, 256]), of(DType::F32, &[16, 256, 16])];
+        let pairs = [of(DType::BF16, &[128, 256]), of(DType::BF16, &[16, 128, 32])];
+        let results = [of(DType::F32, &[128, 256])];
+        let site = |operands| OpSite {
+            kind: OpKind::MatMulPacked,
+            attrs: &attrs,
+            operands,
+            results: &results,
+        };
+        let (plain, amx) = (LinearCost::cpu_with_lanes(16), LinearCost::cpu_with_lanes(16).with_amx_bf16());
+        assert!(plain.compute(&site(&pairs)) > plain.compute(&site(&f32_panels)));
+        assert!(amx.compute(&site(&pairs)) < amx.compute(&site(&f32_panels)) / 4.0);
+        assert_eq!(amx.compute(&site(&f32_panels)), plain.compute(&site(&f32_panels)));
     }
 }

@@ -6,6 +6,7 @@
 //! - `convert`: `Graph` to e-graph and a selection back to a verified `Graph`;
 //! - `cost`: per-target cost models; `extract`: sharing-aware extraction;
 //! - `fuse` and `library`: fused kernels and library calls offered to a second extraction;
+//! - `precision`: `--fp16` / `--bf16` / `--half-as-f32`, a rewrite of the program before the rest;
 //! - `runner`: `optimize`, the entry point;
 //! - `explain`: `optimize` with the reasons for each kernel (`mxc explain`).
 
@@ -18,6 +19,7 @@ pub mod extract;
 pub mod fuse;
 pub mod lang;
 pub mod library;
+pub mod precision;
 mod refine;
 pub mod rules;
 pub mod runner;

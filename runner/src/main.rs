@@ -104,6 +104,7 @@ fn run(args: &Args) -> Result<bool, RunError> {
                 let tolerance = Tolerance {
                     rtol: args.rtol,
                     atol: args.atol,
+                    of_largest: 0.0,
                     rms: None,
                 };
                 let diff = compare(value, &expected, &tolerance);

@@ -181,6 +181,14 @@ pub fn attributes(g: &mut Gen, kind: OpKind, operands: &[TensorType]) -> Attrs {
         let group = if depthwise { channels.unwrap_or(1) } else { 1 };
         attrs.set("group", Attr::Int(group as i64));
     }
+    if let (OpKind::MatMulPacked, Some(panels)) = (kind, operands.get(1)) {
+        // as many columns as the panels hold (a pack's padding is not known here)
+        let r = panels.rank();
+        if r >= 3 {
+            let width = panels.shape[r - 1] / mxc_dialects::mx::depth_pairing(panels.dtype);
+            attrs.set("n", Attr::Int((panels.shape[r - 3] * width) as i64));
+        }
+    }
     for name in kind.attr_names() {
         if attrs.get(name).is_none() {
             attrs.set(name, attribute(g, name, kind, shape));
@@ -221,10 +229,20 @@ fn attribute(g: &mut Gen, name: &str, kind: OpKind, shape: &[usize]) -> Attr {
         "alpha" => Attr::Float(g.pick(&[1.0, 0.5, -2.0])),
         "beta" => Attr::Float(g.pick(&[1.0, 0.5, 0.0])),
         "epsilon" => Attr::Float(g.pick(&[1e-5, 1e-3])),
-        "to" => Attr::DType(g.pick(&[DType::F32, DType::I64, DType::I32, DType::U8, DType::F64, DType::Bool])),
+        "to" => Attr::DType(g.pick(&[
+            DType::F32,
+            DType::I64,
+            DType::I32,
+            DType::U8,
+            DType::F64,
+            DType::Bool,
+            DType::F16,
+            DType::BF16,
+        ])),
         "approximate" => Attr::Str(g.pick(&["none", "tanh"]).into()),
         "layout" => Attr::Str(g.pick(&["bhsd", "bshd"]).into()),
         "scale" => Attr::Float(g.pick(&[1.0, 0.5])),
+        "panel" => Attr::Int(g.pick(&[16, 2])),
         // ceil_mode, count_include_pad, keepdims, trans_a, trans_b, zero_nan_rows
         _ => Attr::Int(g.below(2) as i64),
     }

@@ -79,9 +79,17 @@ impl Instance {
 #[derive(Debug, Default)]
 pub struct Hints {
     constants: BTreeMap<String, Vec<f64>>,
+    /// The element types the condition names (`dtype(?a) == bf16`): an instance is of one of
+    /// them, and a `to` attribute one of them, half of the time.
+    dtypes: Vec<DType>,
 }
 
 impl Hints {
+    /// One of the condition's element types half of the time (never when it names none).
+    fn dtype(&self, g: &mut Gen) -> Option<DType> {
+        (!self.dtypes.is_empty() && g.chance(0.5)).then(|| g.pick(&self.dtypes))
+    }
+
     pub fn of(rule: &Rule) -> Hints {
         let mut hints = Hints::default();
         if let Some(cond) = &rule.def.cond {
@@ -108,6 +116,7 @@ impl Hints {
                 self.scan(a);
                 self.scan(b);
             }
+            Expr::Lit(Lit::DType(d), _) => self.dtypes.push(*d),
             Expr::Lit(..) | Expr::Var(..) | Expr::Root(_) => {}
         }
     }
@@ -121,7 +130,7 @@ pub fn sample(lhs: &OpPat, hints: &Hints, g: &mut Gen) -> Option<Instance> {
         instance_attrs: Vec::new(),
         leaves: Vec::new(),
         base: base_for(lhs, g),
-        dtype: g.dtype(),
+        dtype: hints.dtype(g).unwrap_or_else(|| g.dtype()),
         hints,
         g,
     };
@@ -200,6 +209,9 @@ impl Builder<'_> {
         }
         let types: Vec<TensorType> = operands.iter().map(|v| self.graph.ty(*v).clone()).collect();
         let mut attrs = generate::attributes(self.g, op.kind, &types);
+        if let (Some(_), Some(d)) = (attrs.get("to"), self.hints.dtype(self.g)) {
+            attrs.set("to", Attr::DType(d));
+        }
         for (name, _, expr) in &op.attrs {
             let value = match expr {
                 Expr::Lit(lit, _) => literal(lit, name)?,

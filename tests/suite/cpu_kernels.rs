@@ -357,3 +357,51 @@ fn a_kept_arena_gives_each_run_its_own_results() {
     assert_eq!(exe.run(&input(1)).unwrap(), first);
     assert_eq!(exe.run(&input(2)).unwrap(), second);
 }
+
+/// bf16 products with constant bf16 weights: on a machine with AMX tiles the cpu target packs
+/// the weights as bf16 pairs and multiplies on the tiles (`amx.rs`); elsewhere it computes in
+/// f32. Either way it agrees with ref within a bf16 rounding of the result (the sums' order
+/// differs), on shapes that reach the tiles' edges: rows not a multiple of 16 or 32, the last
+/// panel partial, depths not a multiple of 32 and an odd depth (the pairs' scalar form), a
+/// batch of matrices.
+#[test]
+fn bf16_products_with_constant_weights_match_ref() {
+    let bf16s = |shape: &[usize]| TensorType::new(DType::BF16, shape.to_vec());
+    let amx = mxc_kernels::amx::tiles_usable();
+    let mut paired = 0;
+    for (x_shape, n) in [
+        (vec![64, 128], 64),
+        (vec![45, 96], 40),
+        (vec![7, 70], 17),
+        (vec![20, 33], 16),
+        (vec![2, 3, 40, 64], 48),
+    ] {
+        let k = x_shape[x_shape.len() - 1];
+        let mut g = Graph::new("bf16_matmul");
+        let x = g.add_input("x", bf16s(&x_shape));
+        let w = g.constant(scaled(&[k, n], 3, 1.0 / (k as f64).sqrt()).cast(DType::BF16));
+        let y = g.build1(OpKind::MatMul, vec![x, w], Attrs::new()).unwrap();
+        g.add_output("y", y);
+        let inputs = HashMap::from([("x".to_string(), values(&x_shape, 1).cast(DType::BF16))]);
+        let (want, _) = run(&g, Target::Ref, &inputs);
+        let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).unwrap();
+        let pairs = compiled
+            .graph
+            .ops
+            .iter()
+            .any(|op| op.kind == OpKind::Constant && compiled.graph.ty(op.results[0]).dtype == DType::BF16);
+        paired += usize::from(pairs);
+        let (got, kinds) = run(&g, Target::Cpu, &inputs);
+        assert!(
+            kinds.contains(&OpKind::MatMulPacked),
+            "{x_shape:?} x [{k}, {n}]: {kinds:?}"
+        );
+        if let Some(why) = mismatch(&got[0], &want[0], 1.0 / 128.0, 1e-3) {
+            panic!("{x_shape:?} x [{k}, {n}]: cpu differs from ref: {why}");
+        }
+    }
+    match amx {
+        true => assert!(paired >= 4, "AMX machine, but only {paired} products packed bf16 pairs"),
+        false => assert_eq!(paired, 0, "bf16 pairs chosen on a machine without AMX tiles"),
+    }
+}

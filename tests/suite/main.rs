@@ -25,6 +25,7 @@ mod mxr;
 mod node_suite;
 mod opt;
 mod pipeline;
+mod precision;
 mod recognise;
 mod rule_files;
 mod rules;

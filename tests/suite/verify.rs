@@ -231,3 +231,32 @@ fn bisect_and_reduce_exclude_each_other() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot be used with"), "{}", stderr(&out));
 }
+
+/// `verify --fp16` and `--bf16` compare the target with ref computing the same precision,
+/// within the half-precision tolerances (docs/verify.md): the convnet agrees, a wrong rule still
+/// fails, and a tolerance given on the command line replaces the default.
+#[test]
+fn half_precision_programs_verify_against_ref_in_the_same_precision() {
+    let model = crate::common::cache_dir("models/convnet").join("model.onnx");
+    let model = model.to_str().unwrap();
+    for flag in ["--fp16", "--bf16"] {
+        let out = mxc(&["verify", model, flag]);
+        assert!(out.status.success(), "{flag}: {}{}", stdout(&out), stderr(&out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, rules) = wrong_setup(dir.path());
+    let out = mxc(&["verify", &chain, "--fp16", "--rules", &rules]);
+    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    let out = mxc(&[
+        "verify",
+        &chain,
+        "--fp16",
+        "--rules",
+        &rules,
+        "--rtol",
+        "10",
+        "--scale-tol",
+        "10",
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+}

@@ -78,18 +78,30 @@ pub fn pack(x: &Tensor, out: &TensorType) -> Tensor {
     let rank = x.shape().len();
     let (k, n) = (x.shape()[rank - 2], x.shape()[rank - 1]);
     let r = out.shape.len();
-    let (panels, panel) = (out.shape[r - 3], out.shape[r - 1]);
+    let (panels, rows, width) = (out.shape[r - 3], out.shape[r - 2], out.shape[r - 1]);
+    // `g` depths of a column side by side (`mx::linalg::depth_pairing`)
+    let g = crate::mx::depth_pairing(out.dtype);
+    let panel = width / g;
     let batches: usize = x.shape()[..rank - 2].iter().product();
     let size = out.dtype.size();
     let mut data = vec![0u8; out.num_bytes()];
     for batch in 0..batches {
-        let (from_base, to_base) = (batch * k * n, batch * panels * k * panel);
+        let (from_base, to_base) = (batch * k * n, batch * panels * rows * width);
         for p in 0..panels {
             let columns = panel.min(n - p * panel);
             for row in 0..k {
                 let from = (from_base + row * n + p * panel) * size;
-                let to = (to_base + (p * k + row) * panel) * size;
-                data[to..to + columns * size].copy_from_slice(&x.bytes()[from..from + columns * size]);
+                let to = (to_base + (p * rows + row / g) * width + row % g) * size;
+                let source = &x.bytes()[from..from + columns * size];
+                match g {
+                    1 => data[to..to + columns * size].copy_from_slice(source),
+                    _ => {
+                        for (c, element) in source.chunks_exact(size).enumerate() {
+                            let at = to + c * g * size;
+                            data[at..at + size].copy_from_slice(element);
+                        }
+                    }
+                }
             }
         }
     }

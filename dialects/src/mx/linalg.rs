@@ -3,7 +3,10 @@
 //! the packed forms the cpu target's rules make of products with constant weights: `pack`
 //! (a matrix `[K, N]` as `[ceil(N / panel), K, panel]`, column `n` at `[n / panel, k, n %
 //! panel]`, the padding zeros) and `matmul_packed` (`a` times the matrix `b` packs, `n`
-//! columns).
+//! columns). bf16 panels hold pairs of depths together (`depth_pairing`): `[ceil(N / panel),
+//! ceil(K / 2), 2 * panel]`, column `n` at depths `k` and `k + 1` (`k` even) side by side at
+//! `[n / panel, k / 2, 2 * (n % panel)]`: the layout AMX tiles and `vdpbf16ps` read, two
+//! products per 32-bit lane.
 
 use super::{broadcast_shapes, same_dtype};
 use crate::{Attrs, DType, TensorType};
@@ -81,8 +84,17 @@ pub fn matmul(ops: &[TensorType]) -> Result<TensorType, String> {
     Ok(a.with_shape(shape))
 }
 
+/// How many consecutive depths `pack` keeps side by side for each column: 2 for bf16 (the
+/// pairs bf16 dot products multiply), else 1.
+pub fn depth_pairing(dtype: DType) -> usize {
+    match dtype {
+        DType::BF16 => 2,
+        _ => 1,
+    }
+}
+
 /// `pack`: matrices `[..., K, N]` as panels of `panel` columns, `[..., ceil(N / panel), K,
-/// panel]`.
+/// panel]` (bf16: `[..., ceil(N / panel), ceil(K / 2), 2 * panel]`, `depth_pairing`).
 pub fn pack(b: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let panel = attrs.int("panel")?;
     let rank = b.rank();
@@ -94,8 +106,9 @@ pub fn pack(b: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     }
     let panel = panel as usize;
     let (k, n) = (b.shape[rank - 2], b.shape[rank - 1]);
+    let g = depth_pairing(b.dtype);
     let mut shape = b.shape[..rank - 2].to_vec();
-    shape.extend([n.div_ceil(panel), k, panel]);
+    shape.extend([n.div_ceil(panel), k.div_ceil(g), panel * g]);
     Ok(b.with_shape(shape))
 }
 
@@ -116,10 +129,12 @@ pub fn matmul_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, St
         ));
     }
     let k = a.shape[rank - 1];
-    let [p, kb, panel] = b.shape[b.rank() - 3..] else {
+    let [p, kb, width] = b.shape[b.rank() - 3..] else {
         unreachable!("rank 3 or more")
     };
-    if n < 1 || panel == 0 || kb != k || p != (n as usize).div_ceil(panel) {
+    let g = depth_pairing(b.dtype);
+    let panel = width / g;
+    if n < 1 || panel == 0 || width % g != 0 || kb != k.div_ceil(g) || p != (n as usize).div_ceil(panel) {
         return Err(format!("panels {:?} do not hold a [{k}, {n}] matrix", b.shape));
     }
     let mut shape = a.shape.clone();

@@ -9,6 +9,7 @@ mod elementwise;
 pub mod fused;
 mod layout;
 mod linalg;
+pub use linalg::depth_pairing;
 mod nn;
 mod reduce;
 pub mod strings;

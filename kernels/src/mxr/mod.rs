@@ -40,8 +40,8 @@ const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
 /// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
-/// string weights; 8 had no GPU code; 9 had no library calls).
-pub const VERSION: u32 = 10;
+/// string weights; 8 had no GPU code; 9 had no library calls; 10 had no precision).
+pub const VERSION: u32 = 11;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -54,6 +54,10 @@ pub struct Mxr {
     /// `mxc` and its version.
     pub producer: String,
     pub target: String,
+    /// How the program's precision was changed when it was compiled (`--fp16 (conv)`,
+    /// `--bf16`, `--half-as-f32`: `mxc_rewrite::precision::Precision::describe`); empty when it
+    /// computes in the model's own types.
+    pub precision: String,
     /// The CPU the kernels were tuned for (informational) and the x86 features they use.
     pub cpu: String,
     pub features: Vec<String>,
@@ -74,6 +78,7 @@ impl Mxr {
         Mxr {
             producer: format!("mxc {}", env!("CARGO_PKG_VERSION")),
             target: target.to_string(),
+            precision: String::new(),
             cpu: cpu.to_string(),
             features: required_features(llvm_features),
             memory: program.memory_plan(),
@@ -87,6 +92,11 @@ impl Mxr {
     /// The same, with the kernels' code for GPUs.
     pub fn with_code_objects(self, code_objects: Vec<CodeObject>) -> Mxr {
         Mxr { code_objects, ..self }
+    }
+
+    /// The same, compiled in the precision `precision` describes.
+    pub fn with_precision(self, precision: String) -> Mxr {
+        Mxr { precision, ..self }
     }
 }
 
@@ -472,6 +482,8 @@ const KNOWN: &[&str] = &[
     "avx512vnni",
     "avx512bf16",
     "avx512fp16",
+    "amx-tile",
+    "amx-bf16",
 ];
 
 /// Whether this CPU has feature `f` (LLVM's name); true for names not in `KNOWN`, which are
@@ -502,6 +514,7 @@ fn host_has(f: &str) -> bool {
             "avx512vnni" => has!("avx512vnni"),
             "avx512bf16" => has!("avx512bf16"),
             "avx512fp16" => has!("avx512fp16"),
+            "amx-tile" | "amx-bf16" => crate::amx::tiles_usable(),
             _ => true,
         }
     }
@@ -519,7 +532,7 @@ fn align(n: usize) -> usize {
 /// and each GPU code object at `code_at`.
 fn metadata(m: &Mxr, weights: &[u64], shared: &HashMap<usize, u64>, library_at: u64, code_at: &[u64]) -> Vec<u8> {
     let mut w = Writer(Vec::new());
-    for s in [&m.producer, &m.target, &m.cpu] {
+    for s in [&m.producer, &m.target, &m.precision, &m.cpu] {
         w.str(s);
     }
     w.u64(m.features.len() as u64);
@@ -601,7 +614,7 @@ fn metadata(m: &Mxr, weights: &[u64], shared: &HashMap<usize, u64>, library_at: 
 
 fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedBytes>) -> Result<Mxr, String> {
     let file = &(**shared).as_ref()[..r.bytes.len()];
-    let (producer, target, cpu) = (r.str()?, r.str()?, r.str()?);
+    let (producer, target, precision, cpu) = (r.str()?, r.str()?, r.str()?, r.str()?);
     let features = (0..r.count()?).map(|_| r.str()).collect::<Result<Vec<_>, _>>()?;
     let mut buffers = Vec::new();
     let mut offsets = Vec::new();
@@ -723,6 +736,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedByte
     Ok(Mxr {
         producer,
         target,
+        precision,
         cpu,
         features,
         program: Program {

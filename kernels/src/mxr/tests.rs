@@ -50,6 +50,7 @@ fn sample() -> Mxr {
     Mxr {
         producer: "mxc 0.1.0".into(),
         target: "cpu".into(),
+        precision: "fp16 (conv)".into(),
         cpu: "test".into(),
         features: vec!["sse3".into()],
         memory: program.memory_plan(),

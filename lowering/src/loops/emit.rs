@@ -20,11 +20,21 @@ use std::fmt::Write;
 pub enum Ty {
     Index,
     I1,
-    Int { bits: u32, signed: bool },
+    Int {
+        bits: u32,
+        signed: bool,
+    },
     F16,
     BF16,
     F32,
     F64,
+    /// An AMX tile of `rows` rows of `columns` elements, bf16 (operands) or f32 (sums):
+    /// `amx.rs`'s values, which only its ops take.
+    Tile {
+        rows: u8,
+        columns: u8,
+        f32: bool,
+    },
 }
 
 impl Ty {
@@ -38,6 +48,9 @@ impl Ty {
             Ty::BF16 => "bf16".into(),
             Ty::F32 => "f32".into(),
             Ty::F64 => "f64".into(),
+            Ty::Tile { rows, columns, f32 } => {
+                format!("!amx.tile<{rows}x{columns}x{}>", if f32 { "f32" } else { "bf16" })
+            }
         }
     }
 
@@ -58,6 +71,7 @@ impl Ty {
             Ty::F16 | Ty::BF16 => 16,
             Ty::F32 => 32,
             Ty::F64 => 64,
+            Ty::Tile { rows, columns, f32 } => rows as u32 * columns as u32 * if f32 { 32 } else { 16 },
         }
     }
 }

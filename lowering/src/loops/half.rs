@@ -41,6 +41,28 @@ impl Emitter {
         }
     }
 
+    /// `lanes` f32 from bf16 panels that hold pairs of depths side by side (`mx::depth_pairing`):
+    /// the `2 * lanes` elements from `idx` on are `lanes` 32-bit pairs, and `which` (an index, 0
+    /// or 1) picks the first or the second of each, widened: the low half shifted up, or the
+    /// high half with the low one cleared.
+    pub fn read_pair_halves(&mut self, buf: &super::buffer::Buf, idx: &[V], lanes: usize, which: &V) -> V {
+        let pairs = self.vload(buf, idx, 2 * lanes);
+        let to = type_with_lanes(I32, lanes);
+        let pairs = self.op_lanes(
+            "b",
+            I32,
+            lanes,
+            &format!("vector.bitcast {pairs} : {} to {to}", pairs.mlir_ty()),
+        );
+        let which = self.convert(which, I32);
+        let sixteen = self.int(I32, 16);
+        let product = self.mul(&which, &sixteen);
+        let shift = self.sub(&sixteen, &product);
+        let shifted = self.bits_op("shli", &pairs, &shift);
+        let high = self.bits_const("andi", &shifted, 0xffff_0000);
+        self.bitcast(&high, Ty::F32)
+    }
+
     fn has_f16c(&self) -> bool {
         self.isa.is_some_and(|isa| isa.f16c)
     }

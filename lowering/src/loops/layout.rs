@@ -107,18 +107,24 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
     });
 }
 
-/// `out[.., p, k, j] = x[.., k, p * panel + j]`, 0 past the last column of `x`.
+/// `out[.., p, k / g, j * g + k % g] = x[.., k, p * panel + j]`, 0 past the last column or
+/// depth of `x` (`g` depths side by side: `mx::depth_pairing`).
 fn pack(e: &mut Emitter, x: &Buf, out: &Buf) {
     let r = out.rank();
-    let (columns, panel) = (x.shape[x.rank() - 1] as i64, out.shape[r - 1] as i64);
+    let g = mxc_dialects::mx::depth_pairing(out.dtype) as i64;
+    let (depth, columns) = (x.shape[x.rank() - 2] as i64, x.shape[x.rank() - 1] as i64);
+    let panel = out.shape[r - 1] as i64 / g;
     e.nest(&out.shape, |e, idx| {
-        let (batch, pkj) = idx.split_at(r - 3);
-        let column = e.lin(&[(&pkj[0], panel), (&pkj[2], 1)], 0);
-        let end = e.idx(columns);
-        let inside = e.cmp_idx("slt", &column, &end);
+        let (batch, pkw) = idx.split_at(r - 3);
+        let j = e.div_idx(&pkw[2], g);
+        let t = e.rem_idx(&pkw[2], g);
+        let column = e.lin(&[(&pkw[0], panel), (&j, 1)], 0);
+        let row = e.lin(&[(&pkw[1], g), (&t, 1)], 0);
+        let (end, last) = (e.idx(columns), e.idx(depth));
+        let inside = [e.cmp_idx("slt", &column, &end), e.cmp_idx("slt", &row, &last)];
         let zero = e.zero(x.ty());
-        let at = [batch, &[pkj[1].clone(), column.clone()]].concat();
-        let v = e.when(&[inside], &[zero], |e| vec![e.read(x, &at)]);
+        let at = [batch, &[row, column]].concat();
+        let v = e.when(&inside, &[zero], |e| vec![e.read(x, &at)]);
         e.write(out, idx, &v[0]);
     });
 }

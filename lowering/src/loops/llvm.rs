@@ -21,17 +21,19 @@ use std::rc::Rc;
 /// loads, stores, masks, reductions) to LLVM vector instructions, math to LLVM intrinsics (and
 /// what has none, such as `erf`, to libm calls), memref views (`reinterpret_cast`) to plain
 /// descriptors and memrefs to pointers, then arith, control flow and functions, whose memref
-/// arguments become bare pointers; last, the casts left between the converted pieces go.
+/// arguments become bare pointers; last, the casts left between the converted pieces go. AMX
+/// tiles (`amx.rs`) convert with the vector ops, and control flow through the conversion
+/// interfaces, whose type converter knows the tiles a loop carries.
 pub const PIPELINE: &str = "builtin.module(\
 lower-affine,\
 convert-scf-to-cf,\
-convert-vector-to-llvm,\
+convert-vector-to-llvm{enable-amx=true},\
 convert-math-to-llvm,\
 convert-math-to-libm,\
 expand-strided-metadata,\
 finalize-memref-to-llvm,\
 convert-arith-to-llvm,\
-convert-cf-to-llvm,\
+convert-to-llvm{filter-dialects=cf,amx},\
 convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},\
 reconcile-unrealized-casts)";
 

@@ -3,6 +3,7 @@
 //! whose dimension is dropped from the result). One dot product per result element,
 //! accumulated in the compute type.
 
+use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::tile::{self, Matrix, Panels, Product};
@@ -204,6 +205,9 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     let rank = a.rank();
     let depth = a.shape[rank - 1];
     let batch = &out.shape[..rank - 2];
+    if e.isa.is_some_and(|isa| amx::usable(isa, a, bp, out)) {
+        return amx::emit(e, a, bp, out);
+    }
     if let Some(isa) = tiling(e, a, bp, out) {
         // `a` and `out` alike: the batch, then the row and the column
         let at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
@@ -220,15 +224,24 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
         };
         return tile::emit(e, &product, isa);
     }
-    let panel = bp.shape[bp.rank() - 1] as i64;
+    let g = mxc_dialects::mx::depth_pairing(bp.dtype) as i64;
+    let panel = bp.shape[bp.rank() - 1] as i64 / g;
     e.nest(&out.shape, |e, idx| {
         let (m, n) = (&idx[rank - 2], &idx[rank - 1]);
         let (p, j) = (e.div_idx(n, panel), e.rem_idx(n, panel));
         let a_idx = |k: &V| [&idx[..rank - 2], &[m.clone(), k.clone()]].concat();
         let b_batch = &idx[..bp.rank() - 3];
-        let b_idx = |k: &V| [b_batch, &[p.clone(), k.clone(), j.clone()]].concat();
-        let r = dot(e, depth, a, a_idx, bp, b_idx);
-        e.write(out, idx, &r);
+        let b_idx = |e: &mut Emitter, k: &V| {
+            let (pair, t) = (e.div_idx(k, g), e.rem_idx(k, g));
+            let w = e.lin(&[(&j, g), (&t, 1)], 0);
+            [b_batch, &[p.clone(), pair, w]].concat()
+        };
+        let zero = e.zero(a.ty());
+        let acc = e.nest_acc(&[depth], &[zero], |e, k, acc| {
+            let bi = b_idx(e, &k[0]);
+            vec![e.multiply_add(&acc[0], a, &a_idx(&k[0]), bp, &bi)]
+        });
+        e.write(out, idx, &acc[0]);
     });
 }
 

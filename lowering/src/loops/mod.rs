@@ -9,6 +9,7 @@
 //! `scalar.rs`: typed arithmetic; `buffer.rs`: memrefs, loads and stores; `half.rs`: f16 and
 //! bf16 conversions), with one file per op family (`window.rs` serves conv and pool).
 
+mod amx;
 mod approx;
 mod attention;
 mod buffer;

@@ -43,6 +43,7 @@ pub const AVX2: VectorIsa = VectorIsa {
     registers: 16,
     fma: true,
     f16c: true,
+    amx_bf16: false,
 };
 
 /// AVX-512's vector unit: 16 f32 lanes, 32 registers, fused multiply-add.
@@ -51,6 +52,7 @@ pub const AVX512: VectorIsa = VectorIsa {
     registers: 32,
     fma: true,
     f16c: true,
+    amx_bf16: false,
 };
 
 /// The MLIR of a one-op graph for AVX2 (the cpu target's form), checked to translate.

@@ -217,12 +217,14 @@ const ISAS: [Option<VectorIsa>; 3] = [
         registers: 16,
         fma: true,
         f16c: true,
+        amx_bf16: false,
     }),
     Some(VectorIsa {
         lanes: 16,
         registers: 32,
         fma: true,
         f16c: true,
+        amx_bf16: false,
     }),
 ];
 

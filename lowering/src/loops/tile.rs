@@ -17,6 +17,7 @@
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::vector::VectorIsa;
+use mxc_dialects::mx::depth_pairing;
 use mxc_dialects::DType;
 
 /// The columns of one packed panel of B: 16 f32, a cache line.
@@ -124,7 +125,8 @@ impl Panels<'_> {
             let panel = e.div_idx(column, PANEL as i64);
             let batch = &batch[..buf.rank() - 3];
             let zero = e.idx(0);
-            let idx = [batch, &[panel, k.clone(), zero]].concat();
+            let row = e.div_idx(k, depth_pairing(buf.dtype) as i64);
+            let idx = [batch, &[panel, row, zero]].concat();
             e.prefetch(buf, &idx);
         }
     }
@@ -142,8 +144,18 @@ impl Panels<'_> {
                 let panel = e.div_idx(column, PANEL as i64);
                 let offset = e.rem_idx(column, PANEL as i64);
                 let batch = &batch[..buf.rank() - 3];
-                let idx = [batch, &[panel, k.clone(), offset]].concat();
-                e.read_lanes(buf, &idx, lanes)
+                match depth_pairing(buf.dtype) {
+                    1 => {
+                        let idx = [batch, &[panel, k.clone(), offset]].concat();
+                        e.read_lanes(buf, &idx, lanes)
+                    }
+                    g => {
+                        let (pair, which) = (e.div_idx(k, g as i64), e.rem_idx(k, g as i64));
+                        let at = e.lin(&[(&offset, g as i64)], 0);
+                        let idx = [batch, &[panel, pair, at]].concat();
+                        e.read_pair_halves(buf, &idx, lanes, &which)
+                    }
+                }
             }
         }
     }

@@ -21,6 +21,8 @@ pub struct VectorIsa {
     /// Whether the machine converts between f16 and f32 in hardware (F16C: `vcvtph2ps`,
     /// `vcvtps2ph`); else the conversions are integer arithmetic (`half.rs`).
     pub f16c: bool,
+    /// Whether the machine has AMX tiles with bf16 products (`amx.rs`).
+    pub amx_bf16: bool,
 }
 
 impl VectorIsa {
@@ -34,6 +36,7 @@ impl VectorIsa {
                 registers: 32,
                 fma,
                 f16c,
+                amx_bf16: has("amx-tile") && has("amx-bf16"),
             }
         } else if has("avx") {
             VectorIsa {
@@ -41,6 +44,7 @@ impl VectorIsa {
                 registers: 16,
                 fma,
                 f16c,
+                amx_bf16: false,
             }
         } else {
             VectorIsa {
@@ -48,6 +52,7 @@ impl VectorIsa {
                 registers: 16,
                 fma: false,
                 f16c: false,
+                amx_bf16: false,
             }
         }
     }

@@ -9,6 +9,7 @@ mod fusion;
 mod kernels;
 mod layout;
 mod library;
+mod precision;
 mod recognise;
 mod round_trip;
 mod rules;
