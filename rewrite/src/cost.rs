@@ -135,7 +135,7 @@ impl FlopCost {
         };
         let b_paired = op.operands.get(1).is_some_and(|b| b.dtype == DType::BF16);
         match op.kind {
-            OpKind::MatMulPacked if b_paired => self.packed * self.paired,
+            OpKind::MatMulPacked | OpKind::ConvNhwcPacked if b_paired => self.packed * self.paired,
             OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
             OpKind::MatMul | OpKind::Gemm => half(self.matmul),
             OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
@@ -598,7 +598,10 @@ mod tests {
             operands,
             results: &results,
         };
-        let (plain, amx) = (LinearCost::cpu_with_lanes(16), LinearCost::cpu_with_lanes(16).with_amx_bf16());
+        let (plain, amx) = (
+            LinearCost::cpu_with_lanes(16),
+            LinearCost::cpu_with_lanes(16).with_amx_bf16(),
+        );
         assert!(plain.compute(&site(&pairs)) > plain.compute(&site(&f32_panels)));
         assert!(amx.compute(&site(&pairs)) < amx.compute(&site(&f32_panels)) / 4.0);
         assert_eq!(amx.compute(&site(&f32_panels)), plain.compute(&site(&f32_panels)));

@@ -19,7 +19,14 @@ fn mxc_with_cache(cache: &Path, args: &[&str]) -> Output {
 
 /// Compiles `model` to `out` with the cache in `cache`; the summary's (hits, compiled).
 fn compile_counting(cache: &Path, model: &str, out: &Path) -> (usize, usize) {
-    let output = mxc_with_cache(cache, &["compile", model, "-o", out.to_str().unwrap()]);
+    compile_counting_with(cache, model, out, &[])
+}
+
+/// `compile_counting` with more `flags` to `mxc compile`.
+fn compile_counting_with(cache: &Path, model: &str, out: &Path, flags: &[&str]) -> (usize, usize) {
+    let mut args = vec!["compile", model, "-o", out.to_str().unwrap()];
+    args.extend(flags);
+    let output = mxc_with_cache(cache, &args);
     assert!(output.status.success(), "mxc compile {model}: {}", stderr(&output));
     counts(&stderr(&output))
 }
@@ -65,6 +72,20 @@ fn second_compile_takes_every_kernel_from_the_cache() {
         std::fs::read(&cold).unwrap() == std::fs::read(&warm).unwrap(),
         "cold and warm compiles differ"
     );
+}
+
+/// The key is the kernels' code, whose element types are the program's precision: an `--fp16`
+/// compile of a model cached in f32 finds none of its half-precision kernels, and a second
+/// `--fp16` compile finds them all.
+#[test]
+fn a_program_in_another_precision_has_kernels_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = dir.path().join("out.mxr");
+    compile_counting(&cache, &convnet(), &out);
+    let (_, compiled) = compile_counting_with(&cache, &convnet(), &out, &["--fp16"]);
+    assert!(compiled > 0, "an --fp16 compile took every kernel from the f32 entries");
+    assert_eq!(compile_counting_with(&cache, &convnet(), &out, &["--fp16"]).1, 0);
 }
 
 #[test]

@@ -371,6 +371,7 @@ fn bf16_products_with_constant_weights_match_ref() {
     let mut paired = 0;
     for (x_shape, n) in [
         (vec![64, 128], 64),
+        (vec![64, 70], 64),
         (vec![45, 96], 40),
         (vec![7, 70], 17),
         (vec![20, 33], 16),
@@ -404,4 +405,87 @@ fn bf16_products_with_constant_weights_match_ref() {
         true => assert!(paired >= 4, "AMX machine, but only {paired} products packed bf16 pairs"),
         false => assert_eq!(paired, 0, "bf16 pairs chosen on a machine without AMX tiles"),
     }
+}
+
+/// bf16 convolutions of one group with constant bf16 weights: on a machine with AMX tiles the
+/// cpu target packs the weights as bf16 pairs and runs them on the tiles (`amx.rs`: pointwise
+/// ones as a product, the others gathering each window tap's rows), elsewhere in f32; either
+/// way within a bf16 rounding of ref's, on windows with padding, strides, dilation, channels
+/// not a multiple of 32, images whose rows are not a multiple of the tiles', and a batch.
+#[test]
+fn bf16_convolutions_with_constant_weights_match_ref() {
+    let amx = mxc_kernels::amx::tiles_usable();
+    let case = |x: [usize; 4], out_channels, kernel, stride, pad, dilation| ConvCase {
+        x,
+        out_channels,
+        kernel,
+        stride,
+        pad,
+        dilation,
+        group: 1,
+    };
+    let cases = [
+        case([2, 64, 7, 9], 40, 1, 1, 0, 1),
+        case([1, 64, 13, 11], 48, 3, 1, 1, 1),
+        case([1, 34, 9, 10], 19, 3, 2, 1, 1),
+        case([2, 32, 8, 8], 32, 3, 1, 2, 2),
+        case([1, 96, 6, 5], 16, 1, 2, 0, 1),
+    ];
+    let mut paired = 0;
+    for c in &cases {
+        let f32_graph = conv_graph(c);
+        let g = bf16_copy(&f32_graph);
+        let inputs = HashMap::from([("x".to_string(), values(&c.x, 1).cast(DType::BF16))]);
+        let (want, _) = run(&g, Target::Ref, &inputs);
+        let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).unwrap();
+        paired += usize::from(compiled.graph.ops.iter().any(|op| {
+            op.kind == OpKind::Constant
+                && compiled.graph.ty(op.results[0]).dtype == DType::BF16
+                && compiled.graph.ty(op.results[0]).rank() == 3
+        }));
+        let (got, _) = run(&g, Target::Cpu, &inputs);
+        if let Some(why) = mismatch(&got[0], &want[0], 1.0 / 64.0, 1e-2) {
+            panic!(
+                "{:?} {}x{} stride {}: cpu differs from ref: {why}",
+                c.x, c.kernel, c.kernel, c.stride
+            );
+        }
+    }
+    match amx {
+        true => assert!(
+            paired >= 4,
+            "AMX machine, but only {paired} convolutions packed bf16 pairs"
+        ),
+        false => assert_eq!(paired, 0, "bf16 pairs chosen on a machine without AMX tiles"),
+    }
+}
+
+/// `g` with every f32 input and constant in bf16 (its ops typed again by their rules).
+fn bf16_copy(g: &Graph) -> Graph {
+    let mut h = Graph::new(&g.name);
+    let mut map = HashMap::new();
+    for p in &g.inputs {
+        let ty = g.ty(p.value);
+        map.insert(
+            p.value,
+            h.add_input(&p.name, TensorType::new(DType::BF16, ty.shape.clone())),
+        );
+    }
+    for op in &g.ops {
+        let v = match op.kind {
+            OpKind::Constant => {
+                let t = op.attrs.tensor("value").expect("a constant holds its value");
+                h.constant(t.cast(DType::BF16))
+            }
+            kind => {
+                let operands = op.operands.iter().map(|v| map[v]).collect();
+                h.build1(kind, operands, op.attrs.clone()).unwrap()
+            }
+        };
+        map.insert(op.results[0], v);
+    }
+    for o in &g.outputs {
+        h.add_output(&o.name, map[&o.value]);
+    }
+    h
 }

@@ -162,7 +162,14 @@ pub fn conv_nhwc_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType,
     }
     let (m, per_group) = (m as usize, x.shape[3] / group as usize);
     let depth = kernel[0].checked_mul(kernel[1]).and_then(|k| k.checked_mul(per_group));
-    if wp.shape[2] == 0 || Some(wp.shape[1]) != depth || wp.shape[0] != m.div_ceil(wp.shape[2]) {
+    // `g` depths side by side in a panel's row (bf16 pairs)
+    let g = super::linalg::depth_pairing(wp.dtype);
+    let panel = wp.shape[2] / g;
+    if panel == 0
+        || wp.shape[2] % g != 0
+        || Some(wp.shape[1]) != depth.map(|d| d.div_ceil(g))
+        || wp.shape[0] != m.div_ceil(panel)
+    {
         return Err(format!(
             "packed weights {:?} do not hold {m} output channels of {kernel:?} kernels over {per_group} channels",
             wp.shape

@@ -1,17 +1,28 @@
-//! bf16 matrix products on AMX tiles (Intel's Advanced Matrix Extensions): `matmul_packed` of
-//! a bf16 `a [..., M, K]` by bf16 panels that hold pairs of depths side by side
-//! (`mx::depth_pairing`), summed in f32.
+//! bf16 matrix products and convolutions on AMX tiles (Intel's Advanced Matrix Extensions):
+//! `matmul_packed` of a bf16 `a [..., M, K]`, and `conv_nhwc_packed` of one group of a bf16
+//! image, by bf16 panels that hold pairs of depths side by side (`mx::depth_pairing`), summed
+//! in f32.
 //!
 //! A tile is up to 16 rows of 64 bytes. Each product step multiplies an A tile (16 rows x 32
-//! depths of bf16, read straight from `a`, whose rows lie `K` apart) by a B tile (16 rows of 16
-//! columns x 2 depths: a panel's 32 depths, read straight from the packed weights) into a 16 x 16
-//! tile of f32 sums (`tdpbf16ps`: 16 x 16 x 32 multiply-adds). A block of the result is up to
-//! 2 x 2 such tiles (32 rows, 2 panels), so each A and B tile loaded feeds two products; the
-//! sums stay in tile registers over the whole depth (a last step of fewer than 32 depths where
-//! `K` is not a multiple of 32; `K` must be even, so that a row of A holds whole pairs), then go
-//! to a scratch of 32 x 32 f32 that the epilogue reads in vectors and finishes as the other
-//! kernels do (bias, activation, residual, the rounding to the result's type), the columns past
-//! the last panel's masked. The parallel loop runs over batch x row blocks x column blocks.
+//! depths of bf16) by a B tile (16 rows of 16 columns x 2 depths: a panel's 32 depths, read
+//! straight from the packed weights) into a 16 x 16 tile of f32 sums (`tdpbf16ps`: 16 x 16 x 32
+//! multiply-adds). A block of the result is up to 2 x 2 such tiles (32 rows, 2 panels), so each
+//! A and B tile loaded feeds two products; the sums stay in tile registers over the whole depth
+//! (a last step of fewer than 32 depths where the depth is not a multiple of 32; it must be
+//! even, so that a row of A holds whole pairs), then go to a scratch of 32 x 32 f32 that the
+//! epilogue reads in vectors and finishes as the other kernels do (bias, activation, residual,
+//! the rounding to the result's type), the columns past the last panel's masked.
+//!
+//! Where A's rows come from:
+//! - a **matrix** (`matmul_packed`, and a pointwise convolution without stride or padding,
+//!   whose rows are the image's pixels): an A tile is 16 rows read in place, `K` apart;
+//! - a **window** (any other convolution): the result's rows are the output pixels (all
+//!   images' in a row), the depth runs over the window's taps, then the channels (the packed
+//!   weights' order, `kh, kw, c`). Per block each row's first input pixel is found once; per
+//!   tap, the input row each result row reads (or none, in the padding); per step of 32
+//!   channels, those rows are copied into a scratch tile (zeros for none: a masked load) that
+//!   the A tile is loaded from. The copy costs about what the tile products do, so a window
+//!   convolution runs at about half the speed of a product of the same size.
 //!
 //! Tile shapes are static in MLIR's `amx` dialect, so the last row block (fewer than 32 rows)
 //! and the last column block (one panel, or a partial one) are code of their own. LLVM
@@ -21,6 +32,7 @@
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::vector::VectorIsa;
+use super::window::Window;
 use mxc_dialects::DType;
 
 /// Rows of a tile.
@@ -30,9 +42,12 @@ const DEPTH: usize = 32;
 /// f32 columns in a row of a sum tile, and columns of a panel.
 const COLUMNS: usize = 16;
 
-/// Whether the product of `a` by the packed `bp` into `out` runs on AMX tiles on `isa`.
-pub fn usable(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf) -> bool {
-    let depth = a.shape[a.rank() - 1];
+/// What is done to a vector of sums before it is stored at an output index (a bias added).
+pub type Finish<'a> = &'a dyn Fn(&mut Emitter, &[V], V) -> V;
+
+/// Whether the machine and the packed weights `bp` allow AMX tiles for bf16 `a` (rows of
+/// depth `depth`) into `out`.
+fn tiles_fit(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf, depth: usize) -> bool {
     isa.amx_bf16
         && isa.lanes == COLUMNS
         && a.dtype == DType::BF16
@@ -43,76 +58,127 @@ pub fn usable(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf) -> bool {
         && out.holds_float_vectors()
 }
 
+/// Whether the product of `a` by the packed `bp` into `out` runs on AMX tiles on `isa`.
+pub fn usable(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf) -> bool {
+    tiles_fit(isa, a, bp, out, a.shape[a.rank() - 1])
+}
+
+/// Whether a convolution of one group of the channels-last image `x` by the packed `wp` into
+/// `out` runs on AMX tiles on `isa`.
+pub fn conv_usable(isa: VectorIsa, group: usize, x: &Buf, wp: &Buf, out: &Buf) -> bool {
+    group == 1 && x.rank() == 4 && tiles_fit(isa, x, wp, out, x.shape[3])
+}
+
 /// The product's sizes and buffers.
 struct Product<'a> {
     batch: &'a [usize],
     m: usize,
     k: usize,
-    /// `a` as `[batch * M, K]`.
-    a: Buf,
+    rows: Rows<'a>,
     /// The panels as `[b_batch * P * K/2, 32]`.
     b: Buf,
     /// Whether B has `a`'s batch dimensions (one matrix per batch index) or none.
     batched_b: bool,
     panels: usize,
     out: &'a Buf,
+    /// `[OH, OW]` where the result's rows are a convolution's output pixels (`out` is
+    /// `[N, OH, OW, M]`), else `None` (`out` is `[batch.., M, N]`).
+    pixels: Option<[usize; 2]>,
+    finish: Finish<'a>,
     /// The block's sums, `[32, 32]` f32, on the calling thread's stack.
     sums: Buf,
+    /// A tiles copied before they are loaded (a window's rows, a last step's short rows
+    /// padded with zeros): `[32, 32]` bf16.
+    staged_a: Buf,
+    /// A last step's B tile padded with zero pairs: `[16, 32]` bf16.
+    staged_b: Buf,
+}
+
+/// Where the rows of A come from, and where the result's rows go.
+enum Rows<'a> {
+    /// `a` as `[batch * M, K]`, read in place.
+    Matrix(Buf),
+    /// A convolution's, gathered from its image.
+    Window(Gather<'a>),
+}
+
+/// A convolution's A rows, gathered from the image per window tap.
+struct Gather<'a> {
+    /// The image as `[N * H * W, C]`.
+    x: Buf,
+    /// `[H, W, C]` of the image.
+    image: [usize; 3],
+    /// `[OH, OW]` of the result.
+    out_hw: [usize; 2],
+    kernel: [usize; 2],
+    window: &'a Window,
+    /// Per row of the block: its first input pixel's row in `x` (at tap 0, 0; outside the
+    /// image where the window starts in the padding), and that pixel's row and column.
+    first: [Scratch; 3],
+    /// Per row of the block at the current tap: the row of `x` it reads, or -1 for zeros.
+    source: Scratch,
+}
+
+/// A `memref<32xindex>` on the stack, one value per row of a block.
+struct Scratch(String);
+
+impl Scratch {
+    fn new(e: &mut Emitter, hint: &str) -> Scratch {
+        let name = e.fresh(hint);
+        e.line(&format!("{name} = memref.alloca() : memref<{}xindex>", 2 * ROWS));
+        Scratch(name)
+    }
+
+    fn load(&self, e: &mut Emitter, row: &V) -> V {
+        e.op(
+            "i",
+            Ty::Index,
+            &format!("memref.load {}[{row}] : memref<{}xindex>", self.0, 2 * ROWS),
+        )
+    }
+
+    fn store(&self, e: &mut Emitter, row: &V, v: &V) {
+        e.store_line(&format!(
+            "memref.store {v}, {}[{row}] : memref<{}xindex>",
+            self.0,
+            2 * ROWS
+        ));
+    }
 }
 
 /// Writes `out = a x unpack(bp)` (`matmul_packed`) on AMX tiles (`usable` said it may).
 pub fn emit(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     let rank = a.rank();
     let (m, k) = (a.shape[rank - 2], a.shape[rank - 1]);
-    let n = out.shape[rank - 1];
-    let batch = &out.shape[..rank - 2];
-    let panels = bp.shape[bp.rank() - 3];
     let a_rows = a.len() / k;
-    let b_rows = bp.len() / (2 * COLUMNS);
-    let sums = Buf::new(&e.fresh("sums"), DType::F32, &[2 * ROWS, 2 * COLUMNS]);
-    e.line(&format!("{} = memref.alloca() : {}", sums.name, sums.memref()));
-    let p = Product {
-        batch,
-        m,
-        k,
-        a: e.view(a, &[a_rows, k]),
-        b: e.view(bp, &[b_rows, 2 * COLUMNS]),
-        batched_b: bp.rank() > 3,
-        panels,
-        out,
-        sums,
-    };
-    let row_blocks = m.div_ceil(2 * ROWS);
-    let column_blocks = panels.div_ceil(2);
-    let mut dims = batch.to_vec();
-    dims.extend([row_blocks, column_blocks]);
-    e.nest(&dims, |e, idx| {
-        let (batch, rest) = idx.split_at(p.batch.len());
-        let (rows, columns) = (&rest[0], &rest[1]);
-        let full_rows = [ROWS, ROWS];
-        let last_rows = tile_heights(m - (row_blocks - 1) * 2 * ROWS);
-        let last_panels = panels - (column_blocks - 1) * 2;
-        let valid = n - (panels - 1) * COLUMNS;
-        for_last(e, rows, row_blocks, full_rows == last_rows[..], |e, last_row| {
-            let heights: &[usize] = if last_row { &last_rows } else { &full_rows };
-            let whole = last_panels == 2 && valid == COLUMNS;
-            for_last(e, columns, column_blocks, whole, |e, last_column| {
-                let (block_panels, valid) = match last_column {
-                    true => (last_panels, valid),
-                    false => (2, COLUMNS),
-                };
-                p.block(e, batch, rows, columns, heights, (block_panels, valid));
-            });
-        });
-    });
+    let rows = Rows::Matrix(e.view(a, &[a_rows, k]));
+    Product::new(e, &out.shape[..rank - 2], m, k, rows, bp, out, None, &|_, _, v| v).emit(e);
 }
 
-/// The heights of the row tiles of a block of `rows` rows (at most 32): one or two tiles.
-fn tile_heights(rows: usize) -> Vec<usize> {
-    match rows > ROWS {
-        true => vec![ROWS, rows - ROWS],
-        false => vec![rows],
-    }
+/// Writes the convolution `out = conv_nhwc_packed(x, wp) (+ bias by `finish`)` of one group
+/// on AMX tiles (`conv_usable` said it may).
+pub fn emit_conv(e: &mut Emitter, window: &Window, kernel: &[usize], x: &Buf, wp: &Buf, out: &Buf, finish: Finish) {
+    let [n, h, w, c] = x.shape[..] else {
+        unreachable!("a channels-last image has 4 dimensions")
+    };
+    let [oh, ow] = [out.shape[1], out.shape[2]];
+    let pixels = n * oh * ow;
+    let plain = kernel == [1, 1] && window.pads.iter().all(|&p| p == 0) && window.strides == [1, 1];
+    let rows = match plain {
+        // a pointwise convolution is the product of the image's pixels by the weights
+        true => Rows::Matrix(e.view(x, &[n * h * w, c])),
+        false => Rows::Window(Gather {
+            x: e.view(x, &[n * h * w, c]),
+            image: [h, w, c],
+            out_hw: [oh, ow],
+            kernel: [kernel[0], kernel[1]],
+            window,
+            first: [Scratch::new(e, "first"), Scratch::new(e, "fih"), Scratch::new(e, "fiw")],
+            source: Scratch::new(e, "src"),
+        }),
+    };
+    let depth = kernel[0] * kernel[1] * c;
+    Product::new(e, &[], pixels, depth, rows, wp, out, Some([oh, ow]), finish).emit(e);
 }
 
 /// `body(last)` for block `index` of `count`: the last block's code apart from the others'
@@ -145,91 +211,208 @@ fn tile(rows: usize, columns: usize, f32: bool) -> Ty {
     }
 }
 
-impl Product<'_> {
-    /// One block: row tiles of `heights` from row `2 * 16 * rows` on, `panels` panels from panel
-    /// `2 * columns` on (`valid` columns of the last one in the result).
-    fn block(
-        &self,
+/// The heights of the row tiles of a block of `rows` rows (at most 32): one or two tiles.
+fn tile_heights(rows: usize) -> Vec<usize> {
+    match rows > ROWS {
+        true => vec![ROWS, rows - ROWS],
+        false => vec![rows],
+    }
+}
+
+/// A tile of type `ty` loaded from the 2-D `buf` at `at` (its rows `buf`'s rows apart).
+fn load(e: &mut Emitter, buf: &Buf, at: [&V; 2], ty: Ty) -> V {
+    e.op(
+        "t",
+        ty,
+        &format!(
+            "amx.tile_load {}[{}, {}] : {} into {}",
+            buf.name,
+            at[0],
+            at[1],
+            buf.memref(),
+            ty.mlir()
+        ),
+    )
+}
+
+/// One block's place: its batch index, row block and column block, and its shape.
+struct Block<'a> {
+    batch: &'a [V],
+    /// The block's first result row within its batch.
+    first_row: V,
+    columns: &'a V,
+    heights: &'a [usize],
+    panels: usize,
+    /// Columns of the last panel that are in the result.
+    valid: usize,
+}
+
+impl<'a> Product<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
         e: &mut Emitter,
-        batch: &[V],
-        rows: &V,
-        columns: &V,
-        heights: &[usize],
-        (panels, valid): (usize, usize),
-    ) {
-        let flat_batch = flat_index(e, batch, self.batch);
-        let first_row = e.lin(&[(&flat_batch, self.m as i64), (rows, (2 * ROWS) as i64)], 0);
+        batch: &'a [usize],
+        m: usize,
+        k: usize,
+        rows: Rows<'a>,
+        bp: &Buf,
+        out: &'a Buf,
+        pixels: Option<[usize; 2]>,
+        finish: Finish<'a>,
+    ) -> Product<'a> {
+        let stack = |e: &mut Emitter, hint: &str, dtype: DType, shape: &[usize]| {
+            let buf = Buf::new(&e.fresh(hint), dtype, shape);
+            e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
+            buf
+        };
+        let sums = stack(e, "sums", DType::F32, &[2 * ROWS, 2 * COLUMNS]);
+        let staged_a = stack(e, "staged", DType::BF16, &[2 * ROWS, DEPTH]);
+        let staged_b = stack(e, "staged", DType::BF16, &[ROWS, 2 * COLUMNS]);
+        let b_rows = bp.len() / (2 * COLUMNS);
+        Product {
+            batch,
+            m,
+            k,
+            rows,
+            b: e.view(bp, &[b_rows, 2 * COLUMNS]),
+            batched_b: bp.rank() > 3,
+            panels: bp.shape[bp.rank() - 3],
+            out,
+            pixels,
+            finish,
+            sums,
+            staged_a,
+            staged_b,
+        }
+    }
+
+    /// The loops over the blocks, each block's code.
+    fn emit(&self, e: &mut Emitter) {
+        let (m, panels) = (self.m, self.panels);
+        let n = self.out.shape[self.out.rank() - 1];
+        let row_blocks = m.div_ceil(2 * ROWS);
+        let column_blocks = panels.div_ceil(2);
+        let mut dims = self.batch.to_vec();
+        dims.extend([row_blocks, column_blocks]);
+        e.nest(&dims, |e, idx| {
+            let (batch, rest) = idx.split_at(self.batch.len());
+            let (rows, columns) = (&rest[0], &rest[1]);
+            let full_rows = [ROWS, ROWS];
+            let last_rows = tile_heights(m - (row_blocks - 1) * 2 * ROWS);
+            let last_panels = panels - (column_blocks - 1) * 2;
+            let valid = n - (panels - 1) * COLUMNS;
+            for_last(e, rows, row_blocks, full_rows == last_rows[..], |e, last_row| {
+                let heights: &[usize] = if last_row { &last_rows } else { &full_rows };
+                let first_row = e.lin(&[(rows, (2 * ROWS) as i64)], 0);
+                self.prepare_rows(e, &first_row, heights);
+                let whole = last_panels == 2 && valid == COLUMNS;
+                for_last(e, columns, column_blocks, whole, |e, last_column| {
+                    let (panels, valid) = match last_column {
+                        true => (last_panels, valid),
+                        false => (2, COLUMNS),
+                    };
+                    let block = Block {
+                        batch,
+                        first_row: first_row.clone(),
+                        columns,
+                        heights,
+                        panels,
+                        valid,
+                    };
+                    self.block(e, &block);
+                });
+            });
+        });
+    }
+
+    /// For a window's rows, each row's first input pixel, found once per row block.
+    fn prepare_rows(&self, e: &mut Emitter, first_row: &V, heights: &[usize]) {
+        let Rows::Window(g) = &self.rows else {
+            return;
+        };
+        let [h, w, _] = g.image;
+        let [oh, ow] = g.out_hw;
+        let window = g.window;
+        e.for_each(heights.iter().sum(), |e, r| {
+            let pixel = e.lin(&[(first_row, 1), (&r, 1)], 0);
+            let (image, at) = (e.div_idx(&pixel, (oh * ow) as i64), e.rem_idx(&pixel, (oh * ow) as i64));
+            let (y, x) = (e.div_idx(&at, ow as i64), e.rem_idx(&at, ow as i64));
+            let iy = e.lin(&[(&y, window.strides[0] as i64)], -window.pad_begin(0));
+            let ix = e.lin(&[(&x, window.strides[1] as i64)], -window.pad_begin(1));
+            let row = e.lin(&[(&image, (h * w) as i64), (&iy, w as i64), (&ix, 1)], 0);
+            for (scratch, v) in g.first.iter().zip([row, iy, ix]) {
+                scratch.store(e, &r, &v);
+            }
+        });
+    }
+
+    /// One block: its sums over the whole depth, then the epilogue.
+    fn block(&self, e: &mut Emitter, block: &Block) {
+        let flat_batch = flat_index(e, block.batch, self.batch);
         let pairs = self.k / 2;
         let b_matrix = match self.batched_b {
             true => flat_batch.clone(),
             false => e.idx(0),
         };
         // where each of the block's panels starts among B's rows
-        let panel_rows: Vec<V> = (0..panels)
+        let panel_rows: Vec<V> = (0..block.panels)
             .map(|j| {
-                let panel = e.lin(&[(columns, 2)], j as i64);
+                let panel = e.lin(&[(block.columns, 2)], j as i64);
                 e.lin(&[(&b_matrix, (self.panels * pairs) as i64), (&panel, pairs as i64)], 0)
             })
             .collect();
-        let a_rows: Vec<V> = (0..heights.len())
-            .map(|i| e.lin(&[(&first_row, 1)], (i * ROWS) as i64))
-            .collect();
         let mut sums: Vec<V> = Vec::new();
-        for &h in heights {
-            for _ in 0..panels {
+        for &h in block.heights {
+            for _ in 0..block.panels {
                 let ty = tile(h, COLUMNS, true);
                 sums.push(e.op("acc", ty, &format!("amx.tile_zero : {}", ty.mlir())));
             }
         }
-        let steps = self.k / DEPTH;
-        let step = |e: &mut Emitter, acc: &[V], depth: &V, width: usize| -> Vec<V> {
-            let pair_row = e.div_idx(depth, 2);
-            let a: Vec<V> = heights
-                .iter()
-                .zip(&a_rows)
-                .map(|(&h, row)| self.load(e, &self.a, [row, depth], tile(h, width, false)))
-                .collect();
-            let b: Vec<V> = panel_rows
-                .iter()
-                .map(|start| {
-                    let row = e.lin(&[(start, 1), (&pair_row, 1)], 0);
-                    let zero = e.idx(0);
-                    self.load(e, &self.b, [&row, &zero], tile(width / 2, 2 * COLUMNS, false))
-                })
-                .collect();
-            let mut next = Vec::with_capacity(acc.len());
-            for (i, ai) in a.iter().enumerate() {
-                for (j, bj) in b.iter().enumerate() {
-                    let c = &acc[i * panels + j];
-                    next.push(e.op(
-                        "acc",
-                        c.ty,
-                        &format!(
-                            "amx.tile_mulf {ai}, {bj}, {c} : {}, {}, {}",
-                            ai.ty.mlir(),
-                            bj.ty.mlir(),
-                            c.ty.mlir()
-                        ),
-                    ));
-                }
-            }
-            next
+        let step = Step {
+            block,
+            panel_rows: &panel_rows,
         };
-        if steps > 0 {
-            let open = e.begin_for(0, (steps * DEPTH) as i64, DEPTH as i64, &sums);
-            let depth = open.iv.clone();
-            let carried = open.carried.clone();
-            let next = step(e, &carried, &depth, DEPTH);
-            sums = e.end_for(open, &next);
-        }
-        if !self.k.is_multiple_of(DEPTH) {
-            let depth = e.idx((steps * DEPTH) as i64);
-            sums = step(e, &sums, &depth, self.k % DEPTH);
-        }
-        for (i, _) in heights.iter().enumerate() {
-            for j in 0..panels {
+        sums = match &self.rows {
+            Rows::Matrix(a) => {
+                let first = e.lin(&[(&flat_batch, self.m as i64), (&block.first_row, 1)], 0);
+                let a_rows: Vec<V> = (0..block.heights.len())
+                    .map(|i| e.lin(&[(&first, 1)], (i * ROWS) as i64))
+                    .collect();
+                self.depth_run(e, sums, 0, self.k, &step, &|e, depth, width| {
+                    if width < DEPTH {
+                        return self.stage_rows(
+                            e,
+                            block.heights,
+                            width,
+                            |e, r| {
+                                let row = e.lin(&[(&a_rows[0], 1), (r, 1)], 0);
+                                (a.clone(), row, None)
+                            },
+                            depth,
+                        );
+                    }
+                    let heights = block.heights.iter().zip(&a_rows);
+                    heights
+                        .map(|(&h, row)| load(e, a, [row, depth], tile(h, DEPTH, false)))
+                        .collect()
+                })
+            }
+            Rows::Window(g) => {
+                let c = g.image[2];
+                for tap in 0..g.kernel[0] * g.kernel[1] {
+                    g.find_sources(e, block.heights, tap);
+                    sums = self.depth_run(e, sums, tap * c, c, &step, &|e, depth, width| {
+                        let channel = e.lin(&[(depth, 1)], -((tap * c) as i64));
+                        self.stage_rows(e, block.heights, width, |e, r| g.source_row(e, r), &channel)
+                    });
+                }
+                sums
+            }
+        };
+        for (i, _) in block.heights.iter().enumerate() {
+            for j in 0..block.panels {
                 let at = [e.idx((i * ROWS) as i64), e.idx((j * COLUMNS) as i64)];
-                let c = &sums[i * panels + j];
+                let c = &sums[i * block.panels + j];
                 e.store_line(&format!(
                     "amx.tile_store {}[{}, {}], {c} : {}, {}",
                     self.sums.name,
@@ -240,50 +423,207 @@ impl Product<'_> {
                 ));
             }
         }
-        self.finish(e, batch, rows, columns, heights, (panels, valid));
+        self.finish(e, block);
     }
 
-    /// A tile of type `ty` loaded from the 2-D `buf` at `at` (its rows `buf`'s rows apart).
-    fn load(&self, e: &mut Emitter, buf: &Buf, at: [&V; 2], ty: Ty) -> V {
-        e.op(
-            "t",
-            ty,
-            &format!(
-                "amx.tile_load {}[{}, {}] : {} into {}",
-                buf.name,
-                at[0],
-                at[1],
-                buf.memref(),
-                ty.mlir()
-            ),
-        )
+    /// The sums `acc` carried over depths `start..start + len` in steps of 32 (a last, shorter
+    /// one where `len` is not a multiple of 32); `a_tiles(depth, width)` gives the A tiles of
+    /// the step at `depth`, 32 depths wide (zeros past `width`). Every tile keeps the shape
+    /// of a whole step: the tile registers' shapes are configured once per kernel, and a last
+    /// step of other shapes would need more registers than the 8 there are.
+    fn depth_run(
+        &self,
+        e: &mut Emitter,
+        acc: Vec<V>,
+        start: usize,
+        len: usize,
+        step: &Step,
+        a_tiles: &dyn Fn(&mut Emitter, &V, usize) -> Vec<V>,
+    ) -> Vec<V> {
+        let steps = len / DEPTH;
+        let mut acc = acc;
+        if steps > 0 {
+            let end = (start + steps * DEPTH) as i64;
+            let open = e.begin_for(start as i64, end, DEPTH as i64, &acc);
+            let depth = open.iv.clone();
+            let carried = open.carried.clone();
+            let a = a_tiles(e, &depth, DEPTH);
+            let next = self.products(e, &carried, &a, &depth, DEPTH, step);
+            acc = e.end_for(open, &next);
+        }
+        if !len.is_multiple_of(DEPTH) {
+            let depth = e.idx((start + steps * DEPTH) as i64);
+            let width = len % DEPTH;
+            let a = a_tiles(e, &depth, width);
+            acc = self.products(e, &acc, &a, &depth, width, step);
+        }
+        acc
+    }
+
+    /// The sums `acc` plus the products of the A tiles `a` by the block's B tiles at `depth`.
+    fn products(&self, e: &mut Emitter, acc: &[V], a: &[V], depth: &V, width: usize, step: &Step) -> Vec<V> {
+        let pair_row = e.div_idx(depth, 2);
+        let b_tile = tile(DEPTH / 2, 2 * COLUMNS, false);
+        let b: Vec<V> = step
+            .panel_rows
+            .iter()
+            .map(|start| {
+                let row = e.lin(&[(start, 1), (&pair_row, 1)], 0);
+                let zero = e.idx(0);
+                if width == DEPTH {
+                    return load(e, &self.b, [&row, &zero], b_tile);
+                }
+                // the last step's pairs, then zeros: the rows past them are another panel's
+                e.for_each(DEPTH / 2, |e, r| {
+                    let inside = e.idx((width / 2) as i64);
+                    let inside = e.cmp_idx("slt", &r, &inside);
+                    let at = e.lin(&[(&row, 1), (&r, 1)], 0);
+                    let at = e.select(&inside, &at, &row);
+                    let mask = e.splat(&inside, 2 * COLUMNS);
+                    let v = e.masked(Some(mask), |e| e.vload(&self.b, &[at, zero.clone()], 2 * COLUMNS));
+                    e.vstore(&self.staged_b, &[r, zero.clone()], &v);
+                });
+                load(e, &self.staged_b, [&zero, &zero], b_tile)
+            })
+            .collect();
+        let panels = step.block.panels;
+        let mut next = Vec::with_capacity(acc.len());
+        for (i, ai) in a.iter().enumerate() {
+            for (j, bj) in b.iter().enumerate() {
+                let c = &acc[i * panels + j];
+                next.push(e.op(
+                    "acc",
+                    c.ty,
+                    &format!(
+                        "amx.tile_mulf {ai}, {bj}, {c} : {}, {}, {}",
+                        ai.ty.mlir(),
+                        bj.ty.mlir(),
+                        c.ty.mlir()
+                    ),
+                ));
+            }
+        }
+        next
+    }
+
+    /// A tiles copied through `staged_a`: for each of the block's rows, `width` elements of
+    /// row `source(r)` of the returned buffer from column `column` on (none, and zeros, where
+    /// the returned condition is false), zeros after them to 32.
+    fn stage_rows(
+        &self,
+        e: &mut Emitter,
+        heights: &[usize],
+        width: usize,
+        source: impl Fn(&mut Emitter, &V) -> (Buf, V, Option<V>),
+        column: &V,
+    ) -> Vec<V> {
+        e.for_each(heights.iter().sum(), |e, r| {
+            let (buf, row, inside) = source(e, &r);
+            let zero = e.idx(0);
+            let lanes = e.first_lanes(width, DEPTH);
+            let mask = match &inside {
+                // a row in the padding loads nothing (every lane masked) from row 0
+                Some(inside) => {
+                    let all = e.splat(inside, DEPTH);
+                    e.and(&all, &lanes)
+                }
+                None => lanes,
+            };
+            let row = match &inside {
+                Some(inside) => e.select(inside, &row, &zero),
+                None => row,
+            };
+            let v = e.masked(Some(mask), |e| e.vload(&buf, &[row, column.clone()], DEPTH));
+            e.vstore(&self.staged_a, &[r, zero], &v);
+        });
+        let zero = e.idx(0);
+        heights
+            .iter()
+            .enumerate()
+            .map(|(t, &h)| {
+                let row = e.idx((t * ROWS) as i64);
+                load(e, &self.staged_a, [&row, &zero], tile(h, DEPTH, false))
+            })
+            .collect()
     }
 
     /// The block's sums, in the scratch, finished and written to the result a row at a time.
-    fn finish(
-        &self,
-        e: &mut Emitter,
-        batch: &[V],
-        rows: &V,
-        columns: &V,
-        heights: &[usize],
-        (panels, valid): (usize, usize),
-    ) {
+    fn finish(&self, e: &mut Emitter, block: &Block) {
         let lanes = COLUMNS;
-        for (i, &h) in heights.iter().enumerate() {
+        for (i, &h) in block.heights.iter().enumerate() {
             e.for_each(h, |e, r| {
                 let local = e.lin(&[(&r, 1)], (i * ROWS) as i64);
-                let row = e.lin(&[(rows, (2 * ROWS) as i64), (&local, 1)], 0);
-                for j in 0..panels {
+                let row = e.lin(&[(&block.first_row, 1), (&local, 1)], 0);
+                let at = self.out_row(e, block.batch, &row);
+                for j in 0..block.panels {
                     let slot = [local.clone(), e.idx((j * COLUMNS) as i64)];
-                    let column = e.lin(&[(columns, (2 * COLUMNS) as i64)], (j * COLUMNS) as i64);
-                    let idx = [batch, &[row.clone(), column]].concat();
-                    let mask = (j + 1 == panels && valid < lanes).then(|| e.first_lanes(valid, lanes));
+                    let column = e.lin(&[(block.columns, (2 * COLUMNS) as i64)], (j * COLUMNS) as i64);
+                    let idx = [&at[..], &[column]].concat();
+                    let mask =
+                        (j + 1 == block.panels && block.valid < lanes).then(|| e.first_lanes(block.valid, lanes));
                     let v = e.read_lanes(&self.sums, &slot, lanes);
+                    let v = (self.finish)(e, &idx, v);
                     e.masked(mask, |e| e.write(self.out, &idx, &v));
                 }
             });
         }
+    }
+
+    /// The output index of result row `row` (of batch `batch`), all but its column.
+    fn out_row(&self, e: &mut Emitter, batch: &[V], row: &V) -> Vec<V> {
+        match self.pixels {
+            Some([oh, ow]) => {
+                let (image, at) = (e.div_idx(row, (oh * ow) as i64), e.rem_idx(row, (oh * ow) as i64));
+                let (y, x) = (e.div_idx(&at, ow as i64), e.rem_idx(&at, ow as i64));
+                vec![image, y, x]
+            }
+            None => [batch, std::slice::from_ref(row)].concat(),
+        }
+    }
+}
+
+/// What a depth step's products need of the block.
+struct Step<'a> {
+    block: &'a Block<'a>,
+    panel_rows: &'a [V],
+}
+
+impl Gather<'_> {
+    /// Per row of the block, the row of the image it reads at window tap `tap` (taps row-major
+    /// over the window), or -1 where that falls in the padding.
+    fn find_sources(&self, e: &mut Emitter, heights: &[usize], tap: usize) {
+        let [h, w, _] = self.image;
+        let (i, j) = (tap / self.kernel[1], tap % self.kernel[1]);
+        let (dy, dx) = (
+            (i * self.window.dilations[0]) as i64,
+            (j * self.window.dilations[1]) as i64,
+        );
+        e.for_each(heights.iter().sum(), |e, r| {
+            let [first, iy, ix] = &self.first;
+            let (first, iy, ix) = (first.load(e, &r), iy.load(e, &r), ix.load(e, &r));
+            let (y, x) = (e.lin(&[(&iy, 1)], dy), e.lin(&[(&ix, 1)], dx));
+            let bounds = [(&y, h), (&x, w)];
+            let mut inside = Vec::new();
+            for (v, size) in bounds {
+                let (zero, size) = (e.idx(0), e.idx(size as i64));
+                inside.push(e.cmp_idx("sge", v, &zero));
+                inside.push(e.cmp_idx("slt", v, &size));
+            }
+            let inside = e.all(&inside);
+            let row = e.lin(&[(&first, 1)], dy * w as i64 + dx);
+            let none = e.idx(-1);
+            let source = e.select(&inside, &row, &none);
+            self.source.store(e, &r, &source);
+        });
+    }
+
+    /// The image row result row `r` of the block reads at the current tap, and whether it is
+    /// inside the image (`find_sources`).
+    fn source_row(&self, e: &mut Emitter, r: &V) -> (Buf, V, Option<V>) {
+        let source = self.source.load(e, r);
+        let zero = e.idx(0);
+        let inside = e.cmp_idx("sge", &source, &zero);
+        (self.x.clone(), source, Some(inside))
     }
 }
 
@@ -300,7 +640,7 @@ fn flat_index(e: &mut Emitter, idx: &[V], dims: &[usize]) -> V {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{attrs, check_in_order, lower_one_for, t, AVX512};
+    use super::super::testing::{attrs, check_in_order, ints, lower_one_for, t, AVX512};
     use super::*;
     use mxc_dialects::{Attr, OpKind};
 
@@ -336,5 +676,38 @@ mod tests {
             let mlir = product(isa, &a, 1, 16);
             assert!(!mlir.contains("amx."), "{isa:?} {a:?}");
         }
+    }
+
+    /// `conv_nhwc_packed` of a bf16 image `x` by `m` output channels of a square `kernel`.
+    fn conv(x: [usize; 4], m: usize, kernel: usize, pads: i64, stride: i64) -> String {
+        let depth = kernel * kernel * x[3];
+        let wp = t(DType::BF16, &[m.div_ceil(COLUMNS), depth.div_ceil(2), 2 * COLUMNS]);
+        let a = attrs(&[
+            ("dilations", ints(&[1, 1])),
+            ("group", Attr::Int(1)),
+            ("kernel", ints(&[kernel as i64; 2])),
+            ("out_channels", Attr::Int(m as i64)),
+            ("pads", ints(&[pads; 4])),
+            ("strides", ints(&[stride; 2])),
+        ]);
+        let bias = t(DType::BF16, &[m]);
+        lower_one_for(AMX, OpKind::ConvNhwcPacked, &[t(DType::BF16, &x), wp, bias], a)
+    }
+
+    #[test]
+    fn bf16_convolutions_run_on_tiles_pointwise_in_place_and_windows_gathered() {
+        // a pointwise convolution reads its pixels in place, as a product does
+        let pointwise = conv([1, 8, 8, 64], 32, 1, 0, 1);
+        check_in_order(&pointwise, &["amx.tile_load", "amx.tile_mulf"]);
+        assert!(
+            !pointwise.contains("maskedload"),
+            "a pointwise convolution gathers nothing"
+        );
+        // a padded, strided window gathers each tap's rows (masked where they are padding)
+        let window = conv([2, 9, 7, 34], 19, 3, 1, 2);
+        check_in_order(
+            &window,
+            &["vector.maskedload", "amx.tile_load", "amx.tile_mulf", "amx.tile_store"],
+        );
     }
 }

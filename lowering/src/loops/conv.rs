@@ -137,11 +137,15 @@ impl Weights<'_> {
         match self {
             Weights::Plain(w) => e.read(w, &layout.index(m, c, k)),
             Weights::Packed { buf, kernel, per_group } => {
-                let panel = buf.shape[2] as i64;
+                // `g` depths side by side (bf16 pairs: `mx::depth_pairing`)
+                let g = mxc_dialects::mx::depth_pairing(buf.dtype) as i64;
+                let panel = buf.shape[2] as i64 / g;
                 let (p, j) = (e.div_idx(m, panel), e.rem_idx(m, panel));
                 let per_group = *per_group as i64;
-                let row = e.lin(&[(&k[0], kernel[1] as i64 * per_group), (&k[1], per_group), (c, 1)], 0);
-                e.read(buf, &[p, row, j])
+                let depth = e.lin(&[(&k[0], kernel[1] as i64 * per_group), (&k[1], per_group), (c, 1)], 0);
+                let (row, t) = (e.div_idx(&depth, g), e.rem_idx(&depth, g));
+                let column = e.lin(&[(&j, g), (&t, 1)], 0);
+                e.read(buf, &[p, row, column])
             }
         }
     }

@@ -9,11 +9,14 @@
 //!   input (padding) reads zeros instead, from a scratch buffer chosen with a pointer select,
 //!   so the inner loop has no test; a micro-tile whose rows' windows all lie inside the input
 //!   (most of them) skips even that choice, in a copy of the depth loop without it.
+//! - **On AMX tiles** (one group of bf16, the weights packed as bf16 pairs, on a machine with
+//!   AMX): `amx.rs`.
 //! - **Depthwise** (a group per channel): vectors run across the channels; for each output
 //!   pixel the window positions inside the input are a rectangle, so the loops over it have
 //!   bounds computed per pixel and no test inside, and several vectors of channels accumulate
 //!   at once.
 
+use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
@@ -29,10 +32,6 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
     let Some(isa) = e.isa else {
         return false;
     };
-    if !ins.iter().chain([out]).all(Buf::holds_float_vectors) || wp.shape[2] != PANEL {
-        return false;
-    }
-    let channels = x.shape[3];
     let finish = |e: &mut Emitter, idx: &[V], acc: V| match bias {
         Some(b) => {
             let bv = e.read_bcast_lanes(b, idx, acc.lanes);
@@ -40,6 +39,14 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         }
         None => acc,
     };
+    if amx::conv_usable(isa, group, x, wp, out) && bias.is_none_or(Buf::holds_float_vectors) {
+        amx::emit_conv(e, window, kernel, x, wp, out, &finish);
+        return true;
+    }
+    if !ins.iter().chain([out]).all(Buf::holds_float_vectors) || wp.shape[2] != PANEL {
+        return false;
+    }
+    let channels = x.shape[3];
     let conv = PackedConv {
         isa,
         window,

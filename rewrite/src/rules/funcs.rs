@@ -106,6 +106,16 @@ pub const FUNCS: &[Func] = &[
         eval: |a| Some(Value::Bool(dtype(&a[0])?.fits_exactly_in(dtype(&a[1])?))),
     },
     Func {
+        name: "divides",
+        params: &[Int, Int],
+        result: Bool,
+        doc: "the first integer (positive) divides the second (`divides(2, dim(?x, 3))`: an even number of channels)",
+        eval: |a| {
+            let (d, n) = (int(&a[0])?, int(&a[1])?);
+            (d > 0).then(|| Value::Bool(n % d == 0))
+        },
+    },
+    Func {
         name: "len",
         params: &[Ints],
         result: Int,
