@@ -7,6 +7,12 @@
 //! model of the same shape (`.cache/venv`, made by `scripts/setup.sh`), the three in alternating
 //! rounds. Figures are the medians of the rounds' medians.
 //!
+//! The same products on f16 and on bf16 operands (A an input, B a constant, the result in the
+//! operands' type) are timed on one thread beside them, whichever form the cost model picks:
+//! f32 panels with the operands widened (and the result rounded) by the kernels around the
+//! product, or for bf16 on a machine with AMX tiles, bf16 pairs on the tiles
+//! (docs/quantisation.md).
+//!
 //! `MXC_GEMM_SHAPES=MxKxN,...` replaces the shapes.
 
 use mxc_codegen::{compile, CompileOptions, Target};
@@ -37,33 +43,43 @@ fn main() {
     }
     let shapes = std::env::var("MXC_GEMM_SHAPES").map_or_else(|_| SHAPES.to_vec(), |s| parse_shapes(&s));
     println!(
-        "{:>16}  {:>9} {:>7}  {:>9} {:>7}  {:>9} {:>9}",
-        "M x K x N", "mxc 1t", "% peak", "mxc 2t", "% peak", "ort 1t", "mxc/ort"
+        "{:>16}  {:>9} {:>7}  {:>9} {:>7}  {:>9} {:>9}  {:>9} {:>9}",
+        "M x K x N", "mxc 1t", "% peak", "mxc 2t", "% peak", "ort 1t", "mxc/ort", "f16 1t", "bf16 1t"
     );
     for &(m, k, n) in &shapes {
         let flops = 2.0 * (m * k * n) as f64;
         // rounds alternate the three, so that a slow spell of a shared machine falls on all
-        let mut product = Product::compile(m, k, n);
+        let mut product = Product::compile(m, k, n, DType::F32);
+        let mut halves = [DType::F16, DType::BF16].map(|d| Product::compile(m, k, n, d));
         let (mut ones, mut twos, mut orts) = (Vec::new(), Vec::new(), Vec::new());
+        let mut half_times = [Vec::new(), Vec::new()];
         for _ in 0..ROUNDS {
             ones.push(product.median_time(1));
             twos.push(product.median_time(2));
             orts.extend(onnxruntime_time(m, k, n));
+            for (times, half) in half_times.iter_mut().zip(&mut halves) {
+                times.push(half.median_time(1));
+            }
         }
         let one = gflops(flops, median(ones));
         let two = gflops(flops, median(twos));
+        let [f16, bf16] = half_times.map(|t| gflops(flops, median(t)));
         let ort = (!orts.is_empty()).then(|| median(orts));
         let of_peak = |g: f64, cores: f64| peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * g / (p * cores)));
         let ort_text = ort.map_or("-".to_string(), |t| format!("{:.1}", gflops(flops, t)));
         let ratio = ort.map_or("-".to_string(), |t| format!("{:.2}", gflops(flops, t) / one));
         println!(
-            "{:>16}  {one:>9.1} {:>7}  {two:>9.1} {:>7}  {ort_text:>9} {ratio:>9}",
+            "{:>16}  {one:>9.1} {:>7}  {two:>9.1} {:>7}  {ort_text:>9} {ratio:>9}  {f16:>9.1} {bf16:>9.1}",
             format!("{m}x{k}x{n}"),
             of_peak(one, 1.0),
             of_peak(two, 2.0),
         );
     }
     println!("\nGFLOP/s (2 M K N / time, medians); % peak of one core (2 threads: of two cores); mxc/ort: time ratio");
+    println!(
+        "f16, bf16: the product on half operands, the casts around it included; bf16 on bf16 pairs (AMX tiles): {}",
+        mxc_kernels::amx::tiles_usable()
+    );
 }
 
 fn gflops(flops: f64, t: Duration) -> f64 {
@@ -94,17 +110,18 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// The product's kernel, `A [M, K]` input times a constant `B [K, N]`, compiled and loaded.
+/// The product's kernels, `A [M, K]` input times a constant `B [K, N]`, both of `dtype`,
+/// compiled and loaded.
 struct Product {
     exe: Executable,
     inputs: HashMap<String, Tensor>,
 }
 
 impl Product {
-    fn compile(m: usize, k: usize, n: usize) -> Product {
+    fn compile(m: usize, k: usize, n: usize, dtype: DType) -> Product {
         let mut g = Graph::new("gemm");
-        let a = g.add_input("a", TensorType::new(DType::F32, vec![m, k]));
-        let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)));
+        let a = g.add_input("a", TensorType::new(dtype, vec![m, k]));
+        let b = g.constant(Tensor::from_f64s(DType::F32, vec![k, n], &values(k * n, 1)).cast(dtype));
         let y = g
             .build1(OpKind::MatMul, vec![a, b], Default::default())
             .expect("a valid product");
@@ -117,7 +134,7 @@ impl Product {
         let exe = Executable::load(compiled.program, &compiled.library).expect("loads");
         let inputs = HashMap::from([(
             "a".to_string(),
-            Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)),
+            Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)).cast(dtype),
         )]);
         Product { exe, inputs }
     }

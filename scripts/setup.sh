@@ -4,8 +4,9 @@
 #
 #   1. LLVM/MLIR 22, ROCm's device libraries and HIP runtime from Debian's apt (only the
 #      packages that are missing)
-#   2. a Python venv in .cache/venv with onnx, onnxruntime, numpy, pytest, maturin and Ray
-#      Serve (pinned; Ray for the serving example's test)
+#   2. a Python venv in .cache/venv with onnx, onnxruntime, numpy, pytest, maturin, Ray
+#      Serve and onnxconverter-common (pinned; Ray for the serving example's test,
+#      onnxconverter-common for the fp16 models the quantisation tests compare with)
 #   3. the ONNX backend test data (node, simple, pytorch-*) in .cache/onnx-backend-tests
 #   4. the generated test models in .cache/models/<name>
 #   5. the nightly Rust toolchain and cargo-fuzz, for the fuzz targets in fuzz/

@@ -99,7 +99,7 @@ enum Rows<'a> {
     /// `a` as `[batch * M, K]`, read in place.
     Matrix(Buf),
     /// A convolution's, gathered from its image.
-    Window(Gather<'a>),
+    Window(Box<Gather<'a>>),
 }
 
 /// A convolution's A rows, gathered from the image per window tap.
@@ -117,7 +117,17 @@ struct Gather<'a> {
     first: [Scratch; 3],
     /// Per row of the block at the current tap: the row of `x` it reads, or -1 for zeros.
     source: Scratch,
+    /// The block's rows of A, gathered once per row block for every column block: `[32,
+    /// taps * padded]` bf16, tap `t`'s channels from column `t * padded` on, zeros after them
+    /// (`None` where that would take more than `STRIP_BYTES` of stack: then each block gathers
+    /// its rows per step again).
+    strip: Option<Buf>,
+    /// The channels rounded up to a whole step (32).
+    padded: usize,
 }
+
+/// The most stack a window's strip of gathered rows may take (worker threads have 2 MiB).
+const STRIP_BYTES: usize = 512 << 10;
 
 /// A `memref<32xindex>` on the stack, one value per row of a block.
 struct Scratch(String);
@@ -167,7 +177,16 @@ pub fn emit_conv(e: &mut Emitter, window: &Window, kernel: &[usize], x: &Buf, wp
     let rows = match plain {
         // a pointwise convolution is the product of the image's pixels by the weights
         true => Rows::Matrix(e.view(x, &[n * h * w, c])),
-        false => Rows::Window(Gather {
+        false => Rows::Window(Box::new(Gather {
+            strip: {
+                let width = kernel[0] * kernel[1] * c.next_multiple_of(DEPTH);
+                (2 * ROWS * width * 2 <= STRIP_BYTES).then(|| {
+                    let strip = Buf::new(&e.fresh("strip"), DType::BF16, &[2 * ROWS, width]);
+                    e.line(&format!("{} = memref.alloca() : {}", strip.name, strip.memref()));
+                    strip
+                })
+            },
+            padded: c.next_multiple_of(DEPTH),
             x: e.view(x, &[n * h * w, c]),
             image: [h, w, c],
             out_hw: [oh, ow],
@@ -175,7 +194,7 @@ pub fn emit_conv(e: &mut Emitter, window: &Window, kernel: &[usize], x: &Buf, wp
             window,
             first: [Scratch::new(e, "first"), Scratch::new(e, "fih"), Scratch::new(e, "fiw")],
             source: Scratch::new(e, "src"),
-        }),
+        })),
     };
     let depth = kernel[0] * kernel[1] * c;
     Product::new(e, &[], pixels, depth, rows, wp, out, Some([oh, ow]), finish).emit(e);
@@ -235,6 +254,18 @@ fn load(e: &mut Emitter, buf: &Buf, at: [&V; 2], ty: Ty) -> V {
     )
 }
 
+/// The A tiles of a block of rows `heights` in `buf` (its rows the block's), from `column` on.
+fn tiles_of(e: &mut Emitter, buf: &Buf, column: &V, heights: &[usize]) -> Vec<V> {
+    heights
+        .iter()
+        .enumerate()
+        .map(|(t, &h)| {
+            let row = e.idx((t * ROWS) as i64);
+            load(e, buf, [&row, column], tile(h, DEPTH, false))
+        })
+        .collect()
+}
+
 /// One block's place: its batch index, row block and column block, and its shape.
 struct Block<'a> {
     batch: &'a [V],
@@ -292,11 +323,13 @@ impl<'a> Product<'a> {
         let n = self.out.shape[self.out.rank() - 1];
         let row_blocks = m.div_ceil(2 * ROWS);
         let column_blocks = panels.div_ceil(2);
+        // the parallel loop over the row blocks, each running over every column block (a
+        // window's rows gathered once for all of them)
         let mut dims = self.batch.to_vec();
-        dims.extend([row_blocks, column_blocks]);
+        dims.push(row_blocks);
         e.nest(&dims, |e, idx| {
-            let (batch, rest) = idx.split_at(self.batch.len());
-            let (rows, columns) = (&rest[0], &rest[1]);
+            let (batch, rows) = idx.split_at(self.batch.len());
+            let rows = &rows[0];
             let full_rows = [ROWS, ROWS];
             let last_rows = tile_heights(m - (row_blocks - 1) * 2 * ROWS);
             let last_panels = panels - (column_blocks - 1) * 2;
@@ -306,20 +339,22 @@ impl<'a> Product<'a> {
                 let first_row = e.lin(&[(rows, (2 * ROWS) as i64)], 0);
                 self.prepare_rows(e, &first_row, heights);
                 let whole = last_panels == 2 && valid == COLUMNS;
-                for_last(e, columns, column_blocks, whole, |e, last_column| {
-                    let (panels, valid) = match last_column {
-                        true => (last_panels, valid),
-                        false => (2, COLUMNS),
-                    };
-                    let block = Block {
-                        batch,
-                        first_row: first_row.clone(),
-                        columns,
-                        heights,
-                        panels,
-                        valid,
-                    };
-                    self.block(e, &block);
+                e.for_each(column_blocks, |e, columns| {
+                    for_last(e, &columns, column_blocks, whole, |e, last_column| {
+                        let (panels, valid) = match last_column {
+                            true => (last_panels, valid),
+                            false => (2, COLUMNS),
+                        };
+                        let block = Block {
+                            batch,
+                            first_row: first_row.clone(),
+                            columns: &columns,
+                            heights,
+                            panels,
+                            valid,
+                        };
+                        self.block(e, &block);
+                    });
                 });
             });
         });
@@ -344,6 +379,28 @@ impl<'a> Product<'a> {
                 scratch.store(e, &r, &v);
             }
         });
+        let Some(strip) = &g.strip else {
+            return;
+        };
+        let (rows, c) = (heights.iter().sum(), g.image[2]);
+        for tap in 0..g.kernel[0] * g.kernel[1] {
+            g.find_sources(e, heights, tap);
+            let copy = |e: &mut Emitter, channel: &V, width: usize| {
+                let to = e.lin(&[(channel, 1)], (tap * g.padded) as i64);
+                self.copy_rows(e, rows, width, |e, r| g.source_row(e, r), channel, strip, &to);
+            };
+            let steps = c / DEPTH;
+            if steps > 0 {
+                let open = e.begin_for(0, (steps * DEPTH) as i64, DEPTH as i64, &[]);
+                let channel = open.iv.clone();
+                copy(e, &channel, DEPTH);
+                e.end_for(open, &[]);
+            }
+            if !c.is_multiple_of(DEPTH) {
+                let channel = e.idx((steps * DEPTH) as i64);
+                copy(e, &channel, c % DEPTH);
+            }
+        }
     }
 
     /// One block: its sums over the whole depth, then the epilogue.
@@ -400,10 +457,18 @@ impl<'a> Product<'a> {
             Rows::Window(g) => {
                 let c = g.image[2];
                 for tap in 0..g.kernel[0] * g.kernel[1] {
-                    g.find_sources(e, block.heights, tap);
+                    if g.strip.is_none() {
+                        g.find_sources(e, block.heights, tap);
+                    }
                     sums = self.depth_run(e, sums, tap * c, c, &step, &|e, depth, width| {
                         let channel = e.lin(&[(depth, 1)], -((tap * c) as i64));
-                        self.stage_rows(e, block.heights, width, |e, r| g.source_row(e, r), &channel)
+                        match &g.strip {
+                            Some(strip) => {
+                                let column = e.lin(&[(&channel, 1)], (tap * g.padded) as i64);
+                                tiles_of(e, strip, &column, block.heights)
+                            }
+                            None => self.stage_rows(e, block.heights, width, |e, r| g.source_row(e, r), &channel),
+                        }
                     });
                 }
                 sums
@@ -506,9 +571,7 @@ impl<'a> Product<'a> {
         next
     }
 
-    /// A tiles copied through `staged_a`: for each of the block's rows, `width` elements of
-    /// row `source(r)` of the returned buffer from column `column` on (none, and zeros, where
-    /// the returned condition is false), zeros after them to 32.
+    /// A tiles copied through `staged_a` (`copy_rows`), then loaded.
     fn stage_rows(
         &self,
         e: &mut Emitter,
@@ -517,7 +580,26 @@ impl<'a> Product<'a> {
         source: impl Fn(&mut Emitter, &V) -> (Buf, V, Option<V>),
         column: &V,
     ) -> Vec<V> {
-        e.for_each(heights.iter().sum(), |e, r| {
+        let zero = e.idx(0);
+        self.copy_rows(e, heights.iter().sum(), width, source, column, &self.staged_a, &zero);
+        tiles_of(e, &self.staged_a, &zero, heights)
+    }
+
+    /// For each of `rows` rows `r`, `width` elements of row `source(r)` of the buffer it names
+    /// from column `column` on (none, and zeros, where its condition is false), then zeros to
+    /// 32, copied to row `r` of `to` from column `to_column` on.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_rows(
+        &self,
+        e: &mut Emitter,
+        rows: usize,
+        width: usize,
+        source: impl Fn(&mut Emitter, &V) -> (Buf, V, Option<V>),
+        column: &V,
+        to: &Buf,
+        to_column: &V,
+    ) {
+        e.for_each(rows, |e, r| {
             let (buf, row, inside) = source(e, &r);
             let zero = e.idx(0);
             let lanes = e.first_lanes(width, DEPTH);
@@ -534,17 +616,8 @@ impl<'a> Product<'a> {
                 None => row,
             };
             let v = e.masked(Some(mask), |e| e.vload(&buf, &[row, column.clone()], DEPTH));
-            e.vstore(&self.staged_a, &[r, zero], &v);
+            e.vstore(to, &[r, to_column.clone()], &v);
         });
-        let zero = e.idx(0);
-        heights
-            .iter()
-            .enumerate()
-            .map(|(t, &h)| {
-                let row = e.idx((t * ROWS) as i64);
-                load(e, &self.staged_a, [&row, &zero], tile(h, DEPTH, false))
-            })
-            .collect()
     }
 
     /// The block's sums, in the scratch, finished and written to the result a row at a time.

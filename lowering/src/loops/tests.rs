@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 /// A sample use of `kind` on elements of type `d`: operand types and attributes.
 fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
     use OpKind::*;
+    // packed weights hold this many depths side by side (bf16 pairs)
+    let pairing = mxc_dialects::mx::depth_pairing(d);
     let f = |v: f64| Attr::Float(v);
     let i = Attr::Int;
     let window = |extra: &[(&str, Attr)]| {
@@ -68,7 +70,7 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
                 (
                     vec![
                         t(d, &[1, 5, 5, 2]),
-                        t(d, &[1, 9 * per_group, 16]),
+                        t(d, &[1, (9 * per_group as usize).div_ceil(pairing), 16 * pairing]),
                         t(d, &[out as usize]),
                     ],
                     a,
@@ -91,7 +93,10 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         WinogradInput => vec![(vec![t(d, &[2, 5, 6, 3])], attrs(&[("pads", ints(&[1, 0, 1, 2]))]))],
         WinogradWeights => plain(vec![t(d, &[4, 3, 3, 5])]),
         WinogradOutput => vec![(vec![t(d, &[36, 4, 5])], attrs(&[("shape", ints(&[1, 5, 6, 5]))]))],
-        MatMulPacked => vec![(vec![t(d, &[2, 3, 5]), t(d, &[2, 5, 16])], attrs(&[("n", i(20))]))],
+        MatMulPacked => vec![(
+            vec![t(d, &[2, 3, 5]), t(d, &[2, 5usize.div_ceil(pairing), 16 * pairing])],
+            attrs(&[("n", i(20))]),
+        )],
         Attention => [("bhsd", 0, vec![t(d, &[1, 2, 3, 3])]), ("bshd", 1, vec![])]
             .into_iter()
             .map(|(layout, zero_nan_rows, mask)| {
