@@ -27,6 +27,8 @@ pub struct Diff {
     pub rms_rel: f64,
     /// Elements outside the elementwise tolerance.
     pub outside: usize,
+    /// Whether that tolerance had a part relative to the largest magnitude (`of_largest`).
+    pub scaled: bool,
     pub len: usize,
     /// Why the values cannot be compared at all (type or shape), if so.
     pub mismatch: Option<String>,
@@ -42,8 +44,9 @@ impl Diff {
         let verdict = if self.ok {
             "ok".to_string()
         } else if self.outside > 0 {
+            let scale = if self.scaled { " + scale*max|ref|" } else { "" };
             format!(
-                "FAIL ({} of {} elements outside atol + rtol*|ref| + of_largest*max|ref|)",
+                "FAIL ({} of {} elements outside atol + rtol*|ref|{scale})",
                 self.outside, self.len
             )
         } else {
@@ -61,6 +64,7 @@ pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
             max_abs: f64::NAN,
             rms_rel: f64::NAN,
             outside: len,
+            scaled: false,
             len,
             mismatch: Some(format!("{} instead of ref's {}", actual.ty, expected.ty)),
             ok: false,
@@ -110,6 +114,7 @@ pub fn compare(actual: &Tensor, expected: &Tensor, tol: &Tolerance) -> Diff {
         max_abs,
         rms_rel,
         outside,
+        scaled: tol.of_largest > 0.0,
         len,
         mismatch: None,
         ok: outside == 0 && rms_ok,
