@@ -361,7 +361,8 @@ fn a_kept_arena_gives_each_run_its_own_results() {
 /// bf16 products with constant bf16 weights: on a machine with AMX tiles the cpu target packs
 /// the weights as bf16 pairs and multiplies on the tiles (`amx.rs`); elsewhere it computes in
 /// f32. Either way it agrees with ref within a bf16 rounding of the result (the sums' order
-/// differs), on shapes that reach the tiles' edges: rows not a multiple of 16 or 32, the last
+/// differs), on shapes that reach the tiles' edges: rows not a multiple of 16 or 32 (a last
+/// block of 17: tiles of 16 and 1 rows, zero-padded to one shape), the last
 /// panel partial, depths not a multiple of 32 and an odd depth (the pairs' scalar form), a
 /// batch of matrices.
 #[test]
@@ -372,6 +373,7 @@ fn bf16_products_with_constant_weights_match_ref() {
     for (x_shape, n) in [
         (vec![64, 128], 64),
         (vec![64, 70], 64),
+        (vec![49, 40], 240),
         (vec![45, 96], 40),
         (vec![7, 70], 17),
         (vec![20, 33], 16),

@@ -254,14 +254,12 @@ fn load(e: &mut Emitter, buf: &Buf, at: [&V; 2], ty: Ty) -> V {
     )
 }
 
-/// The A tiles of a block of rows `heights` in `buf` (its rows the block's), from `column` on.
-fn tiles_of(e: &mut Emitter, buf: &Buf, column: &V, heights: &[usize]) -> Vec<V> {
-    heights
-        .iter()
-        .enumerate()
-        .map(|(t, &h)| {
+/// `tiles` A tiles of a block's rows in `buf` (its rows the block's), from `column` on.
+fn tiles_of(e: &mut Emitter, buf: &Buf, column: &V, tiles: usize) -> Vec<V> {
+    (0..tiles)
+        .map(|t| {
             let row = e.idx((t * ROWS) as i64);
-            load(e, buf, [&row, column], tile(h, DEPTH, false))
+            load(e, buf, [&row, column], tile(ROWS, DEPTH, false))
         })
         .collect()
 }
@@ -368,7 +366,11 @@ impl<'a> Product<'a> {
         let [h, w, _] = g.image;
         let [oh, ow] = g.out_hw;
         let window = g.window;
-        e.for_each(heights.iter().sum(), |e, r| {
+        let valid: usize = heights.iter().sum();
+        e.for_each(heights.len() * ROWS, |e, r| {
+            // the rows past the block's last (zeros in its tiles) repeat the last one's pixel
+            let (slot, last) = (r.clone(), e.idx(valid as i64 - 1));
+            let r = e.min_idx(&r, &last);
             let pixel = e.lin(&[(first_row, 1), (&r, 1)], 0);
             let (image, at) = (e.div_idx(&pixel, (oh * ow) as i64), e.rem_idx(&pixel, (oh * ow) as i64));
             let (y, x) = (e.div_idx(&at, ow as i64), e.rem_idx(&at, ow as i64));
@@ -376,13 +378,13 @@ impl<'a> Product<'a> {
             let ix = e.lin(&[(&x, window.strides[1] as i64)], -window.pad_begin(1));
             let row = e.lin(&[(&image, (h * w) as i64), (&iy, w as i64), (&ix, 1)], 0);
             for (scratch, v) in g.first.iter().zip([row, iy, ix]) {
-                scratch.store(e, &r, &v);
+                scratch.store(e, &slot, &v);
             }
         });
         let Some(strip) = &g.strip else {
             return;
         };
-        let (rows, c) = (heights.iter().sum(), g.image[2]);
+        let (rows, c) = (heights.len() * ROWS, g.image[2]);
         for tap in 0..g.kernel[0] * g.kernel[1] {
             g.find_sources(e, heights, tap);
             let copy = |e: &mut Emitter, channel: &V, width: usize| {
@@ -418,13 +420,15 @@ impl<'a> Product<'a> {
                 e.lin(&[(&b_matrix, (self.panels * pairs) as i64), (&panel, pairs as i64)], 0)
             })
             .collect();
-        let mut sums: Vec<V> = Vec::new();
-        for &h in block.heights {
-            for _ in 0..block.panels {
-                let ty = tile(h, COLUMNS, true);
-                sums.push(e.op("acc", ty, &format!("amx.tile_zero : {}", ty.mlir())));
-            }
-        }
+        // every tile of the kernel is 16 rows of 64 bytes, rows past the block's last zeros:
+        // the tile registers' shapes are configured once per kernel, and tiles of several
+        // shapes (a last block's fewer rows, a last step's fewer depths) can need more
+        // registers than the 8 there are
+        let sum_tile = tile(ROWS, COLUMNS, true);
+        let tiles = block.heights.len();
+        let mut sums: Vec<V> = (0..tiles * block.panels)
+            .map(|_| e.op("acc", sum_tile, &format!("amx.tile_zero : {}", sum_tile.mlir())))
+            .collect();
         let step = Step {
             block,
             panel_rows: &panel_rows,
@@ -435,23 +439,22 @@ impl<'a> Product<'a> {
                 let a_rows: Vec<V> = (0..block.heights.len())
                     .map(|i| e.lin(&[(&first, 1)], (i * ROWS) as i64))
                     .collect();
+                let valid: usize = block.heights.iter().sum();
+                let partial = valid < tiles * ROWS;
                 self.depth_run(e, sums, 0, self.k, &step, &|e, depth, width| {
-                    if width < DEPTH {
-                        return self.stage_rows(
-                            e,
-                            block.heights,
-                            width,
-                            |e, r| {
-                                let row = e.lin(&[(&a_rows[0], 1), (r, 1)], 0);
-                                (a.clone(), row, None)
-                            },
-                            depth,
-                        );
+                    if width < DEPTH || partial {
+                        let source = |e: &mut Emitter, r: &V| {
+                            let row = e.lin(&[(&a_rows[0], 1), (r, 1)], 0);
+                            let inside = partial.then(|| {
+                                let valid = e.idx(valid as i64);
+                                e.cmp_idx("slt", r, &valid)
+                            });
+                            (a.clone(), row, inside)
+                        };
+                        return self.stage_rows(e, tiles, width, source, depth);
                     }
-                    let heights = block.heights.iter().zip(&a_rows);
-                    heights
-                        .map(|(&h, row)| load(e, a, [row, depth], tile(h, DEPTH, false)))
-                        .collect()
+                    let whole = tile(ROWS, DEPTH, false);
+                    a_rows.iter().map(|row| load(e, a, [row, depth], whole)).collect()
                 })
             }
             Rows::Window(g) => {
@@ -465,9 +468,9 @@ impl<'a> Product<'a> {
                         match &g.strip {
                             Some(strip) => {
                                 let column = e.lin(&[(&channel, 1)], (tap * g.padded) as i64);
-                                tiles_of(e, strip, &column, block.heights)
+                                tiles_of(e, strip, &column, tiles)
                             }
-                            None => self.stage_rows(e, block.heights, width, |e, r| g.source_row(e, r), &channel),
+                            None => self.stage_rows(e, tiles, width, |e, r| g.source_row(e, r), &channel),
                         }
                     });
                 }
@@ -571,18 +574,18 @@ impl<'a> Product<'a> {
         next
     }
 
-    /// A tiles copied through `staged_a` (`copy_rows`), then loaded.
+    /// `tiles` A tiles copied through `staged_a` (`copy_rows`), then loaded.
     fn stage_rows(
         &self,
         e: &mut Emitter,
-        heights: &[usize],
+        tiles: usize,
         width: usize,
         source: impl Fn(&mut Emitter, &V) -> (Buf, V, Option<V>),
         column: &V,
     ) -> Vec<V> {
         let zero = e.idx(0);
-        self.copy_rows(e, heights.iter().sum(), width, source, column, &self.staged_a, &zero);
-        tiles_of(e, &self.staged_a, &zero, heights)
+        self.copy_rows(e, tiles * ROWS, width, source, column, &self.staged_a, &zero);
+        tiles_of(e, &self.staged_a, &zero, tiles)
     }
 
     /// For each of `rows` rows `r`, `width` elements of row `source(r)` of the buffer it names
@@ -662,8 +665,9 @@ struct Step<'a> {
 }
 
 impl Gather<'_> {
-    /// Per row of the block, the row of the image it reads at window tap `tap` (taps row-major
-    /// over the window), or -1 where that falls in the padding.
+    /// Per row of the block's tiles, the row of the image it reads at window tap `tap` (taps
+    /// row-major over the window), or -1 where that falls in the padding or past the block's
+    /// rows (`heights`).
     fn find_sources(&self, e: &mut Emitter, heights: &[usize], tap: usize) {
         let [h, w, _] = self.image;
         let (i, j) = (tap / self.kernel[1], tap % self.kernel[1]);
@@ -671,7 +675,8 @@ impl Gather<'_> {
             (i * self.window.dilations[0]) as i64,
             (j * self.window.dilations[1]) as i64,
         );
-        e.for_each(heights.iter().sum(), |e, r| {
+        let valid: usize = heights.iter().sum();
+        e.for_each(heights.len() * ROWS, |e, r| {
             let [first, iy, ix] = &self.first;
             let (first, iy, ix) = (first.load(e, &r), iy.load(e, &r), ix.load(e, &r));
             let (y, x) = (e.lin(&[(&iy, 1)], dy), e.lin(&[(&ix, 1)], dx));
@@ -682,6 +687,8 @@ impl Gather<'_> {
                 inside.push(e.cmp_idx("sge", v, &zero));
                 inside.push(e.cmp_idx("slt", v, &size));
             }
+            let last = e.idx(valid as i64);
+            inside.push(e.cmp_idx("slt", &r, &last));
             let inside = e.all(&inside);
             let row = e.lin(&[(&first, 1)], dy * w as i64 + dx);
             let none = e.idx(-1);
