@@ -54,7 +54,7 @@ def main() -> None:
             for v in variants:
                 mxr = Path(tmp) / f"{model.parent.name}{v.replace('-', '_')}.mxr"
                 command = [str(MXC), "compile", str(model), "-o", str(mxr), "-q"] + ([v] if v else [])
-                subprocess.run(command, check=True)
+                subprocess.run(command, check=True, capture_output=True)
                 files.append(mxr)
             for t in threads:
                 times = [[] for _ in variants]

@@ -4,10 +4,11 @@
 //! *Quantising* (`Quantize`) makes the chosen ops compute in f16 or bf16: each f32 operand is
 //! cast to the half type (a constant is converted here, once), the op is built again on those
 //! operands (its type rule gives half results), and each result that became half is cast back
-//! to f32 for the ops that read it, so the program's inputs and outputs keep their types. The
-//! casts between two quantised ops (`f16 -> f32 -> f16`) are the identity and
-//! `precision.rules`' `cast-there-and-back` removes them; a half result read by an op that was
-//! not chosen stays rounded (`f32 -> f16 -> f32` is not the identity). An op whose type rule
+//! to f32 for the ops that read it, so the program's inputs and outputs keep their types. A
+//! quantised op reads another's half result directly (the casts `f16 -> f32 -> f16` between
+//! them would be the identity; making them only to remove them in the e-graph would crowd it);
+//! a half result read by an op that was not chosen stays rounded (`f32 -> f16 -> f32` is not
+//! the identity). An op whose type rule
 //! refuses half operands (a `layer_norm` whose statistics are f32 takes them; one that cannot
 //! take a half operand is refused by `build`) stays as it is.
 //!
@@ -233,6 +234,9 @@ impl<'g> Rebuild<'g> {
 
 fn quantize(graph: &Graph, q: &Quantize) -> Result<Graph, IrError> {
     let mut r = Rebuild::new(graph);
+    // the half result each widening cast back to f32 was made from: a chosen op reads it
+    // directly, with no cast there and back between two chosen ops
+    let mut narrow: HashMap<ValueId, ValueId> = HashMap::new();
     for op in &graph.ops {
         let chosen = converts(op.kind) && q.ops.as_ref().is_none_or(|ops| ops.contains(&op.kind));
         let is_f32 = |v: &ValueId| graph.ty(*v).dtype == DType::F32;
@@ -244,7 +248,11 @@ fn quantize(graph: &Graph, q: &Quantize) -> Result<Graph, IrError> {
         let mut operands = Vec::new();
         for v in &op.operands {
             let n = r.get(*v);
-            operands.push(if is_f32(v) { r.cast(n, q.to)? } else { n });
+            operands.push(match narrow.get(&n) {
+                Some(&half) if r.new.ty(half).dtype == q.to => half,
+                _ if is_f32(v) => r.cast(n, q.to)?,
+                _ => n,
+            });
         }
         let Some(results) = r.rebuild(op, operands) else {
             let results = r.copy(op);
@@ -253,7 +261,11 @@ fn quantize(graph: &Graph, q: &Quantize) -> Result<Graph, IrError> {
         };
         let mut back = Vec::new();
         for (old, new) in op.results.iter().zip(results) {
-            back.push(r.cast(new, graph.ty(*old).dtype)?);
+            let wide = r.cast(new, graph.ty(*old).dtype)?;
+            if wide != new {
+                narrow.insert(wide, new);
+            }
+            back.push(wide);
         }
         r.set(&op.results, &back);
     }

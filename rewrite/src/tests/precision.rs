@@ -47,6 +47,8 @@ fn quantising_every_op_computes_it_in_half_and_keeps_the_programs_types() {
     assert_eq!(dtypes_of(&q, OpKind::Mul), vec![DType::F16]);
     assert_eq!(dtypes_of(&q, OpKind::Relu), vec![DType::F16]);
     assert_eq!(dtypes_of(&q, OpKind::Add), vec![DType::F16]);
+    // one cast in, one out: the quantised ops read each other's half results directly
+    assert_eq!(dtypes_of(&q, OpKind::Cast), vec![DType::F16, DType::F32]);
     // the weight is converted once, at compile time: no cast reads a constant
     let consts = q.ops.iter().filter(|o| o.kind == OpKind::Constant);
     assert!(consts.clone().all(|o| q.ty(o.results[0]).dtype == DType::F16));
