@@ -127,9 +127,13 @@ impl Product {
             .expect("a valid product");
         g.add_output("y", y);
         let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
+        let mut kinds = compiled.graph.ops.iter().flat_map(|op| {
+            let body = op.body.iter().flat_map(|b| b.ops.iter().map(|o| o.kind));
+            std::iter::once(op.kind).chain(body)
+        });
         assert!(
-            compiled.graph.ops.iter().any(|op| op.kind == OpKind::MatMulPacked),
-            "the constant weights were not packed"
+            kinds.any(|kind| kind == OpKind::MatMulPacked),
+            "the constant weights were not packed ({dtype})"
         );
         let exe = Executable::load(compiled.program, &compiled.library).expect("loads");
         let inputs = HashMap::from([(
