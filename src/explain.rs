@@ -26,7 +26,10 @@ pub fn run(
 ) -> Result<()> {
     let imported = import_file(model, import)?;
     let explained = explain(&imported, target, options, &model.display().to_string())?;
-    let view = View::new(&explained);
+    let view = View {
+        precision: options.precision.describe(),
+        ..View::new(&explained)
+    };
     print!("{}", view.text());
     if let Some(path) = dot {
         std::fs::write(path, view.dot()).with_context(|| format!("writing {}", path.display()))?;
@@ -57,6 +60,8 @@ struct View<'a> {
     model: &'a dyn CostModel,
     target: Target,
     names: Vec<String>,
+    /// The precision the program was changed to (`--fp16`, ...), empty for none.
+    precision: String,
 }
 
 impl<'a> View<'a> {
@@ -69,6 +74,7 @@ impl<'a> View<'a> {
             model: e.model.as_ref(),
             target: e.target,
             names: value_names(&e.graph),
+            precision: String::new(),
         }
     }
 
@@ -113,11 +119,14 @@ impl<'a> View<'a> {
         let name = &self.imported.name;
         let summary = self.explanation.summary();
         let ((k0, k1), (b0, b1), (c0, c1)) = (summary.kernels, summary.bytes, summary.cost);
+        let target = match self.precision.as_str() {
+            "" => self.target.to_string(),
+            precision => format!("{}, in {precision}", self.target),
+        };
         let Some((notes, stats)) = &self.notes else {
             writeln!(
                 out,
-                "{name} for {}: {k0} kernels, {} moved, cost {c0:.0}",
-                self.target,
+                "{name} for {target}: {k0} kernels, {} moved, cost {c0:.0}",
                 size_text(b0)
             )
             .unwrap();
@@ -129,7 +138,7 @@ impl<'a> View<'a> {
             .unwrap();
             return;
         };
-        writeln!(out, "{name} for {}", self.target).unwrap();
+        writeln!(out, "{name} for {target}").unwrap();
         writeln!(out, "  kernels   {k0} -> {k1}").unwrap();
         writeln!(out, "  moved     {} -> {}", size_text(b0), size_text(b1)).unwrap();
         writeln!(out, "  cost      {c0:.0} -> {c1:.0}").unwrap();

@@ -86,6 +86,19 @@ fn fp16_ops_takes_migraphx_names_and_refuses_unknown_ones() {
     );
 }
 
+/// `mxc explain --fp16-ops` names the precision in its first line, and shows the named ops
+/// computing in f16 (a product or convolution in f32 between casts, as `precision.rules` has it).
+#[test]
+fn explain_says_which_precision_it_explains() {
+    let (model, _) = convnet();
+    let out = mxc(&["explain", model.to_str().unwrap(), "--fp16-ops", "convolution"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.ends_with("for cpu, in fp16 (conv, conv_transpose)"), "{first}");
+    assert!(text.contains("conv-half-in-f32"), "{text}");
+}
+
 #[test]
 fn fp16_and_bf16_together_are_refused() {
     let (model, _) = convnet();
