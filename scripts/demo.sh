@@ -14,8 +14,8 @@ step() { printf '\n==> %s\n' "$*"; }
 step "scripts/setup.sh"
 bash scripts/setup.sh
 
-step "cargo build --release"
-cargo build --release
+step "cargo build --release -p mxc -p mxc-runner"
+cargo build --release -p mxc -p mxc-runner   # mxc, and mxc-runner (runs .mxr files, no LLVM)
 
 step "mxc read $MODEL"
 "$MXC" read "$MODEL"

@@ -9,6 +9,7 @@ pub mod eval;
 mod graph;
 pub mod interface;
 pub mod items;
+pub mod memory;
 pub mod mx;
 pub mod narrow;
 mod op;

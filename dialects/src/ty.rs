@@ -17,7 +17,8 @@ pub enum SizeError {
     #[error("shape {shape:?} of {dtype} is too large: its size overflows")]
     Overflow { dtype: DType, shape: Vec<usize> },
     #[error(
-        "shape {shape:?} of {dtype} takes {bytes} bytes, more than the tensor-size limit of {limit} bytes ({LIMIT_VAR} sets it)"
+        "shape {shape:?} of {dtype} takes {bytes} bytes, more than the tensor-size limit of {limit} bytes \
+         ({LIMIT_VAR}, the memory and the process's limits set it)"
     )]
     OverLimit {
         dtype: DType,
@@ -32,24 +33,20 @@ pub enum SizeError {
 /// The environment variable that sets the tensor-size limit, in bytes.
 pub const LIMIT_VAR: &str = "MXC_MAX_TENSOR_BYTES";
 
-/// The limit when neither the environment nor the machine says: 64 GiB.
+/// The limit when neither the environment nor the system says: 64 GiB.
 const FALLBACK_LIMIT: usize = 64 << 30;
 
-/// The most bytes one tensor that is computed (not a constant) may take: `MXC_MAX_TENSOR_BYTES`
-/// if set, else the machine's physical memory (`MemTotal` of `/proc/meminfo`), else 64 GiB.
+/// The most bytes one tensor that is computed (not a constant) may take: the smallest of
+/// `MXC_MAX_TENSOR_BYTES` (when set), the machine's physical memory, the process's
+/// address-space and data-segment limits and its cgroup's memory limit (`memory.rs`); 64 GiB
+/// when none of them is known.
 pub fn max_tensor_bytes() -> Result<usize, SizeError> {
-    match std::env::var(LIMIT_VAR) {
-        Ok(value) => value.trim().parse().map_err(|_| SizeError::BadLimit { value }),
-        Err(_) => Ok(physical_memory().unwrap_or(FALLBACK_LIMIT)),
-    }
-}
-
-/// `MemTotal` of `/proc/meminfo`, in bytes (Linux).
-fn physical_memory() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
-    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    kib.checked_mul(1024)
+    let given = match std::env::var(LIMIT_VAR) {
+        Ok(value) => Some(value.trim().parse().map_err(|_| SizeError::BadLimit { value })?),
+        Err(_) => None,
+    };
+    let system = crate::memory::memory_bounds().into_iter().map(|(_, bytes)| bytes);
+    Ok(given.into_iter().chain(system).min().unwrap_or(FALLBACK_LIMIT))
 }
 
 impl TensorType {
@@ -169,10 +166,15 @@ mod tests {
     }
 
     #[test]
-    fn the_default_limit_is_the_machine_memory() {
+    fn the_default_limit_is_the_smallest_bound_the_system_gives() {
         if std::env::var_os(LIMIT_VAR).is_none() && cfg!(target_os = "linux") {
             let limit = max_tensor_bytes().unwrap();
-            assert_eq!(Some(limit), physical_memory());
+            let bounds = crate::memory::memory_bounds();
+            assert!(
+                bounds.iter().any(|(what, _)| *what == "the machine's memory"),
+                "{bounds:?}"
+            );
+            assert_eq!(Some(limit), bounds.iter().map(|b| b.1).min());
             assert!(limit > 1 << 20, "{limit}");
         }
     }
@@ -184,7 +186,7 @@ mod tests {
         assert_eq!(
             t.check_limit((1 << 22) - 1).unwrap_err().to_string(),
             "shape [1024, 1024] of f32 takes 4194304 bytes, more than the tensor-size limit of 4194303 bytes \
-             (MXC_MAX_TENSOR_BYTES sets it)"
+             (MXC_MAX_TENSOR_BYTES, the memory and the process's limits set it)"
         );
     }
 }

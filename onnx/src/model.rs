@@ -327,7 +327,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "input \"x\": shape [2, 3] of f32 takes 24 bytes, more than the tensor-size limit of 20 \
-             bytes (MXC_MAX_TENSOR_BYTES sets it)"
+             bytes (MXC_MAX_TENSOR_BYTES, the memory and the process's limits set it)"
         );
         let mut expand = node("Expand", &["x", "shape"], &["y"], vec![]);
         expand.name = Some("big".into());
@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "node \"big\" (Expand): mx.expand: the result shape [4, 2] of f32 takes 32 bytes, more than \
-             the tensor-size limit of 31 bytes (MXC_MAX_TENSOR_BYTES sets it)"
+             the tensor-size limit of 31 bytes (MXC_MAX_TENSOR_BYTES, the memory and the process's limits set it)"
         );
     }
 

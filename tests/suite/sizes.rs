@@ -249,3 +249,47 @@ fn a_compiled_program_with_a_huge_output_writes_no_npy() {
     failed_naming(&out, "run", &["invalid plan", "has more bytes than the address space"]);
     assert!(!out_dir.join("y.npy").exists(), "an .npy is written");
 }
+
+/// Under an address-space limit (`ulimit -v`, 3 GiB), a model needing a 4 GiB temporary (an
+/// Expand of a [1, 4] input to [2^28, 4], reduced to [1, 4]) is refused at compile time with
+/// one error naming the node and its bytes: the tensor-size limit is the smallest of the
+/// process's limits and the machine's memory (`dialects/src/memory.rs`). Without the ulimit
+/// the same model is accepted on a machine of more than 4 GiB.
+#[test]
+fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut max = node("max", "ReduceMax", &["big"], &["y"]);
+    max.attribute.push(proto::AttributeProto {
+        name: Some("axes".into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Ints as i32),
+        ints: vec![0],
+        ..Default::default()
+    });
+    let model = write_model(
+        dir.path(),
+        &["1", "4"],
+        &["1", "4"],
+        vec![node("big", "Expand", &["x", "shape"], &["big"]), max],
+        vec![i64_init("shape", &[1 << 28, 4])],
+    );
+    let limited = |cmd: &str| {
+        let script = format!("ulimit -v 3145728 && exec \"$0\" {cmd} \"$1\"");
+        Command::new("sh")
+            .args(["-c", &script, env!("CARGO_BIN_EXE_mxc"), &model])
+            .env_remove("MXC_MAX_TENSOR_BYTES")
+            .output()
+            .expect("sh runs")
+    };
+    for cmd in ["read", "run"] {
+        failed_naming(
+            &limited(cmd),
+            cmd,
+            &[
+                "\"big\" (Expand)",
+                "[268435456, 4]",
+                "4294967296 bytes",
+                "tensor-size limit",
+            ],
+        );
+    }
+}
