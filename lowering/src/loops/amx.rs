@@ -3,7 +3,7 @@
 //! image, by bf16 panels that hold pairs of depths side by side (`mx::depth_pairing`), summed
 //! in f32.
 //!
-//! A tile is up to 16 rows of 64 bytes. Each product step multiplies an A tile (16 rows x 32
+//! A tile is 16 rows of 64 bytes. Each product step multiplies an A tile (16 rows x 32
 //! depths of bf16) by a B tile (16 rows of 16 columns x 2 depths: a panel's 32 depths, read
 //! straight from the packed weights) into a 16 x 16 tile of f32 sums (`tdpbf16ps`: 16 x 16 x 32
 //! multiply-adds). A block of the result is up to 2 x 2 such tiles (32 rows, 2 panels), so each
@@ -18,16 +18,21 @@
 //!   whose rows are the image's pixels): an A tile is 16 rows read in place, `K` apart;
 //! - a **window** (any other convolution): the result's rows are the output pixels (all
 //!   images' in a row), the depth runs over the window's taps, then the channels (the packed
-//!   weights' order, `kh, kw, c`). Per block each row's first input pixel is found once; per
-//!   tap, the input row each result row reads (or none, in the padding); per step of 32
-//!   channels, those rows are copied into a scratch tile (zeros for none: a masked load) that
-//!   the A tile is loaded from. The copy costs about what the tile products do, so a window
-//!   convolution runs at about half the speed of a product of the same size.
+//!   weights' order, `kh, kw, c`). Per row block each row's first input pixel is found once;
+//!   per tap, the input row each result row reads (or none, in the padding), whose channels
+//!   are copied (zeros for none: a masked load) into a strip of the block's rows on the stack,
+//!   which every column block's A tiles are then loaded from. Where the strip would be too
+//!   large for the stack, each block copies its rows per step into a scratch tile instead.
 //!
-//! Tile shapes are static in MLIR's `amx` dialect, so the last row block (fewer than 32 rows)
-//! and the last column block (one panel, or a partial one) are code of their own. LLVM
-//! configures the tiles (`ldtilecfg`) at the kernel's entry; the runtime asks Linux for the
-//! tiles' state before the first kernel runs (`mxc_kernels::amx`).
+//! Every tile has one shape, 16 rows of 64 bytes: the rows past a last block's and the depths
+//! past a last step's are zeros (copied through the scratch tiles), because LLVM configures the
+//! tile registers' shapes once per kernel and tiles of several shapes can need more than the 8
+//! registers there are.
+//!
+//! The last row block (fewer than 32 rows: which rows to copy and to store) and the last
+//! column block (one panel, or a partial one) are code of their own. LLVM configures the tiles
+//! (`ldtilecfg`) at the kernel's entry; the runtime asks Linux for the tiles' state before the
+//! first kernel runs (`mxc_kernels::amx`).
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
@@ -94,7 +99,7 @@ struct Product<'a> {
     staged_b: Buf,
 }
 
-/// Where the rows of A come from, and where the result's rows go.
+/// Where the rows of A come from.
 enum Rows<'a> {
     /// `a` as `[batch * M, K]`, read in place.
     Matrix(Buf),
