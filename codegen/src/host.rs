@@ -16,7 +16,7 @@ pub fn code_cpu(target: Target) -> CodeCpu {
     match target.spec().this_cpu {
         true => CodeCpu {
             name: TargetMachine::get_host_cpu_name().to_string(),
-            features: TargetMachine::get_host_cpu_features().to_string(),
+            features: usable_features(&TargetMachine::get_host_cpu_features().to_string()),
         },
         // gpu programs have no host code: the generic CPU stands for it
         false => CodeCpu {
@@ -26,6 +26,25 @@ pub fn code_cpu(target: Target) -> CodeCpu {
     }
 }
 
+/// The host's features as LLVM lists them, less the AMX ones where this process may not use
+/// the tiles (Linux asks a process to request them, and older kernels or a seccomp filter
+/// refuse: `mxc_kernels::amx`): code for tiles it cannot use would fault.
+fn usable_features(features: &str) -> String {
+    if mxc_kernels::amx::tiles_usable() {
+        return features.to_string();
+    }
+    without_amx(features)
+}
+
+/// `features` with every AMX feature turned off.
+fn without_amx(features: &str) -> String {
+    let off = |f: &str| match f.strip_prefix("+amx-") {
+        Some(name) => format!("-amx-{name}"),
+        None => f.to_string(),
+    };
+    features.split(',').map(off).collect::<Vec<_>>().join(",")
+}
+
 /// The vector unit kernels are written for: none on `ref` (scalar code, the oracle), on `gpu`
 /// (a thread per iteration) and at `-O0` (the fastest compile); the host's widest vectors on
 /// `cpu`.
@@ -33,4 +52,20 @@ pub fn vector_isa(target: Target, opt: OptLevel) -> Option<VectorIsa> {
     let spec = target.spec();
     let scalar = !spec.this_cpu || (spec.opt_levels && opt == OptLevel::O0);
     (!scalar).then(|| VectorIsa::from_features(&code_cpu(target).features))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amx_features_are_turned_off_and_the_others_kept() {
+        let features = "+avx512f,+amx-tile,-avx512fp16,+amx-bf16,+amx-int8";
+        assert_eq!(
+            without_amx(features),
+            "+avx512f,-amx-tile,-avx512fp16,-amx-bf16,-amx-int8"
+        );
+        assert!(!VectorIsa::from_features(&without_amx(features)).amx_bf16);
+        assert!(VectorIsa::from_features(features).amx_bf16);
+    }
 }
