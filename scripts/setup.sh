@@ -36,7 +36,7 @@ NVCC_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86
 # same in every wheel, so one fixed platform tag is used.
 BACKEND_ONNX_VERSION=1.22.0
 BACKEND_DIRS=(node simple pytorch-converted pytorch-operator)
-MODELS=(convnet encoder microsoft_ops control_flow)
+MODELS=(convnet encoder microsoft_ops control_flow quantised)
 CARGO_FUZZ_VERSION=0.13.2
 
 say() { printf 'setup: %s\n' "$*"; }

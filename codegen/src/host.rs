@@ -14,16 +14,34 @@ pub struct CodeCpu {
 
 pub fn code_cpu(target: Target) -> CodeCpu {
     match target.spec().this_cpu {
-        true => CodeCpu {
-            name: TargetMachine::get_host_cpu_name().to_string(),
-            features: usable_features(&TargetMachine::get_host_cpu_features().to_string()),
-        },
+        true => {
+            let features = usable_features(&TargetMachine::get_host_cpu_features().to_string());
+            CodeCpu {
+                name: TargetMachine::get_host_cpu_name().to_string(),
+                features: without(&features, &std::env::var(FEATURES_OFF).unwrap_or_default()),
+            }
+        }
         // gpu programs have no host code: the generic CPU stands for it
         false => CodeCpu {
             name: "x86-64".to_string(),
             features: String::new(),
         },
     }
+}
+
+/// The environment variable naming host features (LLVM's names, comma-separated: `avx512vnni,
+/// avxvnni`) the `cpu` target's code must not use, as if the machine lacked them: how the exact
+/// fallbacks of a machine without them are run and tested on one that has them.
+pub const FEATURES_OFF: &str = "MXC_CPU_FEATURES_OFF";
+
+/// `features` with each of the comma-separated `off` turned off.
+fn without(features: &str, off: &str) -> String {
+    let off: Vec<&str> = off.split(',').map(str::trim).filter(|f| !f.is_empty()).collect();
+    let turn = |f: &str| match f.strip_prefix('+') {
+        Some(name) if off.contains(&name) => format!("-{name}"),
+        _ => f.to_string(),
+    };
+    features.split(',').map(turn).collect::<Vec<_>>().join(",")
 }
 
 /// The host's features as LLVM lists them, less the AMX ones where this process may not use
@@ -67,5 +85,15 @@ mod tests {
         );
         assert!(!VectorIsa::from_features(&without_amx(features)).amx_bf16);
         assert!(VectorIsa::from_features(features).amx_bf16);
+    }
+
+    #[test]
+    fn features_named_off_are_turned_off() {
+        let features = "+avx512f,+avx512vnni,+avx512vl,+avxvnni";
+        assert!(VectorIsa::from_features(features).vnni);
+        let off = without(features, "avx512vnni, avxvnni");
+        assert_eq!(off, "+avx512f,-avx512vnni,+avx512vl,-avxvnni");
+        assert!(!VectorIsa::from_features(&off).vnni);
+        assert_eq!(without(features, ""), features);
     }
 }

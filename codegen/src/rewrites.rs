@@ -99,11 +99,14 @@ pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
         CostKind::Gpu => Arc::new(LinearCost::gpu()),
         CostKind::Cpu => {
             let isa = crate::host::vector_isa(target, OptLevel::O2);
-            let cost = LinearCost::cpu_with_lanes(isa.map_or(1, |isa| isa.lanes));
-            match isa {
-                Some(isa) if isa.amx_bf16 => Arc::new(cost.with_amx_bf16()),
-                _ => Arc::new(cost),
+            let mut cost = LinearCost::cpu_with_lanes(isa.map_or(1, |isa| isa.lanes));
+            if isa.is_some_and(|isa| isa.amx_bf16) {
+                cost = cost.with_amx_bf16();
             }
+            if isa.is_some_and(|isa| isa.vnni) {
+                cost = cost.with_vnni();
+            }
+            Arc::new(cost)
         }
     }
 }

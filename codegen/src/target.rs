@@ -65,6 +65,7 @@ pub struct TargetSpec {
 const ALL_RULE_FILES: &[&str] = &[
     "algebra",
     "precision",
+    "integer",
     "fold",
     "fusion",
     "layout",

@@ -26,6 +26,14 @@ pub enum Trait {
     Control,
     /// An op on strings: no kernel computes it; the plan runs it on the host with `eval`.
     Host,
+    /// Weight preprocessing: an element-wise or data-movement op whose result is no larger
+    /// than its largest operand (transposing a weight, scaling it per channel, dequantising
+    /// it), folded on constants at any size (`rewrite`'s fold policy): it costs time linear in
+    /// the weights, never more memory than the largest weight.
+    Preprocessing,
+    /// Puts weights in the layout a kernel reads (`pack`, `winograd_weights`): folded on
+    /// constants at any size, whatever the size of its result; it runs once, at compile time.
+    WeightLayout,
 }
 
 macro_rules! op_kinds {
@@ -64,29 +72,30 @@ macro_rules! op_kinds {
 // name, operand counts, attributes (sorted), traits
 op_kinds! {
     Constant => "constant", 0..=0, ["value"], [];
-    Identity => "identity", 1..=1, [], [Elementwise, Evaluable];
-    Cast => "cast", 1..=1, ["to"], [Elementwise, Evaluable];
+    Identity => "identity", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Cast => "cast", 1..=1, ["to"], [Elementwise, Evaluable, Preprocessing];
     BitCast => "bitcast", 1..=1, ["to"], [Evaluable];
-    Add => "add", 2..=2, [], [Elementwise, Evaluable];
-    Sub => "sub", 2..=2, [], [Elementwise, Evaluable];
-    Mul => "mul", 2..=2, [], [Elementwise, Evaluable];
-    Div => "div", 2..=2, [], [Elementwise, Evaluable];
+    Add => "add", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
+    Sub => "sub", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
+    Mul => "mul", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
+    Div => "div", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
     Pow => "pow", 2..=2, [], [Elementwise, Transcendental];
-    Max => "max", 2..=2, [], [Elementwise, Evaluable];
-    Min => "min", 2..=2, [], [Elementwise, Evaluable];
+    Max => "max", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
+    Min => "min", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
     Equal => "equal", 2..=2, [], [Elementwise, Evaluable];
     Less => "less", 2..=2, [], [Elementwise, Evaluable];
     Greater => "greater", 2..=2, [], [Elementwise, Evaluable];
     Where => "where", 3..=3, [], [Elementwise, Evaluable];
     Not => "not", 1..=1, [], [Elementwise, Evaluable];
-    Sqrt => "sqrt", 1..=1, [], [Elementwise, Evaluable];
+    Sqrt => "sqrt", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
     Exp => "exp", 1..=1, [], [Elementwise, Transcendental];
     Log => "log", 1..=1, [], [Elementwise, Transcendental];
-    Neg => "neg", 1..=1, [], [Elementwise, Evaluable];
-    Abs => "abs", 1..=1, [], [Elementwise, Evaluable];
-    Reciprocal => "reciprocal", 1..=1, [], [Elementwise, Evaluable];
-    Floor => "floor", 1..=1, [], [Elementwise, Evaluable];
-    Ceil => "ceil", 1..=1, [], [Elementwise, Evaluable];
+    Neg => "neg", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Abs => "abs", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Reciprocal => "reciprocal", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Floor => "floor", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Ceil => "ceil", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Round => "round", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
     Sin => "sin", 1..=1, [], [Elementwise, Transcendental, Evaluable];
     Cos => "cos", 1..=1, [], [Elementwise, Transcendental, Evaluable];
     Tan => "tan", 1..=1, [], [Elementwise, Transcendental, Evaluable];
@@ -105,6 +114,7 @@ op_kinds! {
     Erf => "erf", 1..=1, [], [Elementwise, Transcendental];
     Gelu => "gelu", 1..=1, ["approximate"], [Elementwise, Transcendental];
     Clip => "clip", 3..=3, [], [Elementwise];
+    DequantizeLinear => "dequantize_linear", 3..=3, [], [Elementwise, Evaluable, Preprocessing];
     Softmax => "softmax", 1..=1, ["axis"], [Anchor];
     Conv => "conv", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor];
     ConvTranspose => "conv_transpose", 2..=3, ["dilations", "group", "output_padding", "pads", "strides"], [Anchor];
@@ -113,9 +123,11 @@ op_kinds! {
     MatMul => "matmul", 2..=2, [], [Anchor];
     MatMulPacked => "matmul_packed", 2..=2, ["n"], [Anchor];
     ConvNhwcPacked => "conv_nhwc_packed", 2..=3, ["dilations", "group", "kernel", "out_channels", "pads", "strides"], [Anchor];
-    Pack => "pack", 1..=1, ["panel"], [Evaluable];
+    MatMulIntegerPacked => "matmul_integer_packed", 4..=4, ["n"], [Anchor];
+    ConvNhwcIntegerPacked => "conv_nhwc_integer_packed", 4..=4, ["dilations", "kernel", "out_channels", "pads", "strides"], [Anchor];
+    Pack => "pack", 1..=1, ["panel"], [Evaluable, WeightLayout];
     WinogradInput => "winograd_input", 1..=1, ["pads"], [];
-    WinogradWeights => "winograd_weights", 1..=1, [], [Evaluable];
+    WinogradWeights => "winograd_weights", 1..=1, [], [Evaluable, WeightLayout];
     WinogradOutput => "winograd_output", 1..=1, ["shape"], [Anchor];
     Attention => "attention", 3..=4, ["layout", "scale", "zero_nan_rows"], [];
     MaxPool => "max_pool", 1..=1, ["ceil_mode", "dilations", "kernel", "pads", "strides"], [Anchor];
@@ -125,10 +137,10 @@ op_kinds! {
     GlobalAveragePool => "global_average_pool", 1..=1, [], [Anchor];
     BatchNorm => "batch_norm", 5..=5, ["epsilon"], [Anchor];
     LayerNorm => "layer_norm", 2..=3, ["axis", "epsilon"], [];
-    Reshape => "reshape", 1..=1, ["shape"], [Evaluable];
-    Transpose => "transpose", 1..=1, ["perm"], [Evaluable];
+    Reshape => "reshape", 1..=1, ["shape"], [Evaluable, Preprocessing];
+    Transpose => "transpose", 1..=1, ["perm"], [Evaluable, Preprocessing];
     Concat => "concat", 1..=4096, ["axis"], [Evaluable];
-    Slice => "slice", 1..=1, ["ends", "starts", "steps"], [Evaluable];
+    Slice => "slice", 1..=1, ["ends", "starts", "steps"], [Evaluable, Preprocessing];
     Gather => "gather", 2..=2, ["axis"], [Evaluable];
     Scatter => "scatter", 3..=3, ["reduction"], [Evaluable];
     Expand => "expand", 1..=1, ["shape"], [Evaluable];

@@ -160,7 +160,8 @@ impl Ctx<'_> {
     }
 
     /// Builds an op (checking its types); when all operands are constants and the results are
-    /// small, the op is evaluated and its results become constants.
+    /// small, the op is evaluated and its results become constants. A `dequantize_linear` is
+    /// kept: the rewrites fold it, keeping what integers it holds (`integer.rules`).
     pub fn build(&mut self, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs) -> Result<Vec<ValueId>, String> {
         let g = &mut self.imp.graph;
         let types: Vec<TensorType> = operands.iter().map(|v| g.ty(*v).clone()).collect();
@@ -169,7 +170,7 @@ impl Ctx<'_> {
             t.check_limit(self.imp.max_tensor_bytes)
                 .map_err(|e| format!("{kind}: the result {e}"))?;
         }
-        if results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
+        if kind != OpKind::DequantizeLinear && results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
             let values: Option<Vec<Tensor>> = operands.iter().map(|v| g.constant_value(*v).cloned()).collect();
             if let Some(values) = values {
                 let refs: Vec<&Tensor> = values.iter().collect();

@@ -12,7 +12,7 @@
 
 use crate::lang::{AttrValue, ConstValue, Mx};
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
-use mxc_dialects::{eval, mx, Attrs, OpKind, Tensor, TensorType};
+use mxc_dialects::{eval, mx, Attrs, OpKind, Tensor, TensorType, Trait};
 use std::fmt;
 
 /// Results with at most this many elements are folded when all operands are constants.
@@ -103,50 +103,16 @@ impl MxAnalysis {
     }
 
     /// The fold policy: a small result (at most `fold_limit` elements) is always folded; a
-    /// larger one only when computing it is weight preprocessing, i.e. a data-movement or
-    /// element-wise op whose result is no larger than its largest operand (transposing a
-    /// weight, scaling it per channel). Ops that grow their operands (broadcasts, expands,
-    /// concatenations) stay in the program and are computed at run time.
-    /// Weight layouts (`weight_layout`) are always folded.
+    /// larger one only when computing it is weight preprocessing (`Trait::Preprocessing`: a
+    /// data-movement or element-wise op whose result is no larger than its largest operand:
+    /// transposing a weight, scaling it per channel, dequantising it). Ops that grow their
+    /// operands (broadcasts, expands, concatenations) stay in the program and are computed at
+    /// run time. Weight layouts (`Trait::WeightLayout`) are always folded.
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
-        n <= self.fold_limit || weight_layout(kind) || (is_preprocessing(kind) && !grows)
+        n <= self.fold_limit || kind.has(Trait::WeightLayout) || (kind.has(Trait::Preprocessing) && !grows)
     }
-}
-
-/// Ops that put weights in the layout a kernel reads: `pack` (which rearranges a weight and
-/// pads its last panel) and `winograd_weights` (4 times the size of 3x3 filters). Folded on
-/// constants at any size: they run once, at compile time.
-fn weight_layout(kind: OpKind) -> bool {
-    matches!(kind, OpKind::Pack | OpKind::WinogradWeights)
-}
-
-/// Ops that compute each result element from the operand elements at its position (or move
-/// them): folding them on constants costs time linear in the weights, never more memory than
-/// the largest weight.
-fn is_preprocessing(kind: OpKind) -> bool {
-    use OpKind::*;
-    matches!(
-        kind,
-        Identity
-            | Reshape
-            | Transpose
-            | Slice
-            | Cast
-            | Add
-            | Sub
-            | Mul
-            | Div
-            | Max
-            | Min
-            | Neg
-            | Abs
-            | Sqrt
-            | Reciprocal
-            | Floor
-            | Ceil
-    )
 }
 
 /// The attributes of an op node, from its attribute leaves (`OpKind::attr_names` order).
@@ -283,7 +249,10 @@ impl Analysis<Mx> for MxAnalysis {
     }
 
     /// A class with a known value gets the `Const` leaf, and only leaves are kept: the
-    /// constant costs nothing, so nothing else in the class could be extracted.
+    /// constant costs nothing, so nothing else in the class could be extracted. Except a
+    /// `dequantize_linear`: quantised weights keep saying what integers they are, which the
+    /// integer products' rules read (`integer.rules`); it is never extracted (the leaf costs
+    /// less), and no rule rewrites it where its operand is a constant.
     fn modify(egraph: &mut EGraph<Mx, Self>, id: Id) {
         let Some(c) = egraph[id].data.constant.clone() else {
             return;
@@ -293,7 +262,9 @@ impl Analysis<Mx> for MxAnalysis {
             egraph.union(id, leaf);
         }
         let id = egraph.find(id);
-        egraph[id].nodes.retain(|n| n.is_leaf());
+        egraph[id]
+            .nodes
+            .retain(|n| n.is_leaf() || matches!(n, Mx::Op(OpKind::DequantizeLinear, _)));
     }
 }
 

@@ -102,6 +102,10 @@ pub struct FlopCost {
     /// below 1 where the machine multiplies bf16 pairs in hardware (AMX tiles), above 1 where
     /// the kernel widens each pair to f32 first.
     pub paired: f64,
+    /// The factor on `packed` for `matmul_integer_packed`'s FLOPs (u8 x i8 products summed in
+    /// i32): below 1 where the machine sums four byte products per lane in one instruction
+    /// (VNNI), above 1 where the kernel takes each byte out with shifts.
+    pub integer: f64,
 }
 
 impl FlopCost {
@@ -117,6 +121,7 @@ impl FlopCost {
             other: cost,
             half_a: 1.0,
             paired: 1.0,
+            integer: 1.0,
         }
     }
 
@@ -134,8 +139,12 @@ impl FlopCost {
             }
         };
         let b_paired = op.operands.get(1).is_some_and(|b| b.dtype == DType::BF16);
+        let float = a.is_some_and(|a| a.is_float());
         match op.kind {
             OpKind::MatMulPacked | OpKind::ConvNhwcPacked if b_paired => self.packed * self.paired,
+            OpKind::MatMulIntegerPacked | OpKind::ConvNhwcIntegerPacked => self.packed * self.integer,
+            // the tiled kernels read floats: integer products are the scalar loops
+            OpKind::MatMul | OpKind::Gemm if !float => self.conv,
             OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
             OpKind::MatMul | OpKind::Gemm => half(self.matmul),
             OpKind::Conv | OpKind::ConvNhwc | OpKind::ConvTranspose => self.conv,
@@ -186,6 +195,9 @@ impl ChannelsLast {
 /// `FlopCost::paired` on a machine with AMX bf16 tiles.
 const AMX_BF16_PAIRED: f64 = 0.2;
 
+/// `FlopCost::integer` on a machine with VNNI.
+const VNNI_INTEGER: f64 = 0.3;
+
 impl LinearCost {
     /// The `ref` target: scalar loops for a generic x86-64, one kernel per op (about 1 FLOP and
     /// 4 bytes per ns; ref rewrites nothing, so this only prices `mxc explain --target ref`).
@@ -224,6 +236,8 @@ impl LinearCost {
                 half_a: 1.4,
                 // bf16 pairs widened to f32 in the micro-tile: more work than f32 panels
                 paired: 1.5,
+                // bytes taken out of i32 lanes with shifts: more work than f32 panels
+                integer: 1.5,
             },
             channels_last: ChannelsLast {
                 window: 0.76,
@@ -304,6 +318,18 @@ impl LinearCost {
         }
     }
 
+    /// The same machine with VNNI (`vpdpbusd`): four u8 x i8 products a lane per instruction,
+    /// where an f32 multiply-add does one.
+    pub fn with_vnni(self) -> LinearCost {
+        LinearCost {
+            per_flop: FlopCost {
+                integer: VNNI_INTEGER,
+                ..self.per_flop
+            },
+            ..self
+        }
+    }
+
     /// The memory part of a kernel's cost: `bytes` moved, `weights` of them packed weights.
     fn memory(&self, bytes: f64, weights: f64) -> f64 {
         self.per_byte * (bytes - weights) + self.per_weight_byte * weights
@@ -375,9 +401,15 @@ fn kernel_work(body: &Graph, work: impl Fn(&OpSite) -> f64) -> f64 {
 pub fn weight_bytes(op: &OpSite) -> f64 {
     use OpKind::*;
     match op.kind {
-        MatMul | Gemm | MatMulPacked | Conv | ConvNhwc | ConvTranspose | ConvNhwcPacked => {
-            op.operands.get(1).map_or(0.0, |t| t.num_bytes() as f64)
-        }
+        MatMul
+        | Gemm
+        | MatMulPacked
+        | MatMulIntegerPacked
+        | Conv
+        | ConvNhwc
+        | ConvTranspose
+        | ConvNhwcPacked
+        | ConvNhwcIntegerPacked => op.operands.get(1).map_or(0.0, |t| t.num_bytes() as f64),
         _ => 0.0,
     }
 }
@@ -418,7 +450,10 @@ pub fn flops(op: &OpSite) -> f64 {
         Gelu if op.attrs.str("approximate") == Ok("tanh") => 16.0 * out,
         Gelu => 12.0 * out,
         Cast | Add | Sub | Mul | Div | Max | Min | Equal | Less | Greater | Where | Not | Sqrt | Neg | Abs
-        | Reciprocal | Floor | Ceil | Relu | LeakyRelu | Clip | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => out,
+        | Reciprocal | Floor | Ceil | Round | Relu | LeakyRelu | Clip | BitAnd | BitOr | BitXor | ShiftLeft
+        | ShiftRight => out,
+        // the zero point subtracted, the scale multiplied
+        DequantizeLinear => 2.0 * out,
         Softmax => 5.0 * out,
         // per score: the dot product of q and k, the softmax's steps (as `softmax`), and its
         // share of the product with v
@@ -435,7 +470,7 @@ pub fn flops(op: &OpSite) -> f64 {
         LayerNorm => 8.0 * input,
         BatchNorm => 2.0 * out,
         ReduceMean | ReduceSum | ReduceMax | GlobalAveragePool => input,
-        MatMulPacked => {
+        MatMulPacked | MatMulIntegerPacked => {
             2.0 * out
                 * op.operands
                     .first()
@@ -445,6 +480,8 @@ pub fn flops(op: &OpSite) -> f64 {
         // packed weights [P, kh * kw * C / group, panel]: each output element is a dot product
         // of the middle dimension's size
         ConvNhwcPacked => 2.0 * out * dim(1, 1),
+        // the same, each row of the panels four depths
+        ConvNhwcIntegerPacked => 8.0 * out * dim(1, 1),
         MatMul => {
             let k = op
                 .operands

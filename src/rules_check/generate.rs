@@ -83,11 +83,22 @@ impl Gen {
     }
 }
 
-/// The element type of an operand used at `(kind, index)`, in an instance of type `dtype`.
-pub fn operand_dtype(kind: OpKind, index: usize, dtype: DType) -> DType {
-    match (kind, index) {
-        (OpKind::Where, 0) | (OpKind::Not, 0) => DType::Bool,
-        (OpKind::Gather, 1) => DType::I64,
+/// The element type of an operand used at `(kind, index)` after `siblings`, in an instance of
+/// type `dtype`.
+pub fn operand_dtype(kind: OpKind, index: usize, dtype: DType, siblings: &[TensorType]) -> DType {
+    use OpKind::*;
+    match (kind, index, siblings.first()) {
+        (Where, 0, _) | (Not, 0, _) => DType::Bool,
+        (Gather, 1, _) => DType::I64,
+        // quantised integers (8-bit, signed or not), a float scale, a zero point of x's type
+        (DequantizeLinear, 0, _) if dtype.is_int() && dtype.bits() == 8 => dtype,
+        (DequantizeLinear, 0, _) if dtype.is_signed_int() => DType::I8,
+        (DequantizeLinear, 0, _) => DType::U8,
+        (DequantizeLinear, 1, _) if dtype.is_float() => dtype,
+        (DequantizeLinear, 1, _) => DType::F32,
+        // the operands of one type take the first's (which may be an op's result, a cast's)
+        (DequantizeLinear, 2, Some(first)) => first.dtype,
+        (Add | Sub | Mul | Div | Max | Min | MatMul | Conv | ConvNhwc, _, Some(first)) => first.dtype,
         _ => dtype,
     }
 }
@@ -134,7 +145,9 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
             w.extend(std::iter::repeat_n(k, first.len().saturating_sub(2)));
             w
         }
-        (OpKind::Conv, 2) | (OpKind::ConvNhwc, 2) => vec![siblings.get(1).map_or(1, |w| w.shape[0])],
+        (OpKind::Conv, 2) | (OpKind::ConvNhwc, 2) => {
+            vec![siblings.get(1).and_then(|w| w.shape.first().copied()).unwrap_or(1)]
+        }
         // channels last: [M, kh, kw, C], or depthwise [C, kh, kw, 1] a third of the time
         (OpKind::ConvNhwc, 1) => {
             let k = g.pick(&[1, 2, 3, 3]).min(dim(1)).min(dim(2));
@@ -147,6 +160,9 @@ pub fn operand_shape(g: &mut Gen, kind: OpKind, index: usize, siblings: &[Tensor
         (OpKind::LayerNorm, _) => vec![last],
         (OpKind::Concat, _) | (OpKind::Where, 2) => first.to_vec(),
         (OpKind::Where, 1) => variant(g, base),
+        // a quantised tensor's scale and zero point: one value half the time (per tensor),
+        // else a shape that broadcasts to it (per axis) or not
+        (OpKind::DequantizeLinear, _) if g.chance(0.5) => vec![],
         _ => variant(g, first),
     }
 }

@@ -157,7 +157,8 @@ fn base_for(lhs: &OpPat, g: &mut Gen) -> Vec<usize> {
 /// The rank the ops and literal axes of a pattern need of its tensors.
 fn needed_rank(op: &OpPat) -> usize {
     let own = match op.kind {
-        OpKind::Attention => 4,
+        // attention's heads, and the 2-D images the convolutions' rules are about
+        OpKind::Attention | OpKind::Conv | OpKind::ConvNhwc => 4,
         _ => op
             .attrs
             .iter()
@@ -248,7 +249,7 @@ impl Builder<'_> {
         }
         let sibling_types: Vec<TensorType> = siblings.iter().map(|v| self.graph.ty(*v).clone()).collect();
         let shape = generate::operand_shape(self.g, kind, index, &sibling_types, &self.base);
-        let ty = TensorType::new(generate::operand_dtype(kind, index, self.dtype), shape);
+        let ty = TensorType::new(generate::operand_dtype(kind, index, self.dtype, &sibling_types), shape);
         let (id, leaf_kind) = match self.hints.constants.get(name) {
             Some(values) if self.g.chance(0.9) => {
                 let t = generate::constant(self.g, &ty, values);

@@ -32,8 +32,14 @@ pub fn kernel_cache() -> &'static Path {
 }
 
 pub fn mxc(args: &[&str]) -> Output {
+    mxc_with_env(args, &[])
+}
+
+/// `mxc` with these environment variables set too.
+pub fn mxc_with_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mxc"))
         .env("MXC_CACHE_DIR", kernel_cache())
+        .envs(vars.iter().copied())
         .args(args)
         .output()
         .expect("the mxc binary runs")
@@ -181,6 +187,18 @@ pub fn run_file(
     extra: &[&str],
     out_dir: &Path,
 ) -> Result<Vec<Tensor>, String> {
+    run_file_with_env(model, file, set, (target, extra), out_dir, &[])
+}
+
+/// `run_file` with these environment variables set for `mxc`.
+pub fn run_file_with_env(
+    model: &Path,
+    file: &Path,
+    set: &Path,
+    (target, extra): (&str, &[&str]),
+    out_dir: &Path,
+    vars: &[(&str, &str)],
+) -> Result<Vec<Tensor>, String> {
     let (input_names, outputs) = model_io(model)?;
     let mut args: Vec<String> = vec![
         "run".into(),
@@ -196,7 +214,7 @@ pub fn run_file(
         args.push(format!("{name}={}", f.display()));
     }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = mxc(&argv);
+    let out = mxc_with_env(&argv, vars);
     if !out.status.success() {
         let err = stderr(&out);
         return Err(if err.is_empty() {

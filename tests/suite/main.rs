@@ -26,6 +26,7 @@ mod node_suite;
 mod opt;
 mod pipeline;
 mod precision;
+mod quantised;
 mod recognise;
 mod rule_files;
 mod rules;

@@ -169,7 +169,7 @@ fn every_layout_rule_fires_and_weights_in_the_wrong_layout_are_caught() {
     let out = check(&[&path("rewrite/rules/layout.rules")]);
     let report = stdout(&out);
     assert!(out.status.success(), "{report}{}", stderr(&out));
-    assert!(report.contains("44 rules: 44 ok, 0 never fired, 0 unsound"), "{report}");
+    assert!(report.contains("46 rules: 46 ok, 0 never fired, 0 unsound"), "{report}");
 
     // the kernel's rows and columns swapped: [M, kw, kh, C] where conv_nhwc wants [M, kh, kw, C]
     let dir = tempfile::tempdir().unwrap();
@@ -212,6 +212,36 @@ fn every_packing_rule_fires_and_weights_packed_untransposed_are_caught() {
     assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
     assert!(
         line_of(&report, "gemm-packed-untransposed").ends_with("UNSOUND"),
+        "{report}"
+    );
+}
+
+#[test]
+fn every_integer_rule_fires_and_a_forgotten_zero_point_is_caught() {
+    let out = check(&[&path("rewrite/rules/integer.rules")]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}{}", stderr(&out));
+    assert!(report.contains("8 rules: 8 ok, 0 never fired, 0 unsound"), "{report}");
+
+    // the integer product of the raw integers, the activations' zero point left out: only a
+    // zero point of 0 passes
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrong-integer.rules");
+    std::fs::write(
+        &file,
+        "rule matmul-without-zero-point:\n\
+         (matmul (dequantize_linear ?a ?sa ?za) (dequantize_linear ?b ?sb ?zb))\n\
+         => (mul (cast (matmul (cast ?a to=i32) (sub (cast ?b to=i32) (cast ?zb to=i32))) to=f32) (mul ?sa ?sb))\n\
+         if bits(dtype(?a)) == 8 && dtype(?sa) == f32 && dtype(?sb) == f32 && numel(?sa) == 1 && numel(?za) == 1\n\
+            && rank(?a) >= 2 && rank(?b) == 2 && (numel(?sb) == 1 || dim(?sb, last_axis(?sb)) == numel(?sb))\n\
+            && (numel(?zb) == 1 || dim(?zb, last_axis(?zb)) == numel(?zb))\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(
+        line_of(&report, "matmul-without-zero-point").ends_with("UNSOUND"),
         "{report}"
     );
 }

@@ -105,6 +105,18 @@ pub fn arithmetic(kind: OpKind, a: &Tensor, b: &Tensor, out: &TensorType) -> Ten
     }
 }
 
+/// `dequantize_linear`: `(x - zero) * scale` in f32 (f64 for an f64 scale), each step rounded
+/// as the kernels round it, then rounded to the result's type.
+pub fn dequantize_linear(x: &Tensor, scale: &Tensor, zero: &Tensor, out: &TensorType) -> Tensor {
+    let wide = match scale.dtype() {
+        DType::F64 => DType::F64,
+        _ => DType::F32,
+    };
+    let in_wide = TensorType::new(wide, out.shape.clone());
+    let centred = arithmetic(OpKind::Sub, &x.cast(wide), &zero.cast(wide), &in_wide);
+    arithmetic(OpKind::Mul, &centred, &scale.cast(wide), &in_wide).cast(out.dtype)
+}
+
 /// `equal`, `less` and `greater` (false whenever a float operand is NaN).
 pub fn compare(kind: OpKind, a: &Tensor, b: &Tensor, out: &TensorType) -> Tensor {
     let pairs = broadcast_offsets(a.shape(), &out.shape)
@@ -159,6 +171,7 @@ pub fn unary(kind: OpKind, x: &Tensor) -> Tensor {
             OpKind::Sqrt => v.sqrt(),
             OpKind::Reciprocal => 1.0 / v,
             OpKind::Floor => v.floor(),
+            OpKind::Round => v.round_ties_even(),
             OpKind::Sin => v.sin(),
             OpKind::Cos => v.cos(),
             OpKind::Tan => v.tan(),

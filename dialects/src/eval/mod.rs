@@ -122,7 +122,8 @@ fn eval_typed(kind: OpKind, ops: &[&Tensor], attrs: &Attrs, out: &TensorType) ->
         }
         Equal | Less | Greater => Ok(elementwise::compare(kind, ops[0], ops[1], out)),
         Where => Ok(elementwise::select(ops[0], ops[1], ops[2], out)),
-        Not | Neg | Abs | Relu | Sqrt | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan => {
+        DequantizeLinear => Ok(elementwise::dequantize_linear(ops[0], ops[1], ops[2], out)),
+        Not | Neg | Abs | Relu | Sqrt | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin | Acos | Atan => {
             Ok(elementwise::unary(kind, ops[0]))
         }
         ReduceSum | ReduceMean | ReduceMax => Ok(reduce::reduce(kind, ops[0], attrs.ints("axes")?, out)),

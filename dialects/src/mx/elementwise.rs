@@ -103,6 +103,31 @@ pub fn numeric_unary(t: &TensorType) -> Result<TensorType, String> {
     Ok(t.clone())
 }
 
+/// `dequantize_linear(x, scale, zero_point)`: `(x - zero_point) * scale` (ONNX
+/// `DequantizeLinear`), `x` and the zero point integers of one type, the scale a float whose
+/// type the result has; the scale and the zero point broadcast to `x`'s shape (a single value,
+/// or one per entry of an axis) without growing it. Computed in f32 (f64 for an f64 scale) and
+/// rounded once to the result's type.
+pub fn dequantize_linear(ops: &[TensorType]) -> Result<TensorType, String> {
+    let (x, scale, zero) = (&ops[0], &ops[1], &ops[2]);
+    if !x.dtype.is_int() || x.dtype.size() > 4 {
+        return Err(format!("x must be an integer of at most 32 bits, got {}", x.dtype));
+    }
+    same_dtype(x, zero, "x and the zero point")?;
+    if !scale.dtype.is_float() {
+        return Err(format!("the scale must be a float, got {}", scale.dtype));
+    }
+    for (p, name) in [(scale, "scale"), (zero, "zero point")] {
+        if broadcast_shapes(&x.shape, &p.shape)? != x.shape {
+            return Err(format!(
+                "the {name} of shape {:?} does not broadcast to x's shape {:?}",
+                p.shape, x.shape
+            ));
+        }
+    }
+    Ok(x.with_dtype(scale.dtype))
+}
+
 /// `clip(x, lo, hi)`: the bounds are scalars of x's element type.
 pub fn clip(ops: &[TensorType]) -> Result<TensorType, String> {
     for (bound, name) in ops[1..].iter().zip(["lower bound", "upper bound"]) {
@@ -123,6 +148,20 @@ mod tests {
         assert_eq!(broadcast_shapes(&[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
         assert_eq!(broadcast_shapes(&[], &[5]).unwrap(), vec![5]);
         assert!(broadcast_shapes(&[2, 3], &[4, 3]).is_err());
+    }
+
+    #[test]
+    fn dequantize_linear_takes_integers_a_float_scale_and_a_zero_point_that_broadcast_to_them() {
+        let t = |d: DType, s: &[usize]| TensorType::new(d, s.to_vec());
+        let x = t(DType::U8, &[4, 3]);
+        let y = dequantize_linear(&[x.clone(), t(DType::F16, &[3]), t(DType::U8, &[])]).unwrap();
+        assert_eq!(y, t(DType::F16, &[4, 3]));
+        let err = dequantize_linear(&[x.clone(), t(DType::F32, &[2, 4, 3]), t(DType::U8, &[])]).unwrap_err();
+        assert!(err.contains("does not broadcast to x's shape"), "{err}");
+        let err = dequantize_linear(&[x.clone(), t(DType::F32, &[]), t(DType::I8, &[])]).unwrap_err();
+        assert!(err.contains("x and the zero point"), "{err}");
+        let err = dequantize_linear(&[t(DType::I64, &[4, 3]), t(DType::F32, &[]), t(DType::I64, &[])]).unwrap_err();
+        assert!(err.contains("at most 32 bits"), "{err}");
     }
 
     #[test]

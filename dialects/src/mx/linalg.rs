@@ -6,7 +6,9 @@
 //! columns). bf16 panels hold pairs of depths together (`depth_pairing`): `[ceil(N / panel),
 //! ceil(K / 2), 2 * panel]`, column `n` at depths `k` and `k + 1` (`k` even) side by side at
 //! `[n / panel, k / 2, 2 * (n % panel)]`: the layout AMX tiles and `vdpbf16ps` read, two
-//! products per 32-bit lane.
+//! products per 32-bit lane. i8 panels hold groups of four depths (`[ceil(N / panel), ceil(K /
+//! 4), 4 * panel]`), what `vpdpbusd` reads: four u8 x s8 products per 32-bit lane, summed in
+//! i32 by `matmul_integer_packed`.
 
 use super::{broadcast_shapes, same_dtype};
 use crate::{Attrs, DType, TensorType};
@@ -85,10 +87,12 @@ pub fn matmul(ops: &[TensorType]) -> Result<TensorType, String> {
 }
 
 /// How many consecutive depths `pack` keeps side by side for each column: 2 for bf16 (the
-/// pairs bf16 dot products multiply), else 1.
+/// pairs bf16 dot products multiply), 4 for i8 (the groups integer dot products multiply),
+/// else 1.
 pub fn depth_pairing(dtype: DType) -> usize {
     match dtype {
         DType::BF16 => 2,
+        DType::I8 => 4,
         _ => 1,
     }
 }
@@ -110,6 +114,39 @@ pub fn pack(b: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let mut shape = b.shape[..rank - 2].to_vec();
     shape.extend([n.div_ceil(panel), k.div_ceil(g), panel * g]);
     Ok(b.with_shape(shape))
+}
+
+/// `matmul_integer_packed(a, bp, column_sums, a_zero)`: the exact product of `(a - a_zero)`
+/// and an i8 matrix `[K, n]`, in i32 (wrapping, as i32 sums do): `a [..., M, K]` u8, the matrix
+/// packed as `bp [P, ceil(K / 4), 4 * panel]` (`pack` of i8), `column_sums [n]` its columns'
+/// sums and `a_zero` a scalar, both i32; computed as `a x b - a_zero * column_sums`.
+pub fn matmul_integer_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (a, bp, sums, zero) = (&ops[0], &ops[1], &ops[2], &ops[3]);
+    let n = attrs.int("n")?;
+    if a.dtype != DType::U8 || bp.dtype != DType::I8 || sums.dtype != DType::I32 || zero.dtype != DType::I32 {
+        return Err(format!(
+            "takes u8 a, i8 panels and i32 column sums and zero point, got {}, {}, {} and {}",
+            a.dtype, bp.dtype, sums.dtype, zero.dtype
+        ));
+    }
+    let rank = a.rank();
+    if rank < 2 || bp.rank() != 3 || zero.rank() != 0 || sums.shape != [n.max(0) as usize] {
+        return Err(format!(
+            "takes a [..., M, K], panels [P, K / 4, 4 * panel], column sums [{n}] and a scalar zero point, got shapes {:?}, {:?}, {:?} and {:?}",
+            a.shape, bp.shape, sums.shape, zero.shape
+        ));
+    }
+    let k = a.shape[rank - 1];
+    let [p, groups, width] = bp.shape[..] else {
+        unreachable!("rank 3")
+    };
+    let panel = width / 4;
+    if n < 1 || panel == 0 || width % 4 != 0 || groups != k.div_ceil(4) || p != (n as usize).div_ceil(panel) {
+        return Err(format!("panels {:?} do not hold a [{k}, {n}] matrix", bp.shape));
+    }
+    let mut shape = a.shape.clone();
+    shape[rank - 1] = n as usize;
+    Ok(TensorType::new(DType::I32, shape))
 }
 
 /// `matmul_packed`: `a [..., M, K]` times the `[K, n]` matrix packed as `b [P, K, panel]`, or

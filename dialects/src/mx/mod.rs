@@ -59,9 +59,8 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Equal | Less | Greater => elementwise::compare(operands).map(|t| vec![t]),
         Where => elementwise::select(operands).map(|t| vec![t]),
         Not => elementwise::logical_not(&operands[0]).map(|t| vec![t]),
-        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan => {
-            elementwise::float_unary(&operands[0]).map(|t| vec![t])
-        }
+        Sqrt | Exp | Log | Erf | Sigmoid | Tanh | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin | Acos
+        | Atan => elementwise::float_unary(&operands[0]).map(|t| vec![t]),
         Gelu => elementwise::gelu(&operands[0], attrs).map(|t| vec![t]),
         Neg | Abs | Relu => elementwise::numeric_unary(&operands[0]).map(|t| vec![t]),
         LeakyRelu => {
@@ -69,11 +68,13 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
             elementwise::float_unary(&operands[0]).map(|t| vec![t])
         }
         Clip => elementwise::clip(operands).map(|t| vec![t]),
+        DequantizeLinear => elementwise::dequantize_linear(operands).map(|t| vec![t]),
         Softmax => nn::softmax(&operands[0], attrs).map(|t| vec![t]),
         Conv => nn::conv(operands, attrs).map(|t| vec![t]),
         ConvTranspose => nn::conv_transpose(operands, attrs).map(|t| vec![t]),
         ConvNhwc => nn::conv_nhwc(operands, attrs).map(|t| vec![t]),
         ConvNhwcPacked => nn::conv_nhwc_packed(operands, attrs).map(|t| vec![t]),
+        ConvNhwcIntegerPacked => nn::conv_nhwc_integer_packed(operands, attrs).map(|t| vec![t]),
         MaxPool | AveragePool => nn::pool(&operands[0], attrs).map(|t| vec![t]),
         MaxPoolNhwc | AveragePoolNhwc => nn::pool_nhwc(&operands[0], attrs).map(|t| vec![t]),
         GlobalAveragePool => nn::global_pool(&operands[0]).map(|t| vec![t]),
@@ -82,6 +83,7 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         Gemm => linalg::gemm(operands, attrs).map(|t| vec![t]),
         MatMul => linalg::matmul(operands).map(|t| vec![t]),
         MatMulPacked => linalg::matmul_packed(operands, attrs).map(|t| vec![t]),
+        MatMulIntegerPacked => linalg::matmul_integer_packed(operands, attrs).map(|t| vec![t]),
         Pack => linalg::pack(&operands[0], attrs).map(|t| vec![t]),
         WinogradInput => winograd::input(&operands[0], &attrs.dims("pads")?).map(|t| vec![t]),
         WinogradWeights => winograd::weights(&operands[0]).map(|t| vec![t]),

@@ -36,6 +36,19 @@ fn check_float_image(x: &TensorType) -> Result<usize, String> {
     if !x.dtype.is_float() {
         return Err(format!("input must be a float tensor, got {}", x.dtype));
     }
+    check_image(x)
+}
+
+/// A convolution's input: a float image, or an i32 one (the convolutions of quantised
+/// models' integers, summed exactly: `integer.rules`).
+fn check_conv_image(x: &TensorType) -> Result<usize, String> {
+    if !x.dtype.is_float() && x.dtype != DType::I32 {
+        return Err(format!("input must be a float or i32 tensor, got {}", x.dtype));
+    }
+    check_image(x)
+}
+
+fn check_image(x: &TensorType) -> Result<usize, String> {
     if x.rank() < 3 {
         return Err(format!("input must be N x C x spatial..., got shape {:?}", x.shape));
     }
@@ -81,7 +94,7 @@ fn out_extent(
 
 pub fn conv(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     let (x, w) = (&ops[0], &ops[1]);
-    let spatial = check_float_image(x)?;
+    let spatial = check_conv_image(x)?;
     same_dtype(x, w, "input and weights")?;
     let win = window(attrs, spatial)?;
     let group = attrs.int("group")?;
@@ -182,6 +195,54 @@ pub fn conv_nhwc_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType,
     conv_attrs.0.remove("kernel");
     conv_attrs.0.remove("out_channels");
     conv_nhwc(&operands, &conv_attrs)
+}
+
+/// `conv_nhwc_integer_packed(x, wp, column_sums, x_zero)`: the exact convolution of `(x -
+/// x_zero)` (u8, channels last, one group) with i8 weights packed in groups of four depths
+/// (`pack` of the `[kh * kw * C, M]` matrix: `[ceil(M / panel), kh * kw * C / 4, 4 * panel]`),
+/// in i32; positions outside the input add nothing (the padding is `x_zero`). `column_sums
+/// [M]` are the weights' sums per output channel and `x_zero` a scalar, both i32: a kernel may
+/// pad with `x_zero` and subtract `x_zero * column_sums`. The channels are a multiple of four,
+/// so that a group never straddles two window positions.
+pub fn conv_nhwc_integer_packed(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, wp, sums, zero) = (&ops[0], &ops[1], &ops[2], &ops[3]);
+    if x.dtype != DType::U8 || wp.dtype != DType::I8 || sums.dtype != DType::I32 || zero.dtype != DType::I32 {
+        return Err(format!(
+            "takes a u8 image, i8 panels and i32 column sums and zero point, got {}, {}, {} and {}",
+            x.dtype, wp.dtype, sums.dtype, zero.dtype
+        ));
+    }
+    let kernel = attrs.dims("kernel")?;
+    let m = attrs.int("out_channels")?;
+    if x.rank() != 4 || kernel.len() != 2 || wp.rank() != 3 || zero.rank() != 0 || m < 1 {
+        return Err(format!(
+            "takes an N x H x W x C image, a 2-D kernel, packed weights and a scalar zero point, got shapes {:?}, {kernel:?}, {:?} and {:?}",
+            x.shape, wp.shape, zero.shape
+        ));
+    }
+    let (m, channels) = (m as usize, x.shape[3]);
+    let depth = kernel[0].checked_mul(kernel[1]).and_then(|k| k.checked_mul(channels));
+    if !channels.is_multiple_of(4)
+        || Some(wp.shape[1] * 4) != depth
+        || wp.shape[2] != 64
+        || wp.shape[0] != m.div_ceil(16)
+    {
+        return Err(format!(
+            "panels {:?} do not hold {kernel:?} windows of {channels} channels (a multiple of 4) for {m} outputs",
+            wp.shape
+        ));
+    }
+    if sums.shape != [m] {
+        return Err(format!("column sums must have shape [{m}], got {:?}", sums.shape));
+    }
+    // the shape of the convolution of the unpacked weights
+    let image = x.with_dtype(DType::F32);
+    let weights = TensorType::new(DType::F32, vec![m, kernel[0], kernel[1], channels]);
+    let mut conv_attrs = attrs.clone();
+    conv_attrs.0.remove("kernel");
+    conv_attrs.0.remove("out_channels");
+    conv_attrs.set("group", crate::Attr::Int(1));
+    Ok(conv_nhwc(&[image, weights], &conv_attrs)?.with_dtype(DType::I32))
 }
 
 /// Transposed convolution; `output_padding` has one entry per spatial dimension.
@@ -376,10 +437,43 @@ mod tests {
         assert!(err.contains("bias must have shape [4]"), "{err}");
         let err = conv_nhwc(&[f32s(&[1, 2, 2, 3]), f32s(&[4, 3, 3, 3])], &a).unwrap_err();
         assert!(err.contains("does not fit"), "{err}");
-        let ints = [
-            TensorType::new(DType::I32, vec![1, 8, 8, 3]),
-            TensorType::new(DType::I32, vec![4, 3, 3, 3]),
-        ];
-        assert!(conv_nhwc(&ints, &a).unwrap_err().contains("float"));
+        // i32 images are the integer convolutions of quantised models; other integers are refused
+        let ints = |d: DType| {
+            [
+                TensorType::new(d, vec![1, 8, 8, 3]),
+                TensorType::new(d, vec![4, 3, 3, 3]),
+            ]
+        };
+        assert_eq!(conv_nhwc(&ints(DType::I32), &a).unwrap().shape, [1, 6, 6, 4]);
+        assert!(conv_nhwc(&ints(DType::I64), &a).unwrap_err().contains("float or i32"));
+    }
+
+    #[test]
+    fn an_integer_convolution_takes_bytes_panels_of_groups_of_four_and_gives_i32() {
+        let attrs = Attrs::new()
+            .with("dilations", Attr::Ints(vec![1, 1]))
+            .with("kernel", Attr::Ints(vec![3, 3]))
+            .with("out_channels", Attr::Int(20))
+            .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
+            .with("strides", Attr::Ints(vec![2, 2]));
+        let t = |d: DType, s: &[usize]| TensorType::new(d, s.to_vec());
+        let ops = |channels: usize, x: DType| {
+            [
+                t(x, &[1, 8, 8, channels]),
+                t(DType::I8, &[2, 9 * channels / 4, 64]),
+                t(DType::I32, &[20]),
+                t(DType::I32, &[]),
+            ]
+        };
+        let y = conv_nhwc_integer_packed(&ops(8, DType::U8), &attrs).unwrap();
+        assert_eq!((y.dtype, y.shape), (DType::I32, vec![1, 4, 4, 20]));
+        let err = conv_nhwc_integer_packed(&ops(8, DType::I8), &attrs).unwrap_err();
+        assert!(err.contains("takes a u8 image"), "{err}");
+        // 6 channels: a group of four would straddle two window positions
+        let mut six = ops(8, DType::U8);
+        six[0] = t(DType::U8, &[1, 8, 8, 6]);
+        six[1] = t(DType::I8, &[2, 14, 64]);
+        let err = conv_nhwc_integer_packed(&six, &attrs).unwrap_err();
+        assert!(err.contains("a multiple of 4"), "{err}");
     }
 }

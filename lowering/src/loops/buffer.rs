@@ -112,17 +112,36 @@ impl Buf {
         compute_ty(self.dtype)
     }
 
-    /// Whether whole vectors may be read from or written to this buffer: it holds f32, f16 or
-    /// bf16 (computed in f32 vectors, half precision widened as it is read and rounded as it
-    /// is written), and so does every buffer its epilogue reads and writes.
+    /// Whether whole vectors of f32 may be read from or written to this buffer: it holds f32,
+    /// f16 or bf16 (computed in f32 vectors, half precision widened as it is read and rounded
+    /// as it is written), and every buffer its epilogue reads and writes holds vectors of some
+    /// type (`holds_vectors`). What the float kernels (products, convolutions, pooling, rows)
+    /// ask of their operands and results.
     pub fn holds_float_vectors(&self) -> bool {
-        holds_vectors(self.dtype) && !self.is_empty() && self.epilogue.as_ref().is_none_or(|ep| ep.all_float())
+        float_vectors(self.dtype) && self.vectors_throughout()
+    }
+
+    /// Whether whole vectors may be read from or written to this buffer: it holds f32, f16,
+    /// bf16 or an integer type of 8 to 64 bits (integers as vectors of their own type), and so
+    /// does every buffer its epilogue reads and writes. What element-wise code asks.
+    pub fn holds_vectors(&self) -> bool {
+        vectors(self.dtype) && self.vectors_throughout()
+    }
+
+    fn vectors_throughout(&self) -> bool {
+        !self.is_empty() && self.epilogue.as_ref().is_none_or(|ep| ep.all_vectors())
     }
 }
 
 /// Whether kernels read and write elements of `dtype` as whole vectors of f32.
-fn holds_vectors(dtype: DType) -> bool {
+fn float_vectors(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Whether kernels read and write elements of `dtype` as whole vectors: f32 ones
+/// (`float_vectors`), or integers of 8 to 64 bits as vectors of their type.
+fn vectors(dtype: DType) -> bool {
+    float_vectors(dtype) || (dtype.is_int() && dtype.size() <= 8 && dtype.narrow_int().is_none())
 }
 
 fn memref_type(shape: &[usize], dtype: DType) -> String {
@@ -234,8 +253,8 @@ impl Emitter {
             return self.read(buf, idx);
         }
         assert!(
-            holds_vectors(buf.dtype),
-            "vectors are read from f32, f16 or bf16 buffers"
+            vectors(buf.dtype),
+            "vectors are read from buffers of f32, f16, bf16 or integers"
         );
         let v = self.vload(buf, idx, lanes);
         self.widen_half(&v)

@@ -19,7 +19,7 @@
 use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, PANEL};
+use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, Sums, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
 use mxc_dialects::DType;
@@ -422,6 +422,7 @@ impl PackedConv<'_> {
             out: matrix.as_ref().unwrap_or(out),
             out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
             finish,
+            sums: Sums::Float,
         };
         tile::emit(e, &product, isa);
     }

@@ -81,11 +81,12 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
     }
 }
 
-/// The lanes element-wise code on `args` and `out` runs with: the vector unit's, when every
-/// buffer holds f32; `None` for scalar code.
+/// The lanes element-wise code on `args` and `out` runs with: the vector unit's f32 lanes
+/// (integers too, each vector as many elements), when every buffer holds vectors; `None` for
+/// scalar code.
 fn vector_lanes(e: &Emitter, args: &[Buf], out: &Buf) -> Option<usize> {
-    let all_f32 = args.iter().chain([out]).all(Buf::holds_float_vectors);
-    e.f32_lanes().filter(|_| all_f32)
+    let all = args.iter().chain([out]).all(Buf::holds_vectors);
+    e.f32_lanes().filter(|_| all)
 }
 
 /// The op of kind `kind` on one element of each operand (clip's bounds included), in their
@@ -142,6 +143,7 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         Erf => e.math("erf", &x[0]),
         Tanh => e.math("tanh", &x[0]),
         Floor => e.math("floor", &x[0]),
+        Round => e.math("roundeven", &x[0]),
         Ceil => e.math("ceil", &x[0]),
         Sin => e.math("sin", &x[0]),
         Cos => e.math("cos", &x[0]),
@@ -177,6 +179,12 @@ fn scalar(e: &mut Emitter, kind: OpKind, x: &[V], params: Params) -> V {
         Clip => {
             let low = e.at_least(&x[0], &x[1]);
             e.at_most(&low, &x[2])
+        }
+        DequantizeLinear => {
+            let wide = if x[1].ty == F64 { F64 } else { Ty::F32 };
+            let (v, zero, scale) = (e.convert(&x[0], wide), e.convert(&x[2], wide), e.convert(&x[1], wide));
+            let centred = e.sub(&v, &zero);
+            e.mul(&centred, &scale)
         }
         // identity and cast: the conversion happens on the store
         _ => x[0].clone(),

@@ -95,9 +95,9 @@ impl Epilogue {
     }
 
     /// Whether every buffer the epilogue reads, and the one it writes, holds whole vectors
-    /// (`Buf::holds_float_vectors`).
-    pub fn all_float(&self) -> bool {
-        self.ins.iter().chain([&self.out]).all(Buf::holds_float_vectors)
+    /// (`Buf::holds_vectors`).
+    pub fn all_vectors(&self) -> bool {
+        self.ins.iter().chain([&self.out]).all(Buf::holds_vectors)
     }
 
     /// The kernel's result at `idx`, where the anchor's result is `value`.

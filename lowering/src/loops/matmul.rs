@@ -6,7 +6,7 @@
 use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use super::tile::{self, Matrix, Panels, Product};
+use super::tile::{self, Matrix, Panels, Product, Sums};
 use super::vector::VectorIsa;
 use mxc_dialects::{Attrs, DType, OpKind};
 
@@ -110,6 +110,7 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
             out,
             out_at: &out_at,
             finish: &finish,
+            sums: Sums::Float,
         };
         tile::emit(e, &product, isa);
         return Ok(());
@@ -173,6 +174,7 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             out,
             out_at: &out_at,
             finish: &|_, _, v| v,
+            sums: Sums::Float,
         };
         return tile::emit(e, &product, isa);
     }
@@ -221,6 +223,7 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
             out,
             out_at: &at,
             finish: &|_, _, v| v,
+            sums: Sums::Float,
         };
         return tile::emit(e, &product, isa);
     }

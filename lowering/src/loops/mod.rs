@@ -23,6 +23,8 @@ mod gpu_binary;
 mod gpu_gemm;
 mod gpu_rows;
 mod half;
+mod integer;
+mod integer_conv;
 mod layout;
 mod llvm;
 mod matmul;
@@ -216,15 +218,19 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
     match kind {
         Constant => Err("constants have no kernel".into()),
         Identity | Cast | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt
-        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd | BitOr
-        | BitXor | ShiftLeft | ShiftRight | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip => {
-            elementwise::lower(e, kind, attrs, ins, outs)
-        }
+        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd
+        | BitOr | BitXor | ShiftLeft | ShiftRight | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip
+        | DequantizeLinear => elementwise::lower(e, kind, attrs, ins, outs),
         Conv | ConvTranspose | ConvNhwc | ConvNhwcPacked => conv::lower(e, kind, attrs, ins, outs),
         MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool => {
             pool::lower(e, kind, attrs, ins, outs)
         }
         Gemm | MatMul | MatMulPacked => matmul::lower(e, kind, attrs, ins, outs),
+        MatMulIntegerPacked => {
+            integer::matmul_integer_packed(e, ins, &outs[0]);
+            Ok(())
+        }
+        ConvNhwcIntegerPacked => integer_conv::conv_nhwc_integer_packed(e, attrs, ins, &outs[0]),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
         Reshape | BitCast | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => {
             layout::lower(e, kind, attrs, ins, outs)

@@ -78,7 +78,7 @@ impl Emitter {
         // signed: a zero divisor gives 0 and a divisor of -1 gives the wrapping negation
         let minus_one = self.int(a.ty, -1);
         let by_minus_one = self.cmp(Cmp::Eq, b, &minus_one);
-        let special = self.op("p", Ty::I1, &format!("arith.ori {by_zero}, {by_minus_one} : i1"));
+        let special = self.int_op("ori", &by_zero, &by_minus_one);
         let safe = self.select(&special, &one, b);
         let q = self.binary("divsi", "divsi", a, &safe);
         let negated = self.sub(&zero, a);

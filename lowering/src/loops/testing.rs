@@ -44,6 +44,7 @@ pub const AVX2: VectorIsa = VectorIsa {
     fma: true,
     f16c: true,
     amx_bf16: false,
+    vnni: false,
 };
 
 /// AVX-512's vector unit: 16 f32 lanes, 32 registers, fused multiply-add.
@@ -53,6 +54,7 @@ pub const AVX512: VectorIsa = VectorIsa {
     fma: true,
     f16c: true,
     amx_bf16: false,
+    vnni: false,
 };
 
 /// The MLIR of a one-op graph for AVX2 (the cpu target's form), checked to translate.

@@ -30,8 +30,8 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         // fused kernels have their own tests (`fused.rs`); control ops and ops on strings have
         // no kernel
         Constant | Fused | Call | If | Loop | StringConcat | StringCase | RegexFullMatch => vec![],
-        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos
-        | Atan | Relu | Sigmoid | Tanh | Erf => plain(vec![t(d, &[2, 3])]),
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin
+        | Acos | Atan | Relu | Sigmoid | Tanh | Erf => plain(vec![t(d, &[2, 3])]),
         Gelu => ["none", "tanh"]
             .iter()
             .map(|a| (vec![t(d, &[2, 3])], attrs(&[("approximate", Attr::Str(a.to_string()))])))
@@ -54,6 +54,14 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         ],
         Where => plain(vec![t(DType::Bool, &[2, 1]), t(d, &[2, 3]), t(d, &[3])]),
         Clip => plain(vec![t(d, &[2, 3]), t(d, &[]), t(d, &[1])]),
+        DequantizeLinear => vec![
+            (vec![t(d, &[2, 3]), t(DType::F32, &[3]), t(d, &[])], Attrs::new()),
+            (vec![t(d, &[2, 3]), t(DType::F16, &[]), t(d, &[2, 1])], Attrs::new()),
+            (
+                vec![t(DType::I32, &[2, 3]), t(d, &[3]), t(DType::I32, &[])],
+                Attrs::new(),
+            ),
+        ],
         Softmax => vec![(vec![t(d, &[2, 3, 4])], attrs(&[("axis", i(1))]))],
         Conv => vec![(
             vec![t(d, &[1, 2, 5, 5]), t(d, &[4, 1, 3, 3]), t(d, &[4])],
@@ -95,6 +103,24 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
         WinogradOutput => vec![(vec![t(d, &[36, 4, 5])], attrs(&[("shape", ints(&[1, 5, 6, 5]))]))],
         MatMulPacked => vec![(
             vec![t(d, &[2, 3, 5]), t(d, &[2, 5usize.div_ceil(pairing), 16 * pairing])],
+            attrs(&[("n", i(20))]),
+        )],
+        ConvNhwcIntegerPacked => vec![(
+            vec![
+                t(d, &[1, 5, 5, 4]),
+                t(DType::I8, &[1, 9, 64]),
+                t(DType::I32, &[6]),
+                t(DType::I32, &[]),
+            ],
+            window(&[("kernel", ints(&[3, 3])), ("out_channels", i(6))]),
+        )],
+        MatMulIntegerPacked => vec![(
+            vec![
+                t(d, &[2, 3, 10]),
+                t(DType::I8, &[2, 3, 64]),
+                t(DType::I32, &[20]),
+                t(DType::I32, &[]),
+            ],
             attrs(&[("n", i(20))]),
         )],
         Attention => [("bhsd", 0, vec![t(d, &[1, 2, 3, 3])]), ("bshd", 1, vec![])]
@@ -223,6 +249,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         fma: true,
         f16c: true,
         amx_bf16: false,
+        vnni: false,
     }),
     Some(VectorIsa {
         lanes: 16,
@@ -230,6 +257,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         fma: true,
         f16c: true,
         amx_bf16: false,
+        vnni: true,
     }),
 ];
 
@@ -283,6 +311,8 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
             OpKind::BitAnd | OpKind::BitOr | OpKind::BitXor | OpKind::ShiftLeft | OpKind::ShiftRight => {
                 &[DType::I8, DType::I64, DType::U8, DType::U64]
             }
+            OpKind::MatMulIntegerPacked | OpKind::ConvNhwcIntegerPacked => &[DType::U8],
+            OpKind::DequantizeLinear => &[DType::I8, DType::U8, DType::I32],
             _ => &[DType::F16, DType::BF16, DType::F32, DType::F64],
         };
         assert!(

@@ -13,6 +13,11 @@
 //! B is read either where it lies, row-major (`Panels::RowMajor`: a vector is consecutive
 //! columns of one row), or packed (`Panels::Packed`, what `mx.pack` makes of constant weights:
 //! panels of `PANEL` columns, each depth x `PANEL` contiguous, zero-padded to whole panels).
+//!
+//! The sums are f32 (`Sums::Float`: a multiply-add per depth), or exact i32 sums of u8 x i8
+//! products (`Sums::ByteGroups`: each step of the depth loop is a group of four depths, A's
+//! element the group's four bytes as one i32 and B's vector a 32-bit lane of four i8 per
+//! column, `integer.rs`).
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
@@ -104,6 +109,32 @@ impl MicroTile {
     }
 }
 
+/// How a micro-tile forms its sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sums {
+    /// f32, a fused multiply-add per depth.
+    Float,
+    /// i32, exact: per step a group of four depths, u8 elements of A times i8 elements of B
+    /// (`Emitter::dot_u8_i8`), B packed in groups of four (`mx::depth_pairing` of i8).
+    ByteGroups,
+}
+
+impl Sums {
+    fn ty(self) -> Ty {
+        match self {
+            Sums::Float => Ty::F32,
+            Sums::ByteGroups => Ty::Int { bits: 32, signed: true },
+        }
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Sums::Float => DType::F32,
+            Sums::ByteGroups => DType::I32,
+        }
+    }
+}
+
 /// An index into a buffer computed from the batch index and two more indices.
 pub type At<'a> = &'a dyn Fn(&mut Emitter, &[V], &V, &V) -> Vec<V>;
 
@@ -125,14 +156,15 @@ impl Panels<'_> {
             let panel = e.div_idx(column, PANEL as i64);
             let batch = &batch[..buf.rank() - 3];
             let zero = e.idx(0);
-            let row = e.div_idx(k, depth_pairing(buf.dtype) as i64);
+            let row = e.div_idx(k, depth_step(buf.dtype) as i64);
             let idx = [batch, &[panel, row, zero]].concat();
             e.prefetch(buf, &idx);
         }
     }
 
-    /// `lanes` columns from `column` on, at depth `k`; only the first `valid` lanes are read
-    /// from a row-major B (packed panels are padded, so they are read whole).
+    /// `lanes` columns from `column` on, at depth `k` (for i8 panels, the group `k` of four
+    /// depths: a lane's four bytes as one i32); only the first `valid` lanes are read from a
+    /// row-major B (packed panels are padded, so they are read whole).
     fn load(&self, e: &mut Emitter, batch: &[V], k: &V, column: &V, lanes: usize, valid: usize) -> V {
         match self {
             Panels::RowMajor { buf, at } => {
@@ -149,6 +181,11 @@ impl Panels<'_> {
                         let idx = [batch, &[panel, k.clone(), offset]].concat();
                         e.read_lanes(buf, &idx, lanes)
                     }
+                    4 => {
+                        let at = e.lin(&[(&offset, 4)], 0);
+                        let idx = [batch, &[panel, k.clone(), at]].concat();
+                        e.read_byte_groups(buf, &idx, lanes)
+                    }
                     g => {
                         let (pair, which) = (e.div_idx(k, g as i64), e.rem_idx(k, g as i64));
                         let at = e.lin(&[(&offset, g as i64)], 0);
@@ -158,6 +195,15 @@ impl Panels<'_> {
                 }
             }
         }
+    }
+}
+
+/// How many depths a step of the depth loop over panels of `dtype` covers: a group of four for
+/// i8 panels (`Sums::ByteGroups`), else one.
+fn depth_step(dtype: DType) -> usize {
+    match depth_pairing(dtype) {
+        4 => 1,
+        g => g,
     }
 }
 
@@ -238,6 +284,7 @@ pub struct Product<'a> {
     pub out_at: At<'a>,
     /// The value stored at result index `idx` for the accumulated sums `acc` (a vector).
     pub finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
+    pub sums: Sums,
 }
 
 /// The depth of B a chunk spans, in bytes of one micro-tile's columns: what the L1 cache keeps
@@ -301,7 +348,7 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
     let blocks = micro_rows.div_ceil(per_block);
     // the sums of a block's micro-tiles between chunks, per thread (on its stack)
     let scratch = (chunks.count > 1).then(|| {
-        let buf = Buf::new(&e.fresh("sums"), DType::F32, &[per_block * tile.rows, width]);
+        let buf = Buf::new(&e.fresh("sums"), p.sums.dtype(), &[per_block * tile.rows, width]);
         e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
         buf
     });
@@ -431,7 +478,7 @@ impl Tiles<'_> {
         let local = e.lin(&[(micro, tile.rows as i64), (self.first, -(tile.rows as i64))], 0);
         let slot =
             |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
-        let zero = e.zero(Ty::F32);
+        let zero = e.zero(p.sums.ty());
         let zeros = vec![e.splat(&zero, lanes); tile.rows * vectors];
         let inits: Vec<V> = match (part, self.scratch) {
             (Part::Chunk { index, .. }, Some(scratch)) => {
@@ -466,7 +513,11 @@ impl Tiles<'_> {
             for (i, a) in a.iter().enumerate() {
                 let a = e.splat(a, lanes);
                 for (j, bj) in b.iter().enumerate() {
-                    next.push(e.fma(&a, bj, &acc[i * vectors + j]));
+                    let acc = &acc[i * vectors + j];
+                    next.push(match p.sums {
+                        Sums::Float => e.fma(&a, bj, acc),
+                        Sums::ByteGroups => e.dot_u8_i8(acc, &a, bj),
+                    });
                 }
             }
             next

@@ -54,37 +54,10 @@ fn sign(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![y])
 }
 
-/// The magnitude from which every value of a float type is an integer (2^mantissa bits).
-fn integral_from(dtype: DType) -> f64 {
-    match dtype {
-        DType::F16 => 1024.0,
-        DType::BF16 => 128.0,
-        DType::F32 => 8_388_608.0,
-        _ => 4_503_599_627_370_496.0,
-    }
-}
-
-/// `x` rounded to the nearest integer, ties to the even one: `floor(x + 0.5)`, less one where
-/// that was a tie rounded up to an odd integer; values already integral (large ones, where
-/// `x + 0.5` would itself round) pass through, as do infinities and NaN.
+/// `x` rounded to the nearest integer, ties to the even one (`mx.round`); infinities and NaN
+/// pass through.
 pub fn round_half_even(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
-    let dtype = ctx.ty(x).dtype;
-    let half = k(ctx, x, 0.5);
-    let shifted = ctx.op(OpKind::Add, &[x, half])?;
-    let up = ctx.op(OpKind::Floor, &[shifted])?;
-    let above = ctx.op(OpKind::Sub, &[up, x])?;
-    let tie = ctx.op(OpKind::Equal, &[above, half])?;
-    let halved = ctx.op(OpKind::Mul, &[up, half])?;
-    let whole_half = ctx.op(OpKind::Floor, &[halved])?;
-    let odd = ctx.op(OpKind::Less, &[whole_half, halved])?;
-    let one = k(ctx, x, 1.0);
-    let down = ctx.op(OpKind::Sub, &[up, one])?;
-    let fixed = ctx.op(OpKind::Where, &[odd, down, up])?;
-    let rounded = ctx.op(OpKind::Where, &[tie, fixed, up])?;
-    let magnitude = ctx.op(OpKind::Abs, &[x])?;
-    let bound = ctx.scalar(dtype, integral_from(dtype));
-    let small = ctx.op(OpKind::Less, &[magnitude, bound])?;
-    ctx.op(OpKind::Where, &[small, rounded, x])
+    ctx.op(OpKind::Round, &[x])
 }
 
 fn round(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {

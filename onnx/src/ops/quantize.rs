@@ -4,8 +4,8 @@
 //! `DequantizeLinear` (`(x - zero_point) * scale`), per tensor, per axis or in blocks along
 //! an axis; `DynamicQuantizeLinear` (u8 with the scale and zero point of the data's range);
 //! and the integer products `MatMulInteger`, `ConvInteger`, `QLinearMatMul`, `QLinearConv`,
-//! whose sums are computed in f64, which holds every sum of products of 8- and 16-bit
-//! integers exactly.
+//! whose sums are computed in i32 for 8-bit integer products (as the spec has it), else in
+//! f64, which holds every sum of products of 8- and 16-bit integers exactly.
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
@@ -161,7 +161,7 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(vec![onnx_cast(ctx, shifted, out, saturate)?])
 }
 
-/// `(x - zero_point)` in float type `wide`.
+/// `(x - zero_point)` in type `wide` (a float, or i32 for the integer products).
 fn centred(ctx: &mut Ctx, x: ValueId, zero_point: Option<ValueId>, wide: DType) -> Result<ValueId, String> {
     let xw = ctx.cast(x, wide)?;
     match zero_point {
@@ -187,6 +187,15 @@ fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let zero_point = zero_point
         .map(|z| broadcast_param(ctx, z, &shape, axis, block))
         .transpose()?;
+    let dtype = ctx.ty(x).dtype;
+    if dtype.is_int() && ctx.ty(scale).dtype == out {
+        // one op, which the rewrites see through (integer products) and fold on weights
+        let zero_point = match zero_point {
+            Some(z) => z,
+            None => ctx.constant(Tensor::from_i64s(dtype, vec![], &[0])),
+        };
+        return Ok(vec![ctx.op(OpKind::DequantizeLinear, &[x, scale, zero_point])?]);
+    }
     let wide = float_compute_type(out);
     let c = centred(ctx, x, zero_point, wide)?;
     let s = ctx.cast(scale, wide)?;
@@ -233,8 +242,11 @@ fn matrix_zero_point(ctx: &mut Ctx, z: ValueId, per_row: bool) -> Result<ValueId
     }
 }
 
-/// `(a - a_zero) @ (b - b_zero)`, exactly, as f64.
-fn exact_product(
+/// `(a - a_zero) @ (b - b_zero)`: for 8-bit integers summed in i32, as ONNX's
+/// `MatMulInteger` defines it (exact while the sum fits: any depth up to 33025), the form the
+/// cpu target's rules (`integer.rules`) make an integer kernel of; for wider integers and the
+/// 8-bit floats in f64, exactly.
+fn integer_product(
     ctx: &mut Ctx,
     a: ValueId,
     a_zero: Option<ValueId>,
@@ -246,14 +258,26 @@ fn exact_product(
     }
     let a_zero = a_zero.map(|z| matrix_zero_point(ctx, z, true)).transpose()?;
     let b_zero = b_zero.map(|z| matrix_zero_point(ctx, z, false)).transpose()?;
-    let a = centred(ctx, a, a_zero, EXACT)?;
-    let b = centred(ctx, b, b_zero, EXACT)?;
+    let wide = exact_type(ctx, &[a, b]);
+    let a = centred(ctx, a, a_zero, wide)?;
+    let b = centred(ctx, b, b_zero, wide)?;
     ctx.op(OpKind::MatMul, &[a, b])
+}
+
+/// The type an integer product of `operands` is summed in: i32 for 8-bit integers, else f64.
+fn exact_type(ctx: &Ctx, operands: &[ValueId]) -> DType {
+    match operands
+        .iter()
+        .all(|&v| ctx.ty(v).dtype.is_int() && ctx.ty(v).dtype.size() == 1)
+    {
+        true => DType::I32,
+        false => EXACT,
+    }
 }
 
 fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-    let product = exact_product(ctx, a, ctx.opt_input(2), b, ctx.opt_input(3))?;
+    let product = integer_product(ctx, a, ctx.opt_input(2), b, ctx.opt_input(3))?;
     Ok(vec![ctx.cast(product, DType::I32)?])
 }
 
@@ -271,15 +295,17 @@ fn requantise(ctx: &mut Ctx, sum: ValueId, scales: [ValueId; 3], y_zero: ValueId
 
 fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let [a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero] = [0, 1, 2, 3, 4, 5, 6, 7].map(|i| ctx.input(i));
-    let sum = exact_product(ctx, a?, Some(a_zero?), b?, Some(b_zero?))?;
+    let sum = integer_product(ctx, a?, Some(a_zero?), b?, Some(b_zero?))?;
+    let sum = ctx.cast(sum, EXACT)?;
     let a_scale = matrix_zero_point(ctx, a_scale?, true)?;
     let b_scale = matrix_zero_point(ctx, b_scale?, false)?;
     let y_zero = reshape(ctx, y_zero?, &[])?;
     Ok(vec![requantise(ctx, sum, [a_scale, b_scale, y_scale?], y_zero)?])
 }
 
-/// `conv(x - x_zero, w - w_zero)` exactly, as f64; `w_zero` is a single value or one per
-/// output channel.
+/// `conv(x - x_zero, w - w_zero)` exactly: in i32 for 8-bit integers (the form
+/// `integer.rules` makes an integer kernel of), else in f64; `w_zero` is a single value or one
+/// per output channel.
 fn exact_conv(
     ctx: &mut Ctx,
     x: ValueId,
@@ -299,8 +325,9 @@ fn exact_conv(
     let attrs = conv_attrs(ctx, &xs[2..], &kernel)?;
     let x_zero = x_zero.map(|z| reshape(ctx, z, &[])).transpose()?;
     let w_zero = w_zero.map(|z| per_output_channel(ctx, z, ws.len())).transpose()?;
-    let x = centred(ctx, x, x_zero, EXACT)?;
-    let w = centred(ctx, w, w_zero, EXACT)?;
+    let wide = exact_type(ctx, &[x, w]);
+    let x = centred(ctx, x, x_zero, wide)?;
+    let w = centred(ctx, w, w_zero, wide)?;
     ctx.build1(OpKind::Conv, vec![x, w], attrs)
 }
 
@@ -323,7 +350,8 @@ fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let [x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero] = [0, 1, 2, 3, 4, 5, 6, 7].map(|i| ctx.input(i));
-    let mut sum = exact_conv(ctx, x?, Some(x_zero?), w?, Some(w_zero?))?;
+    let sum = exact_conv(ctx, x?, Some(x_zero?), w?, Some(w_zero?))?;
+    let mut sum = ctx.cast(sum, EXACT)?;
     let rank = ctx.ty(sum).rank();
     if let Some(bias) = ctx.opt_input(8) {
         let bias = ctx.cast(bias, EXACT)?;

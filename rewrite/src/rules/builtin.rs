@@ -16,6 +16,11 @@ pub const BUILTIN_FILES: &[(&str, &str, &str)] = &[
         include_str!("../../rules/precision.rules"),
     ),
     (
+        "integer",
+        "rewrite/rules/integer.rules",
+        include_str!("../../rules/integer.rules"),
+    ),
+    (
         "fold",
         "rewrite/rules/fold.rules",
         include_str!("../../rules/fold.rules"),

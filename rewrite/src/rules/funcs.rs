@@ -106,6 +106,20 @@ pub const FUNCS: &[Func] = &[
         eval: |a| Some(Value::Bool(dtype(&a[0])?.fits_exactly_in(dtype(&a[1])?))),
     },
     Func {
+        name: "bits",
+        params: &[DType],
+        result: Int,
+        doc: "the bits of one element of the element type (`bits(dtype(?a)) == 8`: bytes)",
+        eval: |a| Some(Value::Int(dtype(&a[0])?.bits() as i64)),
+    },
+    Func {
+        name: "values_in",
+        params: &[Tensor, DType],
+        result: Bool,
+        doc: "a constant whose every element is a value of the integer element type (i32 weights that are all i8 values)",
+        eval: values_in,
+    },
+    Func {
         name: "divides",
         params: &[Int, Int],
         result: Bool,
@@ -236,6 +250,30 @@ pub const FUNCS: &[Func] = &[
         },
     },
     Func {
+        name: "rows_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[rest, last]`: the tensor as a matrix of rows of its last dimension (an image `[N, H, W, C]` as its pixels, `[N * H * W, C]`)",
+        eval: |a| {
+            let t = ty(&a[0])?;
+            let cols = *t.shape.last()?;
+            let rows = t.num_elements().checked_div(cols)?;
+            Some(Value::Ints(vec![rows as i64, cols as i64]))
+        },
+    },
+    Func {
+        name: "channels_shape",
+        params: &[Tensor, Int],
+        result: Ints,
+        doc: "`[numel, 1, ..., 1]` of the rank: a vector of one value per channel (in any shape) made to broadcast along axis 1 of a result of one more dimension (`[M, 1, 1]` for an NCHW image)",
+        eval: |a| {
+            let (t, rank) = (ty(&a[0])?, int(&a[1])?);
+            let mut shape = vec![1; usize::try_from(rank).ok().filter(|&r| r >= 1)?];
+            shape[0] = t.num_elements() as i64;
+            Some(Value::Ints(shape))
+        },
+    },
+    Func {
         name: "window_hw",
         params: &[Tensor],
         result: Ints,
@@ -334,6 +372,20 @@ fn splat(a: &[Value]) -> Option<Value> {
     let c = facts(&a[0])?.constant.as_ref()?;
     let v = a[1].as_f64()?;
     Some(Value::Bool((0..c.len()).all(|i| c.get_f64(i) == v)))
+}
+
+fn values_in(a: &[Value]) -> Option<Value> {
+    let c = facts(&a[0])?.constant.as_ref()?;
+    let d = dtype(&a[1])?;
+    if !c.dtype().is_int() || !d.is_int() || d.size() > 4 {
+        return None;
+    }
+    let bits = d.bits() as u32;
+    let (lo, hi) = match d.is_signed_int() {
+        true => (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1),
+        false => (0, (1i64 << bits) - 1),
+    };
+    Some(Value::Bool((0..c.len()).all(|i| (lo..=hi).contains(&c.get_i64(i)))))
 }
 
 fn all(a: &[Value]) -> Option<Value> {

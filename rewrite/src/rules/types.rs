@@ -154,6 +154,11 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
             dtype: operands[1].dtype.clone(),
             rank: joined_rank(),
         },
+        // the scale's element type, x's shape
+        DequantizeLinear => Sig {
+            dtype: operands[1].dtype.clone(),
+            rank: operands[0].rank.clone(),
+        },
         Transpose => Sig {
             dtype: operands[0].dtype.clone(),
             rank: match list_len("perm") {
@@ -175,10 +180,14 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
         },
         // the first operand's element type and rank: the element-wise ops on one operand, and
         // the ops whose result keeps their first operand's rank
-        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Sin | Cos | Tan | Asin | Acos
-        | Atan | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip | Softmax | Conv | ConvTranspose | ConvNhwc
-        | ConvNhwcPacked | Attention | MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool
-        | BatchNorm | LayerNorm | Concat | Slice | Scatter => first(),
+        Identity | Not | Sqrt | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin
+        | Acos | Atan | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip | Softmax | Conv | ConvTranspose
+        | ConvNhwc | ConvNhwcPacked | Attention | MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc
+        | GlobalAveragePool | BatchNorm | LayerNorm | Concat | Slice | Scatter => first(),
+        MatMulIntegerPacked | ConvNhwcIntegerPacked => Sig {
+            dtype: Known::Is(DType::I32),
+            rank: operands[0].rank.clone(),
+        },
         // the first operand's element type, another rank (the kernels' layouts, a fused body)
         MatMulPacked | Pack | WinogradInput | WinogradWeights | WinogradOutput | Fused | Call => Sig {
             dtype: operands[0].dtype.clone(),

@@ -1,0 +1,68 @@
+//! Quantised models made with onnxruntime's own tools (`scripts/models/quantised.py`): on the
+//! cpu target the QDQ convnet's convolutions and the dynamically quantised perceptron's products
+//! become integer kernels (`integer.rules`, docs/quantisation.md). The integer products agree
+//! with `ref` (the spec's arithmetic) bit for bit, with VNNI and with it turned off
+//! (`MXC_CPU_FEATURES_OFF`, the exact fallback); the QDQ model, whose float steps round in
+//! another order, is no further from `ref` than onnxruntime is.
+
+use crate::common::{cache_dir, expected_outputs, read_for_target, run_case, run_file_with_env};
+use mxc_dialects::Tensor;
+use std::path::{Path, PathBuf};
+
+/// A quantised model and its test data set.
+fn model(name: &str) -> (PathBuf, PathBuf) {
+    let dir = cache_dir(&format!("models/quantised/{name}"));
+    (dir.join("model.onnx"), dir.join("test_data_set_0"))
+}
+
+/// The largest absolute difference of two tensors of one shape.
+fn largest_difference(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    (0..a.len())
+        .map(|i| (a.get_f64(i) - b.get_f64(i)).abs())
+        .fold(0.0, f64::max)
+}
+
+fn run(model: &Path, set: &Path, target: &str, vars: &[(&str, &str)]) -> Tensor {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outputs = run_file_with_env(model, model, set, (target, &[]), dir.path(), vars).unwrap();
+    assert_eq!(outputs.len(), 1);
+    outputs.remove(0)
+}
+
+#[test]
+fn a_qdq_convnet_convolves_integers_no_further_from_ref_than_onnxruntime() {
+    let (model, set) = model("qdq");
+    let program = read_for_target(model.to_str().unwrap(), "cpu", &[]);
+    // the 20 convolutions of 16 channels or more; the first (3 channels) stays in f32
+    assert_eq!(
+        program.matches("= mx.conv_nhwc_integer_packed").count(),
+        20,
+        "{program}"
+    );
+    let (cpu, reference) = (run(&model, &set, "cpu", &[]), run(&model, &set, "ref", &[]));
+    let onnxruntime = expected_outputs(&model, &set).unwrap().remove(0).1;
+    let ours = largest_difference(&cpu, &reference);
+    let theirs = largest_difference(&onnxruntime, &reference);
+    assert!(ours <= theirs, "cpu is {ours} from ref, onnxruntime {theirs}");
+    assert!(largest_difference(&cpu, &onnxruntime) < 0.05);
+}
+
+#[test]
+fn dynamically_quantised_products_are_integer_kernels_exact_with_or_without_vnni() {
+    let (model, set) = model("dynq");
+    let program = read_for_target(model.to_str().unwrap(), "cpu", &[]);
+    assert_eq!(program.matches("= mx.matmul_integer_packed").count(), 2, "{program}");
+    let reference = run(&model, &set, "ref", &[]);
+    let with_vnni = run(&model, &set, "cpu", &[]);
+    let without = run(&model, &set, "cpu", &[("MXC_CPU_FEATURES_OFF", "avx512vnni,avxvnni")]);
+    assert_eq!(with_vnni, reference);
+    assert_eq!(without, reference);
+    let onnxruntime = expected_outputs(&model, &set).unwrap().remove(0).1;
+    assert!(largest_difference(&with_vnni, &onnxruntime) < 1e-3);
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        run_case(&model, &set, "cpu", &["--no-fusion"], dir.path()).unwrap()[0],
+        reference
+    );
+}
