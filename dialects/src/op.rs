@@ -34,6 +34,13 @@ pub enum Trait {
     /// Puts weights in the layout a kernel reads (`pack`, `winograd_weights`): folded on
     /// constants at any size, whatever the size of its result; it runs once, at compile time.
     WeightLayout,
+    /// A product or convolution whose second operand is weights (a model's, in all but a few:
+    /// attention's products of activations are priced as if theirs were too): the cost model
+    /// reads their bytes from memory (`rewrite`'s `weight_bytes`).
+    Weights,
+    /// Moves or compares elements without computing on them, so it takes string operands too
+    /// (`mx::strings::applies_to_strings`; the string ops and the control ops take them anyway).
+    OnStrings,
 }
 
 macro_rules! op_kinds {
@@ -72,7 +79,7 @@ macro_rules! op_kinds {
 // name, operand counts, attributes (sorted), traits
 op_kinds! {
     Constant => "constant", 0..=0, ["value"], [];
-    Identity => "identity", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
+    Identity => "identity", 1..=1, [], [Elementwise, Evaluable, Preprocessing, OnStrings];
     Cast => "cast", 1..=1, ["to"], [Elementwise, Evaluable, Preprocessing];
     BitCast => "bitcast", 1..=1, ["to"], [Evaluable];
     Add => "add", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
@@ -82,10 +89,10 @@ op_kinds! {
     Pow => "pow", 2..=2, [], [Elementwise, Transcendental];
     Max => "max", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
     Min => "min", 2..=2, [], [Elementwise, Evaluable, Preprocessing];
-    Equal => "equal", 2..=2, [], [Elementwise, Evaluable];
+    Equal => "equal", 2..=2, [], [Elementwise, Evaluable, OnStrings];
     Less => "less", 2..=2, [], [Elementwise, Evaluable];
     Greater => "greater", 2..=2, [], [Elementwise, Evaluable];
-    Where => "where", 3..=3, [], [Elementwise, Evaluable];
+    Where => "where", 3..=3, [], [Elementwise, Evaluable, OnStrings];
     Not => "not", 1..=1, [], [Elementwise, Evaluable];
     Sqrt => "sqrt", 1..=1, [], [Elementwise, Evaluable, Preprocessing];
     Exp => "exp", 1..=1, [], [Elementwise, Transcendental];
@@ -116,15 +123,15 @@ op_kinds! {
     Clip => "clip", 3..=3, [], [Elementwise];
     DequantizeLinear => "dequantize_linear", 3..=3, [], [Elementwise, Evaluable, Preprocessing];
     Softmax => "softmax", 1..=1, ["axis"], [Anchor];
-    Conv => "conv", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor];
-    ConvTranspose => "conv_transpose", 2..=3, ["dilations", "group", "output_padding", "pads", "strides"], [Anchor];
-    ConvNhwc => "conv_nhwc", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor];
-    Gemm => "gemm", 2..=3, ["alpha", "beta", "trans_a", "trans_b"], [Anchor];
-    MatMul => "matmul", 2..=2, [], [Anchor];
-    MatMulPacked => "matmul_packed", 2..=2, ["n"], [Anchor];
-    ConvNhwcPacked => "conv_nhwc_packed", 2..=3, ["dilations", "group", "kernel", "out_channels", "pads", "strides"], [Anchor];
-    MatMulIntegerPacked => "matmul_integer_packed", 4..=4, ["n"], [Anchor];
-    ConvNhwcIntegerPacked => "conv_nhwc_integer_packed", 4..=4, ["dilations", "kernel", "out_channels", "pads", "strides"], [Anchor];
+    Conv => "conv", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor, Weights];
+    ConvTranspose => "conv_transpose", 2..=3, ["dilations", "group", "output_padding", "pads", "strides"], [Anchor, Weights];
+    ConvNhwc => "conv_nhwc", 2..=3, ["dilations", "group", "pads", "strides"], [Anchor, Weights];
+    Gemm => "gemm", 2..=3, ["alpha", "beta", "trans_a", "trans_b"], [Anchor, Weights];
+    MatMul => "matmul", 2..=2, [], [Anchor, Weights];
+    MatMulPacked => "matmul_packed", 2..=2, ["n"], [Anchor, Weights];
+    ConvNhwcPacked => "conv_nhwc_packed", 2..=3, ["dilations", "group", "kernel", "out_channels", "pads", "strides"], [Anchor, Weights];
+    MatMulIntegerPacked => "matmul_integer_packed", 4..=4, ["n"], [Anchor, Weights];
+    ConvNhwcIntegerPacked => "conv_nhwc_integer_packed", 4..=4, ["dilations", "kernel", "out_channels", "pads", "strides"], [Anchor, Weights];
     Pack => "pack", 1..=1, ["panel"], [Evaluable, WeightLayout];
     WinogradInput => "winograd_input", 1..=1, ["pads"], [];
     WinogradWeights => "winograd_weights", 1..=1, [], [Evaluable, WeightLayout];
@@ -137,13 +144,13 @@ op_kinds! {
     GlobalAveragePool => "global_average_pool", 1..=1, [], [Anchor];
     BatchNorm => "batch_norm", 5..=5, ["epsilon"], [Anchor];
     LayerNorm => "layer_norm", 2..=3, ["axis", "epsilon"], [];
-    Reshape => "reshape", 1..=1, ["shape"], [Evaluable, Preprocessing];
-    Transpose => "transpose", 1..=1, ["perm"], [Evaluable, Preprocessing];
-    Concat => "concat", 1..=4096, ["axis"], [Evaluable];
-    Slice => "slice", 1..=1, ["ends", "starts", "steps"], [Evaluable, Preprocessing];
-    Gather => "gather", 2..=2, ["axis"], [Evaluable];
+    Reshape => "reshape", 1..=1, ["shape"], [Evaluable, Preprocessing, OnStrings];
+    Transpose => "transpose", 1..=1, ["perm"], [Evaluable, Preprocessing, OnStrings];
+    Concat => "concat", 1..=4096, ["axis"], [Evaluable, OnStrings];
+    Slice => "slice", 1..=1, ["ends", "starts", "steps"], [Evaluable, Preprocessing, OnStrings];
+    Gather => "gather", 2..=2, ["axis"], [Evaluable, OnStrings];
     Scatter => "scatter", 3..=3, ["reduction"], [Evaluable];
-    Expand => "expand", 1..=1, ["shape"], [Evaluable];
+    Expand => "expand", 1..=1, ["shape"], [Evaluable, OnStrings];
     ReduceMean => "reduce_mean", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     ReduceSum => "reduce_sum", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];
     ReduceMax => "reduce_max", 1..=1, ["axes", "keepdims"], [Anchor, Evaluable];

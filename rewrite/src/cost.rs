@@ -7,7 +7,7 @@
 //! computed value counted once.
 
 use mxc_dialects::mx::call::Callee;
-use mxc_dialects::{Attrs, DType, Graph, Op, OpKind, TensorType};
+use mxc_dialects::{Attrs, DType, Graph, Op, OpKind, TensorType, Trait};
 use std::fmt;
 
 /// One op as a kernel sees it: kind, attributes, operand and result types.
@@ -395,22 +395,12 @@ fn kernel_work(body: &Graph, work: impl Fn(&OpSite) -> f64) -> f64 {
         .sum()
 }
 
-/// Bytes of weights an op reads: the second operand of the products and convolutions, which
-/// is a model's weights in all but a few of them (attention's products of activations are
-/// priced as if theirs were too: they have no cheaper form to be weighed against).
+/// Bytes of weights an op reads: the second operand of the ops whose second operand is weights
+/// (`Trait::Weights`: the products and convolutions).
 pub fn weight_bytes(op: &OpSite) -> f64 {
-    use OpKind::*;
-    match op.kind {
-        MatMul
-        | Gemm
-        | MatMulPacked
-        | MatMulIntegerPacked
-        | Conv
-        | ConvNhwc
-        | ConvTranspose
-        | ConvNhwcPacked
-        | ConvNhwcIntegerPacked => op.operands.get(1).map_or(0.0, |t| t.num_bytes() as f64),
-        _ => 0.0,
+    match op.kind.has(Trait::Weights) {
+        true => op.operands.get(1).map_or(0.0, |t| t.num_bytes() as f64),
+        false => 0.0,
     }
 }
 

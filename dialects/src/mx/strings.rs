@@ -6,16 +6,11 @@
 use super::elementwise::broadcast_shapes;
 use crate::{Attrs, DType, OpKind, TensorType};
 
-/// Whether `kind` may take string operands: the string ops, the ops that only move elements,
-/// `equal`, and the control ops (which pass values through).
+/// Whether `kind` may take string operands: the string ops, the ops that only move or compare
+/// elements (`Trait::OnStrings`), and the control ops (which pass values through).
 pub fn applies_to_strings(kind: OpKind) -> bool {
-    use OpKind::*;
-    kind.has(crate::Trait::Host)
-        || kind.is_control()
-        || matches!(
-            kind,
-            Identity | Reshape | Transpose | Concat | Slice | Gather | Expand | Where | Equal
-        )
+    use crate::Trait;
+    kind.has(Trait::Host) || kind.is_control() || kind.has(Trait::OnStrings)
 }
 
 fn strings(t: &TensorType, what: &str) -> Result<(), String> {

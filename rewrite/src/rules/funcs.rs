@@ -262,6 +262,13 @@ pub const FUNCS: &[Func] = &[
         },
     },
     Func {
+        name: "row_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[1, numel]`: the tensor's values (in any shape) as one row, one per column of a matrix it scales",
+        eval: |a| Some(Value::Ints(vec![1, ty(&a[0])?.num_elements() as i64])),
+    },
+    Func {
         name: "channels_shape",
         params: &[Tensor, Int],
         result: Ints,
