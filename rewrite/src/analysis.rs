@@ -273,7 +273,7 @@ impl crate::rules::ClassFacts for ClassData {
         ClassData::ty(self)
     }
 
-    fn constant(&self) -> Option<&mxc_dialects::Tensor> {
-        self.constant.as_ref().map(|c| &*c.tensor)
+    fn constant(&self) -> Option<&ConstValue> {
+        self.constant.as_ref()
     }
 }

@@ -166,6 +166,31 @@ impl Ord for GraphValue {
 
 /// A fast hash of a constant's bytes, eight at a time (weights run to hundreds of megabytes;
 /// equal hashes are confirmed by comparing the bytes).
+/// The least and the greatest value of an integer tensor of up to 32 bits (none for an empty
+/// one, or another element type).
+fn integer_range(t: &Tensor) -> Option<(i64, i64)> {
+    let b = t.bytes();
+    let values: Box<dyn Iterator<Item = i64>> = match t.dtype() {
+        DType::I8 => Box::new(b.iter().map(|&v| v as i8 as i64)),
+        DType::U8 => Box::new(b.iter().map(|&v| v as i64)),
+        DType::I16 => Box::new(b.chunks_exact(2).map(|v| i16::from_le_bytes([v[0], v[1]]) as i64)),
+        DType::U16 => Box::new(b.chunks_exact(2).map(|v| u16::from_le_bytes([v[0], v[1]]) as i64)),
+        DType::I32 => Box::new(
+            b.chunks_exact(4)
+                .map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
+        ),
+        DType::U32 => Box::new(
+            b.chunks_exact(4)
+                .map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
+        ),
+        _ => return None,
+    };
+    values.fold(None, |r, v| match r {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+    })
+}
+
 fn content_hash(bytes: &[u8]) -> u64 {
     let mut h = bytes.len() as u64;
     let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
@@ -184,6 +209,9 @@ fn content_hash(bytes: &[u8]) -> u64 {
 pub struct ConstValue {
     hash: u64,
     pub tensor: Arc<Tensor>,
+    /// For integers, the least and the greatest value (found once, as the hash is: rules ask
+    /// it of weights at every match, `values_in`).
+    pub range: Option<(i64, i64)>,
 }
 
 impl ConstValue {
@@ -193,6 +221,7 @@ impl ConstValue {
         h.write_u64(content_hash(tensor.bytes()));
         ConstValue {
             hash: h.finish(),
+            range: integer_range(&tensor),
             tensor: Arc::new(tensor),
         }
     }

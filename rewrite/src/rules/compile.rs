@@ -10,7 +10,7 @@ use super::ast::{Expr, OpPat, Pat};
 use super::eval::{lit_value, Bindings, Env};
 use super::facts::ClassFacts;
 use super::value::{attr_sort, TensorFacts, Value};
-use crate::lang::{ConstValue, Mx};
+use crate::lang::Mx;
 use egg::{Analysis, Applier, Condition, EGraph, ENodeOrVar, Id, Pattern, PatternAst, Subst, Symbol, Var};
 use mxc_dialects::{mx, Attrs, TensorType};
 use std::sync::Arc;
@@ -124,11 +124,11 @@ impl RuleApplier {
                 Some((ast.add(ENodeOrVar::ENode(Mx::Result(*n, [id]))), ty))
             }
             Pat::Const(e) => {
-                let Value::Tensor(TensorFacts { constant: Some(t), .. }) = env.eval(e)? else {
+                let Value::Tensor(TensorFacts { constant: Some(c), .. }) = env.eval(e)? else {
                     return None;
                 };
-                let ty = t.ty.clone();
-                Some((ast.add(ENodeOrVar::ENode(Mx::Const(ConstValue::new(t)))), Some(ty)))
+                let ty = c.tensor.ty.clone();
+                Some((ast.add(ENodeOrVar::ENode(Mx::Const(c))), Some(ty)))
             }
         }
     }

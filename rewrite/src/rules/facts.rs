@@ -2,16 +2,16 @@
 //! the value's type and, where known, its constant value. Attribute values are read from the
 //! class's `Mx::Attr` leaf and need nothing from the analysis.
 
-use crate::lang::{AttrValue, Mx};
+use crate::lang::{AttrValue, ConstValue, Mx};
 use egg::{Analysis, EGraph, Id};
-use mxc_dialects::{Tensor, TensorType};
+use mxc_dialects::TensorType;
 
 /// Per-class facts rules read (implemented by the analysis's class data).
 pub trait ClassFacts {
     /// The type of the class's value, if known.
     fn ty(&self) -> Option<&TensorType>;
     /// The class's value, if it is a known constant.
-    fn constant(&self) -> Option<&Tensor>;
+    fn constant(&self) -> Option<&ConstValue>;
 }
 
 /// The attribute value held by class `id` (an attribute leaf), if any.

@@ -376,7 +376,7 @@ fn perm(v: &Value) -> Option<Vec<usize>> {
 }
 
 fn splat(a: &[Value]) -> Option<Value> {
-    let c = facts(&a[0])?.constant.as_ref()?;
+    let c = &*facts(&a[0])?.constant.as_ref()?.tensor;
     let v = a[1].as_f64()?;
     Some(Value::Bool((0..c.len()).all(|i| c.get_f64(i) == v)))
 }
@@ -384,15 +384,19 @@ fn splat(a: &[Value]) -> Option<Value> {
 fn values_in(a: &[Value]) -> Option<Value> {
     let c = facts(&a[0])?.constant.as_ref()?;
     let d = dtype(&a[1])?;
-    if !c.dtype().is_int() || !d.is_int() || d.size() > 4 {
+    if !d.is_int() || d.size() > 4 {
         return None;
     }
+    let Some((least, greatest)) = c.range else {
+        // no integers (or none at all): only an empty integer tensor holds no other value
+        return (c.tensor.dtype().is_int() && c.tensor.is_empty()).then_some(Value::Bool(true));
+    };
     let bits = d.bits() as u32;
     let (lo, hi) = match d.is_signed_int() {
         true => (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1),
         false => (0, (1i64 << bits) - 1),
     };
-    Some(Value::Bool((0..c.len()).all(|i| (lo..=hi).contains(&c.get_i64(i)))))
+    Some(Value::Bool(lo <= least && greatest <= hi))
 }
 
 fn all(a: &[Value]) -> Option<Value> {
@@ -446,7 +450,7 @@ fn shape_at_rank(a: &[Value]) -> Option<Value> {
 }
 
 fn value(a: &[Value]) -> Option<Value> {
-    let c = facts(&a[0])?.constant.as_ref()?;
+    let c = &*facts(&a[0])?.constant.as_ref()?.tensor;
     (c.len() == 1).then(|| Value::Float(c.get_f64(0)))
 }
 
@@ -454,6 +458,6 @@ fn scalar(a: &[Value]) -> Option<Value> {
     let t = mxc_dialects::Tensor::from_f64s(dtype(&a[1])?, Vec::new(), &[a[0].as_f64()?]);
     Some(Value::Tensor(TensorFacts {
         ty: Some(t.ty.clone()),
-        constant: Some(t),
+        constant: Some(crate::lang::ConstValue::new(t)),
     }))
 }

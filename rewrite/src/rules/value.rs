@@ -2,8 +2,8 @@
 //! tensor (type and, if known, constant value) and booleans. Also the sort of every `mx`
 //! attribute, which fixes how literals and computed values become attribute leaves.
 
-use crate::lang::AttrValue;
-use mxc_dialects::{DType, Tensor, TensorType};
+use crate::lang::{AttrValue, ConstValue};
+use mxc_dialects::{DType, TensorType};
 use std::fmt;
 
 /// The sort of an expression, checked before any rule runs.
@@ -49,7 +49,7 @@ impl fmt::Display for Sort {
 #[derive(Clone, Debug, Default)]
 pub struct TensorFacts {
     pub ty: Option<TensorType>,
-    pub constant: Option<Tensor>,
+    pub constant: Option<ConstValue>,
 }
 
 /// A computed value.

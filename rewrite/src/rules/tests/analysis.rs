@@ -1,10 +1,10 @@
 //! A minimal e-class analysis for the tests: types from `mx::infer`, constants from
 //! `Mx::Const` leaves only (no folding). The real analysis lives in `crate::analysis`.
 
-use crate::lang::Mx;
+use crate::lang::{ConstValue, Mx};
 use crate::rules::facts::{attr_of, ClassFacts};
 use egg::{Analysis, DidMerge, EGraph, Id};
-use mxc_dialects::{mx, Attrs, Tensor, TensorType};
+use mxc_dialects::{mx, Attrs, TensorType};
 
 /// Types of the graph inputs, by number.
 #[derive(Default)]
@@ -15,7 +15,7 @@ pub struct TestAnalysis {
 #[derive(Clone, Debug, Default)]
 pub struct Facts {
     ty: Option<TensorType>,
-    constant: Option<Tensor>,
+    constant: Option<ConstValue>,
 }
 
 impl ClassFacts for Facts {
@@ -23,7 +23,7 @@ impl ClassFacts for Facts {
         self.ty.as_ref()
     }
 
-    fn constant(&self) -> Option<&Tensor> {
+    fn constant(&self) -> Option<&ConstValue> {
         self.constant.as_ref()
     }
 }
@@ -68,7 +68,7 @@ impl Analysis<Mx> for TestAnalysis {
             },
             Mx::Const(c) => Facts {
                 ty: Some(c.tensor.ty.clone()),
-                constant: Some((*c.tensor).clone()),
+                constant: Some(c.clone()),
             },
             Mx::Op(..) => Facts {
                 ty: op_type(egraph, enode),

@@ -39,7 +39,7 @@ fn scalar_is_a_rank_0_constant_of_the_element_type() {
         let Some(Value::Tensor(facts)) = call("scalar", &[Value::Float(v), Value::DType(dtype)]) else {
             panic!("scalar gives a tensor");
         };
-        let t = facts.constant.expect("a constant");
+        let t = facts.constant.expect("a constant").tensor;
         assert_eq!(facts.ty, Some(TensorType::new(dtype, vec![])));
         assert_eq!(t.ty, TensorType::new(dtype, vec![]));
         assert_eq!(t.get_f64(0), want);
@@ -91,4 +91,31 @@ fn computed_constants_are_checked() {
     );
     refused("rule a: (neg ?x) => (mul ?x nothing(1))", "unknown function `nothing`");
     assert!(parse_rules("rule a: (neg ?x) => (mul ?x scalar(-1, dtype(?x)))", "ok.rules").is_ok());
+}
+
+#[test]
+fn values_in_asks_whether_integer_weights_are_all_values_of_a_narrower_type() {
+    let weights = |dtype: mxc_dialects::DType, values: &[i64]| {
+        let t = mxc_dialects::Tensor::from_i64s(dtype, vec![values.len()], values);
+        Value::Tensor(TensorFacts {
+            ty: Some(t.ty.clone()),
+            constant: Some(crate::lang::ConstValue::new(t)),
+        })
+    };
+    let values_in = |w: Value, d| match call("values_in", &[w, Value::DType(d)]) {
+        Some(Value::Bool(b)) => Some(b),
+        _ => None,
+    };
+    let (i8, u8, i32) = (
+        mxc_dialects::DType::I8,
+        mxc_dialects::DType::U8,
+        mxc_dialects::DType::I32,
+    );
+    assert_eq!(values_in(weights(i32, &[-128, 5, 127]), i8), Some(true));
+    assert_eq!(values_in(weights(i32, &[-129, 5]), i8), Some(false));
+    assert_eq!(values_in(weights(i32, &[0, 255]), u8), Some(true));
+    assert_eq!(values_in(weights(i32, &[-1, 255]), u8), Some(false));
+    // not integers, or not a constant: the rule does not fire
+    assert_eq!(values_in(weights(F32, &[1, 2]), i8), None);
+    assert_eq!(values_in(tensor(&[3]), i8), None);
 }
