@@ -13,10 +13,15 @@
 //! product, or for bf16 on a machine with AMX tiles, bf16 pairs on the tiles
 //! (docs/quantisation.md).
 //!
+//! Then the integer products (u8 `A` input times a constant of i8 values, summed in i32: the
+//! form `MatMulInteger` and quantised models' products take, `integer.rules`) on one thread,
+//! against the machine's VNNI peak (a probe of independent `vpdpbusd` chains, four u8 x i8
+//! multiply-adds per 32-bit lane) and onnxruntime's `MatMulInteger` of the same shape.
+//!
 //! `MXC_GEMM_SHAPES=MxKxN,...` replaces the shapes.
 
 use mxc_codegen::{compile, CompileOptions, Target};
-use mxc_dialects::{DType, Graph, OpKind, Tensor, TensorType};
+use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType};
 use mxc_kernels::{Executable, Parallelism};
 use std::collections::HashMap;
 use std::path::Path;
@@ -56,7 +61,7 @@ fn main() {
         for _ in 0..ROUNDS {
             ones.push(product.median_time(1));
             twos.push(product.median_time(2));
-            orts.extend(onnxruntime_time(m, k, n));
+            orts.extend(onnxruntime_time(m, k, n, false));
             for (times, half) in half_times.iter_mut().zip(&mut halves) {
                 times.push(half.median_time(1));
             }
@@ -80,6 +85,42 @@ fn main() {
         "f16, bf16: the product on half operands, the casts around it included; bf16 on bf16 pairs (AMX tiles): {}",
         mxc_kernels::amx::tiles_usable()
     );
+    integer_table(&shapes);
+}
+
+/// The integer products' table: GOP/s on one thread against the VNNI peak and onnxruntime.
+fn integer_table(shapes: &[(usize, usize, usize)]) {
+    let peak = vnni_peak();
+    match peak {
+        Some(p) => println!(
+            "\nVNNI peak, one core: {p:.1} GOP/s (u8 x i8, {} lanes of i32)",
+            lanes()
+        ),
+        None => println!("\nVNNI peak: no probe for this CPU (it needs AVX-512 VNNI or AVX-VNNI)"),
+    }
+    println!(
+        "{:>16}  {:>9} {:>7}  {:>9} {:>9}",
+        "M x K x N", "mxc 1t", "% peak", "ort 1t", "mxc/ort"
+    );
+    for &(m, k, n) in shapes {
+        let ops = 2.0 * (m * k * n) as f64;
+        let mut product = Product::integer(m, k, n);
+        let (mut ones, mut orts) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            ones.push(product.median_time(1));
+            orts.extend(onnxruntime_time(m, k, n, true));
+        }
+        let one = gflops(ops, median(ones));
+        let ort = (!orts.is_empty()).then(|| median(orts));
+        let of_peak = peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * one / p));
+        let ort_text = ort.map_or("-".to_string(), |t| format!("{:.1}", gflops(ops, t)));
+        let ratio = ort.map_or("-".to_string(), |t| format!("{:.2}", gflops(ops, t) / one));
+        println!(
+            "{:>16}  {one:>9.1} {of_peak:>7}  {ort_text:>9} {ratio:>9}",
+            format!("{m}x{k}x{n}")
+        );
+    }
+    println!("GOP/s (2 M K N / time, medians; a multiply-add counts 2); % peak of one core");
 }
 
 fn gflops(flops: f64, t: Duration) -> f64 {
@@ -126,20 +167,46 @@ impl Product {
             .build1(OpKind::MatMul, vec![a, b], Default::default())
             .expect("a valid product");
         g.add_output("y", y);
-        let compiled = compile(&g, Target::Cpu, &CompileOptions::default()).expect("compiles");
+        let a = Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)).cast(dtype);
+        Product::load(&g, a, OpKind::MatMulPacked)
+    }
+
+    /// `(A - 3) x B` summed in i32, `A [M, K]` u8 and `B [K, N]` i8 values held as i32 (how
+    /// `MatMulInteger` imports), which the cpu target makes `matmul_integer_packed`.
+    fn integer(m: usize, k: usize, n: usize) -> Product {
+        let mut g = Graph::new("gemm_integer");
+        let a = g.add_input("a", TensorType::new(DType::U8, vec![m, k]));
+        let to_i32 = Attrs::new().with("to", Attr::DType(DType::I32));
+        let wide = g.build1(OpKind::Cast, vec![a], to_i32).expect("a cast");
+        let zero = g.constant(Tensor::from_i64s(DType::I32, vec![], &[3]));
+        let centred = g
+            .build1(OpKind::Sub, vec![wide, zero], Default::default())
+            .expect("a sub");
+        let b: Vec<i64> = values(k * n, 1).iter().map(|v| (v * 127.0) as i64).collect();
+        let b = g.constant(Tensor::from_i64s(DType::I32, vec![k, n], &b));
+        let y = g
+            .build1(OpKind::MatMul, vec![centred, b], Default::default())
+            .expect("a valid product");
+        g.add_output("y", y);
+        let a: Vec<i64> = values(m * k, 2).iter().map(|v| ((v + 1.0) * 127.0) as i64).collect();
+        Product::load(
+            &g,
+            Tensor::from_i64s(DType::U8, vec![m, k], &a),
+            OpKind::MatMulIntegerPacked,
+        )
+    }
+
+    /// `g` compiled for the cpu target, which must have made a kernel of `kind`, and loaded
+    /// with `a` for its input.
+    fn load(g: &Graph, a: Tensor, kind: OpKind) -> Product {
+        let compiled = compile(g, Target::Cpu, &CompileOptions::default()).expect("compiles");
         let mut kinds = compiled.graph.ops.iter().flat_map(|op| {
             let body = op.body.iter().flat_map(|b| b.ops.iter().map(|o| o.kind));
             std::iter::once(op.kind).chain(body)
         });
-        assert!(
-            kinds.any(|kind| kind == OpKind::MatMulPacked),
-            "the constant weights were not packed ({dtype})"
-        );
+        assert!(kinds.any(|k| k == kind), "no {kind} kernel for {}", g.name);
         let exe = Executable::load(compiled.program, &compiled.library).expect("loads");
-        let inputs = HashMap::from([(
-            "a".to_string(),
-            Tensor::from_f64s(DType::F32, vec![m, k], &values(m * k, 2)).cast(dtype),
-        )]);
+        let inputs = HashMap::from([("a".to_string(), a)]);
         Product { exe, inputs }
     }
 
@@ -160,9 +227,9 @@ impl Product {
     }
 }
 
-/// onnxruntime's median time on a one-node MatMul model of the shape, one thread, or `None`
-/// without the test venv.
-fn onnxruntime_time(m: usize, k: usize, n: usize) -> Option<Duration> {
+/// onnxruntime's median time on a one-node MatMul model of the shape (`MatMulInteger` of u8 by
+/// i8 for `integer`), one thread, or `None` without the test venv.
+fn onnxruntime_time(m: usize, k: usize, n: usize, integer: bool) -> Option<Duration> {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/venv/bin/python");
     if !python.exists() {
         return None;
@@ -170,18 +237,23 @@ fn onnxruntime_time(m: usize, k: usize, n: usize) -> Option<Duration> {
     let script = r#"
 import sys, time, numpy as np, onnx, onnxruntime as ort
 from onnx import helper, TensorProto, numpy_helper
-m, k, n = map(int, sys.argv[1:4])
+m, k, n, integer = map(int, sys.argv[1:5])
 rng = np.random.default_rng(0)
-b = numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "b")
-graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm",
-    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [b])
+if integer:
+    b = numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "b")
+    node, a_type, y_type = helper.make_node("MatMulInteger", ["a", "b"], ["y"]), TensorProto.UINT8, TensorProto.INT32
+else:
+    b = numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "b")
+    node, a_type, y_type = helper.make_node("MatMul", ["a", "b"], ["y"]), TensorProto.FLOAT, TensorProto.FLOAT
+graph = helper.make_graph([node], "gemm",
+    [helper.make_tensor_value_info("a", a_type, [m, k])],
+    [helper.make_tensor_value_info("y", y_type, [m, n])], [b])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 options = ort.SessionOptions()
 options.intra_op_num_threads = 1
 options.inter_op_num_threads = 1
 session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-a = {"a": rng.standard_normal((m, k)).astype(np.float32)}
+a = {"a": rng.integers(0, 256, (m, k)).astype(np.uint8) if integer else rng.standard_normal((m, k)).astype(np.float32)}
 session.run(None, a)
 once = time.perf_counter(); session.run(None, a); once = time.perf_counter() - once
 times = []
@@ -190,7 +262,14 @@ for _ in range(int(min(200, max(5, 0.2 / max(once, 1e-6))))):
 print(sorted(times)[len(times) // 2])
 "#;
     let out = Command::new(python)
-        .args(["-c", script, &m.to_string(), &k.to_string(), &n.to_string()])
+        .args([
+            "-c",
+            script,
+            &m.to_string(),
+            &k.to_string(),
+            &n.to_string(),
+            &u8::from(integer).to_string(),
+        ])
         .output()
         .ok()?;
     let seconds: f64 = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
@@ -231,27 +310,56 @@ fn fma_peak() -> Option<f64> {
     Some(iterations as f64 * 12.0 * 2.0 * lanes() as f64 / best.as_secs_f64() / 1e9)
 }
 
+/// The machine's u8 x i8 peak on one core in GOP/s (a multiply-add counts 2): the best of
+/// several timings of 12 independent `vpdpbusd` chains, four multiply-adds per 32-bit lane.
+fn vnni_peak() -> Option<f64> {
+    let wide = std::arch::is_x86_feature_detected!("avx512vnni") && lanes() == 16;
+    if !wide && !std::arch::is_x86_feature_detected!("avxvnni") {
+        return None;
+    }
+    let iterations: u64 = 50_000_000;
+    let best = (0..7)
+        .map(|_| {
+            let start = Instant::now();
+            // SAFETY: the CPU has the VNNI form used (checked above); the probe only reads and
+            // writes registers it declares clobbered.
+            unsafe {
+                match wide {
+                    true => vnni_chains_512(iterations),
+                    false => vnni_chains_256(iterations),
+                }
+            };
+            start.elapsed()
+        })
+        .min()?;
+    let lanes = if wide { 16.0 } else { 8.0 };
+    Some(iterations as f64 * 12.0 * 2.0 * 4.0 * lanes / best.as_secs_f64() / 1e9)
+}
+
 macro_rules! fma_probe {
     ($name:ident, $features:literal, $r:literal) => {
-        /// `iterations` rounds of 12 independent vector FMAs.
+        fma_probe!($name, $features, $r, "vfmadd231ps ");
+    };
+    ($name:ident, $features:literal, $r:literal, $op:literal) => {
+        /// `iterations` rounds of 12 independent vector multiply-adds (`$op`).
         #[target_feature(enable = $features)]
         unsafe fn $name(iterations: u64) {
             std::arch::asm!(
                 concat!("vxorps ", $r, "14, ", $r, "14, ", $r, "14"),
                 concat!("vxorps ", $r, "15, ", $r, "15, ", $r, "15"),
                 "2:",
-                concat!("vfmadd231ps ", $r, "0, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "1, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "2, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "3, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "4, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "5, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "6, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "7, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "8, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "9, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "10, ", $r, "14, ", $r, "15"),
-                concat!("vfmadd231ps ", $r, "11, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "0, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "1, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "2, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "3, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "4, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "5, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "6, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "7, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "8, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "9, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "10, ", $r, "14, ", $r, "15"),
+                concat!($op, $r, "11, ", $r, "14, ", $r, "15"),
                 "dec {n}",
                 "jnz 2b",
                 n = inout(reg) iterations => _,
@@ -267,3 +375,5 @@ macro_rules! fma_probe {
 
 fma_probe!(fma_chains_256, "avx,fma", "ymm");
 fma_probe!(fma_chains_512, "avx512f", "zmm");
+fma_probe!(vnni_chains_512, "avx512f,avx512vnni", "zmm", "vpdpbusd ");
+fma_probe!(vnni_chains_256, "avx,avxvnni", "ymm", "{{vex}} vpdpbusd ");

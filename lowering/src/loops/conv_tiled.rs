@@ -119,17 +119,73 @@ const ROW_SOURCE: &str = "memref<?xf32>";
 /// Kernel rows are the outer steps when a kernel row's run is at most this long.
 const KERNEL_ROW_RUN: usize = 64;
 
-impl ImageRows<'_> {
-    /// Output pixel `row` as `(n, oh, ow)`.
-    fn pixel(&self, e: &mut Emitter, row: &V) -> [V; 3] {
-        let [oh, ow] = self.out_hw.map(|d| d as i64);
-        let w = e.rem_idx(row, ow);
-        let rest = e.div_idx(row, ow);
-        let h = e.rem_idx(&rest, oh);
-        let n = e.div_idx(&rest, oh);
-        [n, h, w]
-    }
+/// Output pixel `row` of an implicit GEMM (rows numbered `n, oh, ow` over the output's height
+/// and width `out_hw`) as `[n, oh, ow]`.
+pub(super) fn pixel(e: &mut Emitter, row: &V, out_hw: [usize; 2]) -> [V; 3] {
+    let [oh, ow] = out_hw.map(|d| d as i64);
+    let w = e.rem_idx(row, ow);
+    let rest = e.div_idx(row, ow);
+    let h = e.rem_idx(&rest, oh);
+    let n = e.div_idx(&rest, oh);
+    [n, h, w]
+}
 
+/// The image `x` as one flat memref of type `flat_ty` (`memref<?x...>`), at the function's
+/// entry: its name.
+pub(super) fn flat_view(e: &mut Emitter, x: &Buf, flat_ty: &str) -> String {
+    let flat = e.fresh("image");
+    e.line(&format!(
+        "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {flat_ty}",
+        x.name,
+        x.len(),
+        x.memref()
+    ));
+    flat
+}
+
+/// Whether some window of a convolution of the channels-last image `x` into `out_hw` reaches
+/// past the image's height or width (into the padding).
+pub(super) fn leaves_the_image(window: &Window, x: &Buf, out_hw: [usize; 2], kernel: &[usize]) -> bool {
+    (0..2).any(|d| {
+        let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), out_hw[d], kernel[d]);
+        below || above
+    })
+}
+
+/// The implicit GEMM of a channels-last convolution into `out`: the output pixels are the
+/// rows (read by `a`), the packed weights `wp` the panels; the result is written as the matrix
+/// `[pixels, channels]` where its epilogue allows, else indexed by `(n, oh, ow)` found from
+/// the row.
+pub(super) fn pixel_product(
+    e: &mut Emitter,
+    isa: VectorIsa,
+    (a, wp): (&dyn RowsOfA, &Buf),
+    out: &Buf,
+    finish: &dyn Fn(&mut Emitter, &[V], V) -> V,
+    sums: Sums,
+) {
+    let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
+    let matrix = e.as_matrix(out);
+    let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
+        let [n, h, w] = pixel(e, row, [oh, ow]);
+        vec![n, h, w, col.clone()]
+    };
+    let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
+    let product = Product {
+        batch: &[],
+        m: batch * oh * ow,
+        n: m,
+        a,
+        b: Panels::Packed(wp),
+        out: matrix.as_ref().unwrap_or(out),
+        out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
+        finish,
+        sums,
+    };
+    tile::emit(e, &product, isa);
+}
+
+impl ImageRows<'_> {
     /// The length of one run.
     fn run(&self) -> usize {
         match self.kernel_rows {
@@ -249,7 +305,7 @@ impl RowsOfA for ImageRows<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let pixels: Vec<[V; 3]> = rows.iter().map(|r| self.pixel(e, r)).collect();
+        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, self.out_hw)).collect();
         if self.outside.is_none() {
             return self.depth_loop(e, &pixels, inits, (from, to), step, false);
         }
@@ -347,19 +403,11 @@ impl PackedConv<'_> {
         // a pointwise, stride-1 convolution without padding reads the image as the matrix
         // [pixels, channels]; the others gather runs of it through a flat view
         let pointwise = kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0);
-        let flat = e.fresh("image");
-        if !pointwise {
-            e.line(&format!(
-                "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {ROW_SOURCE}",
-                x.name,
-                x.len(),
-                x.memref()
-            ));
-        }
-        let padded = (0..2).any(|d| {
-            let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), [oh, ow][d], kernel[d]);
-            below || above
-        });
+        let flat = match pointwise {
+            true => String::new(),
+            false => flat_view(e, x, ROW_SOURCE),
+        };
+        let padded = leaves_the_image(window, x, [oh, ow], kernel);
         let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
         let pixels = batch * oh * ow;
         let tile = match kernel_rows {
@@ -394,14 +442,6 @@ impl PackedConv<'_> {
             flat,
             outside,
         };
-        // the result as the matrix [pixels, channels] where its epilogue allows, so a row's index
-        // is the pixel's number, else indexed by (n, oh, ow) found from it
-        let matrix = e.as_matrix(out);
-        let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
-            let [n, h, w] = rows.pixel(e, row);
-            vec![n, h, w, col.clone()]
-        };
-        let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
         let image = pointwise.then(|| e.view(x, &[x.len() / channels, channels]));
         let image_at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
         let image_rows = image.as_ref().map(|buf| Matrix {
@@ -413,18 +453,7 @@ impl PackedConv<'_> {
             Some(m) => m,
             None => &rows,
         };
-        let product = Product {
-            batch: &[],
-            m: pixels,
-            n: m,
-            a,
-            b: Panels::Packed(wp),
-            out: matrix.as_ref().unwrap_or(out),
-            out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
-            finish,
-            sums: Sums::Float,
-        };
-        tile::emit(e, &product, isa);
+        pixel_product(e, isa, (a, wp), out, finish, Sums::Float);
     }
 
     /// Depthwise: packed weights `[C / PANEL, kh * kw, PANEL]`, vectors across the channels.

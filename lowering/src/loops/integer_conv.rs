@@ -11,9 +11,10 @@
 //! vector unit (`ref`), plain loops sum the centred values of the positions inside the input.
 
 use super::buffer::Buf;
+use super::conv_tiled::{flat_view, leaves_the_image, pixel, pixel_product};
 use super::emit::{Emitter, Ty, V};
 use super::integer::{less_zero_point, packed_weight, word, GROUP, I32};
-use super::tile::{self, MicroTile, Panels, Product, RowsOfA, Step, Sums};
+use super::tile::{MicroTile, RowsOfA, Step, Sums};
 use super::vector::VectorIsa;
 use super::window::Window;
 use mxc_dialects::Attrs;
@@ -34,20 +35,10 @@ pub fn conv_nhwc_integer_packed(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out
 
 fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) {
     let (x, wp, column_sums, x_zero) = (&ins[0], &ins[1], &ins[2], &ins[3]);
-    let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
+    let [batch, oh, ow] = [0, 1, 2].map(|d| out.shape[d]);
     let channels = x.shape[3];
-    let flat = e.fresh("image");
-    e.line(&format!(
-        "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {BYTES}",
-        x.name,
-        x.len(),
-        x.memref()
-    ));
-    let padded = (0..2).any(|d| {
-        let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), [oh, ow][d], kernel[d]);
-        below || above
-    });
-    let zeros = padded.then(|| {
+    let flat = flat_view(e, x, BYTES);
+    let zeros = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
         let name = e.fresh("zero_points");
         e.line(&format!("{name}_ = memref.alloca() : memref<{channels}xi8>"));
         e.line(&format!(
@@ -55,37 +46,18 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         ));
         name
     });
-    let pixels = batch * oh * ow;
     let rows = WindowGroups {
         x,
         x_zero,
         window,
         kernel,
         out_hw: [oh, ow],
-        tile: MicroTile::for_isa(isa, pixels),
+        tile: MicroTile::for_isa(isa, batch * oh * ow),
         flat,
         zeros,
     };
-    // the result as the matrix [pixels, channels] where its epilogue allows
-    let matrix = e.as_matrix(out);
-    let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
-        let [n, h, w] = rows.pixel(e, row);
-        vec![n, h, w, col.clone()]
-    };
-    let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
     let finish = |e: &mut Emitter, idx: &[V], sums: V| less_zero_point(e, idx, sums, column_sums, x_zero);
-    let product = Product {
-        batch: &[],
-        m: pixels,
-        n: m,
-        a: &rows,
-        b: Panels::Packed(wp),
-        out: matrix.as_ref().unwrap_or(out),
-        out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
-        finish: &finish,
-        sums: Sums::ByteGroups,
-    };
-    tile::emit(e, &product, isa);
+    pixel_product(e, isa, (&rows, wp), out, &finish, Sums::ByteGroups);
 }
 
 /// The rows of A: output pixels, each reading its window's input pixels' channels four at a
@@ -105,16 +77,6 @@ struct WindowGroups<'a> {
 }
 
 impl WindowGroups<'_> {
-    /// Output pixel `row` as `(n, oh, ow)`.
-    fn pixel(&self, e: &mut Emitter, row: &V) -> [V; 3] {
-        let [oh, ow] = self.out_hw.map(|d| d as i64);
-        let w = e.rem_idx(row, ow);
-        let rest = e.div_idx(row, ow);
-        let h = e.rem_idx(&rest, oh);
-        let n = e.div_idx(&rest, oh);
-        [n, h, w]
-    }
-
     /// Where the pixel `[n, oh, ow]` reads window position `k`'s channels: a source and the
     /// offset of the first channel in it.
     fn source(&self, e: &mut Emitter, [n, oh, ow]: &[V; 3], k: &[V; 2]) -> (String, V) {
@@ -173,7 +135,7 @@ impl RowsOfA for WindowGroups<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let pixels: Vec<[V; 3]> = rows.iter().map(|r| self.pixel(e, r)).collect();
+        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, self.out_hw)).collect();
         let (positions, groups) = self.steps();
         e.for_between(from, to, positions as u64, inits, |e, s, acc| {
             let k = [e.div_idx(s, self.kernel[1] as i64), e.rem_idx(s, self.kernel[1] as i64)];

@@ -80,12 +80,8 @@ fn channels(e: &mut Emitter, n: usize, vectors: bool, body: impl Fn(&mut Emitter
 
 /// Tile `t` as `(n, tile row, tile column)` for `tiles = [rows, columns]` per image.
 fn tile_of(e: &mut Emitter, t: &V, tiles: [usize; 2]) -> [V; 3] {
-    let [rows, columns] = tiles.map(|d| d as i64);
-    let tx = e.rem_idx(t, columns);
-    let rest = e.div_idx(t, columns);
-    let ty = e.rem_idx(&rest, rows);
-    let n = e.div_idx(&rest, rows);
-    [n, ty, tx]
+    // numbered as an implicit GEMM numbers its output pixels
+    super::conv_tiled::pixel(e, t, tiles)
 }
 
 fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
