@@ -1,8 +1,8 @@
 //! Quantised models made with onnxruntime's own tools (`scripts/models/quantised.py`): on the
 //! cpu target the QDQ convnet's convolutions and the dynamically quantised perceptron's products
 //! become integer kernels (`integer.rules`, docs/quantisation.md). The integer products agree
-//! with `ref` (the spec's arithmetic) bit for bit, with VNNI and with it turned off
-//! (`MXC_CPU_FEATURES_OFF`, the exact fallback); the QDQ model, whose float steps round in
+//! with `ref` (the spec's arithmetic) bit for bit, on AMX tiles, with VNNI and with both turned
+//! off (`MXC_CPU_FEATURES_OFF`, the exact fallback); the QDQ model, whose float steps round in
 //! another order, is no further from `ref` than onnxruntime is.
 
 use crate::common::{cache_dir, expected_outputs, read_for_target, run_case, run_file_with_env};
@@ -54,12 +54,20 @@ fn dynamically_quantised_products_are_integer_kernels_exact_with_or_without_vnni
     let program = read_for_target(model.to_str().unwrap(), "cpu", &[]);
     assert_eq!(program.matches("= mx.matmul_integer_packed").count(), 2, "{program}");
     let reference = run(&model, &set, "ref", &[]);
-    let with_vnni = run(&model, &set, "cpu", &[]);
-    let without = run(&model, &set, "cpu", &[("MXC_CPU_FEATURES_OFF", "avx512vnni,avxvnni")]);
-    assert_eq!(with_vnni, reference);
-    assert_eq!(without, reference);
+    // AMX tiles where the machine has them, else VNNI; VNNI alone; neither (shifts in i32)
+    let best = run(&model, &set, "cpu", &[]);
+    let vnni = run(&model, &set, "cpu", &[("MXC_CPU_FEATURES_OFF", "amx-int8")]);
+    let neither = run(
+        &model,
+        &set,
+        "cpu",
+        &[("MXC_CPU_FEATURES_OFF", "amx-int8,avx512vnni,avxvnni")],
+    );
+    assert_eq!(best, reference);
+    assert_eq!(vnni, reference);
+    assert_eq!(neither, reference);
     let onnxruntime = expected_outputs(&model, &set).unwrap().remove(0).1;
-    assert!(largest_difference(&with_vnni, &onnxruntime) < 1e-3);
+    assert!(largest_difference(&best, &onnxruntime) < 1e-3);
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(
         run_case(&model, &set, "cpu", &["--no-fusion"], dir.path()).unwrap()[0],

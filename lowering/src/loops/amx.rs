@@ -1,7 +1,9 @@
-//! bf16 matrix products and convolutions on AMX tiles (Intel's Advanced Matrix Extensions):
-//! `matmul_packed` of a bf16 `a [..., M, K]`, and `conv_nhwc_packed` of one group of a bf16
-//! image, by bf16 panels that hold pairs of depths side by side (`mx::depth_pairing`), summed
-//! in f32.
+//! bf16 and u8 x i8 matrix products and bf16 convolutions on AMX tiles (Intel's Advanced
+//! Matrix Extensions): `matmul_packed` of a bf16 `a [..., M, K]` and `conv_nhwc_packed` of one
+//! group of a bf16 image, by bf16 panels that hold pairs of depths side by side
+//! (`mx::depth_pairing`), summed in f32; and `matmul_integer_packed` of a u8 `a` by i8 panels
+//! that hold groups of four depths, summed exactly in i32 (`tdpbusd`: 16 x 16 x 64 multiply-adds
+//! per product step, a step 64 depths, B's tile 16 rows of 16 columns x 4 depths; `Kind`).
 //!
 //! A tile is 16 rows of 64 bytes. Each product step multiplies an A tile (16 rows x 32
 //! depths of bf16) by a B tile (16 rows of 16 columns x 2 depths: a panel's 32 depths, read
@@ -35,17 +37,64 @@
 //! first kernel runs (`mxc_kernels::amx`).
 
 use super::buffer::Buf;
-use super::emit::{Emitter, Ty, V};
+use super::emit::{Emitter, TileElem, Ty, V};
 use super::vector::VectorIsa;
 use super::window::Window;
 use mxc_dialects::DType;
 
 /// Rows of a tile.
 const ROWS: usize = 16;
-/// bf16 depths in a row of an A tile (64 bytes).
-const DEPTH: usize = 32;
-/// f32 columns in a row of a sum tile, and columns of a panel.
+/// f32 or i32 columns in a row of a sum tile, and columns of a panel.
 const COLUMNS: usize = 16;
+
+/// What a product multiplies: bf16 pairs summed in f32, or u8 x i8 groups of four summed in
+/// i32. A row of an A tile is 64 bytes either way: `depth` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Bf16,
+    Bytes,
+}
+
+impl Kind {
+    /// Depths in a row of an A tile (64 bytes), and so in a step of the depth loop.
+    fn depth(self) -> usize {
+        match self {
+            Kind::Bf16 => 32,
+            Kind::Bytes => 64,
+        }
+    }
+
+    /// Depths side by side in a 32-bit lane of B's panels (`mx::depth_pairing`).
+    fn group(self) -> usize {
+        match self {
+            Kind::Bf16 => 2,
+            Kind::Bytes => 4,
+        }
+    }
+
+    fn operands(self) -> (TileElem, DType) {
+        match self {
+            Kind::Bf16 => (TileElem::BF16, DType::BF16),
+            Kind::Bytes => (TileElem::I8, DType::U8),
+        }
+    }
+
+    fn sums(self) -> (TileElem, DType) {
+        match self {
+            Kind::Bf16 => (TileElem::F32, DType::F32),
+            Kind::Bytes => (TileElem::I32, DType::I32),
+        }
+    }
+
+    /// `c + a x b` on tiles: `tdpbf16ps`, or `tdpbusd` (A's bytes unsigned, B's signed).
+    fn multiply_add(self, a: &V, b: &V, c: &V) -> String {
+        let types = format!("{}, {}, {}", a.ty.mlir(), b.ty.mlir(), c.ty.mlir());
+        match self {
+            Kind::Bf16 => format!("amx.tile_mulf {a}, {b}, {c} : {types}"),
+            Kind::Bytes => format!("amx.tile_muli {a} zext, {b}, {c} : {types}"),
+        }
+    }
+}
 
 /// What is done to a vector of sums before it is stored at an output index (a bias added).
 pub type Finish<'a> = &'a dyn Fn(&mut Emitter, &[V], V) -> V;
@@ -61,6 +110,18 @@ fn tiles_fit(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf, depth: usize) -> bool
         && depth.is_multiple_of(2)
         && !a.is_empty()
         && out.holds_float_vectors()
+}
+
+/// Whether the product of the u8 matrix `a` by the i8 panels `bp` (`matmul_integer_packed`)
+/// into `out` runs on AMX tiles on `isa`.
+pub fn integer_usable(isa: VectorIsa, a: &Buf, bp: &Buf, out: &Buf) -> bool {
+    isa.amx_int8
+        && isa.lanes == COLUMNS
+        && a.dtype == DType::U8
+        && bp.dtype == DType::I8
+        && bp.shape[bp.rank() - 1] == 4 * COLUMNS
+        && !a.is_empty()
+        && out.holds_vectors()
 }
 
 /// Whether the product of `a` by the packed `bp` into `out` runs on AMX tiles on `isa`.
@@ -80,8 +141,11 @@ struct Product<'a> {
     m: usize,
     k: usize,
     rows: Rows<'a>,
-    /// The panels as `[b_batch * P * K/2, 32]`.
+    kind: Kind,
+    /// The panels as `[b_batch * P * ceil(K / group), group * 16]`.
     b: Buf,
+    /// Rows of one panel: `ceil(K / group)`.
+    panel_rows: usize,
     /// Whether B has `a`'s batch dimensions (one matrix per batch index) or none.
     batched_b: bool,
     panels: usize,
@@ -90,12 +154,12 @@ struct Product<'a> {
     /// `[N, OH, OW, M]`), else `None` (`out` is `[batch.., M, N]`).
     pixels: Option<[usize; 2]>,
     finish: Finish<'a>,
-    /// The block's sums, `[32, 32]` f32, on the calling thread's stack.
+    /// The block's sums, `[32, 32]` f32 or i32, on the calling thread's stack.
     sums: Buf,
     /// A tiles copied before they are loaded (a window's rows, a last step's short rows
-    /// padded with zeros): `[32, 32]` bf16.
+    /// padded with zeros): `[32, depth]`.
     staged_a: Buf,
-    /// A last step's B tile padded with zero pairs: `[16, 32]` bf16.
+    /// A last step's B tile padded with zero groups: `[16, group * 16]`.
     staged_b: Buf,
 }
 
@@ -163,11 +227,22 @@ impl Scratch {
 
 /// Writes `out = a x unpack(bp)` (`matmul_packed`) on AMX tiles (`usable` said it may).
 pub fn emit(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
+    emit_product(e, Kind::Bf16, a, bp, out, &|_, _, v| v);
+}
+
+/// Writes the i32 sums `a x unpack(bp)` of a u8 `a` and i8 panels, finished by `finish`
+/// (`matmul_integer_packed`'s zero-point correction) on AMX tiles (`integer_usable` said it
+/// may).
+pub fn emit_integer(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf, finish: Finish) {
+    emit_product(e, Kind::Bytes, a, bp, out, finish);
+}
+
+fn emit_product(e: &mut Emitter, kind: Kind, a: &Buf, bp: &Buf, out: &Buf, finish: Finish) {
     let rank = a.rank();
     let (m, k) = (a.shape[rank - 2], a.shape[rank - 1]);
     let a_rows = a.len() / k;
     let rows = Rows::Matrix(e.view(a, &[a_rows, k]));
-    Product::new(e, &out.shape[..rank - 2], m, k, rows, bp, out, None, &|_, _, v| v).emit(e);
+    Product::new(e, kind, &out.shape[..rank - 2], m, k, rows, bp, out, None, finish).emit(e);
 }
 
 /// Writes the convolution `out = conv_nhwc_packed(x, wp) (+ bias by `finish`)` of one group
@@ -184,14 +259,14 @@ pub fn emit_conv(e: &mut Emitter, window: &Window, kernel: &[usize], x: &Buf, wp
         true => Rows::Matrix(e.view(x, &[n * h * w, c])),
         false => Rows::Window(Box::new(Gather {
             strip: {
-                let width = kernel[0] * kernel[1] * c.next_multiple_of(DEPTH);
+                let width = kernel[0] * kernel[1] * c.next_multiple_of(Kind::Bf16.depth());
                 (2 * ROWS * width * 2 <= STRIP_BYTES).then(|| {
                     let strip = Buf::new(&e.fresh("strip"), DType::BF16, &[2 * ROWS, width]);
                     e.line(&format!("{} = memref.alloca() : {}", strip.name, strip.memref()));
                     strip
                 })
             },
-            padded: c.next_multiple_of(DEPTH),
+            padded: c.next_multiple_of(Kind::Bf16.depth()),
             x: e.view(x, &[n * h * w, c]),
             image: [h, w, c],
             out_hw: [oh, ow],
@@ -202,7 +277,7 @@ pub fn emit_conv(e: &mut Emitter, window: &Window, kernel: &[usize], x: &Buf, wp
         })),
     };
     let depth = kernel[0] * kernel[1] * c;
-    Product::new(e, &[], pixels, depth, rows, wp, out, Some([oh, ow]), finish).emit(e);
+    Product::new(e, Kind::Bf16, &[], pixels, depth, rows, wp, out, Some([oh, ow]), finish).emit(e);
 }
 
 /// `body(last)` for block `index` of `count`: the last block's code apart from the others'
@@ -227,11 +302,11 @@ fn for_last(e: &mut Emitter, index: &V, count: usize, same: bool, body: impl Fn(
     );
 }
 
-fn tile(rows: usize, columns: usize, f32: bool) -> Ty {
+fn tile(rows: usize, columns: usize, elem: TileElem) -> Ty {
     Ty::Tile {
         rows: rows as u8,
         columns: columns as u8,
-        f32,
+        elem,
     }
 }
 
@@ -259,12 +334,13 @@ fn load(e: &mut Emitter, buf: &Buf, at: [&V; 2], ty: Ty) -> V {
     )
 }
 
-/// `tiles` A tiles of a block's rows in `buf` (its rows the block's), from `column` on.
-fn tiles_of(e: &mut Emitter, buf: &Buf, column: &V, tiles: usize) -> Vec<V> {
+/// `tiles` A tiles of `kind` of a block's rows in `buf` (its rows the block's), from `column`
+/// on.
+fn tiles_of(e: &mut Emitter, kind: Kind, buf: &Buf, column: &V, tiles: usize) -> Vec<V> {
     (0..tiles)
         .map(|t| {
             let row = e.idx((t * ROWS) as i64);
-            load(e, buf, [&row, column], tile(ROWS, DEPTH, false))
+            load(e, buf, [&row, column], tile(ROWS, kind.depth(), kind.operands().0))
         })
         .collect()
 }
@@ -285,6 +361,7 @@ impl<'a> Product<'a> {
     #[allow(clippy::too_many_arguments)]
     fn new(
         e: &mut Emitter,
+        kind: Kind,
         batch: &'a [usize],
         m: usize,
         k: usize,
@@ -299,16 +376,19 @@ impl<'a> Product<'a> {
             e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
             buf
         };
-        let sums = stack(e, "sums", DType::F32, &[2 * ROWS, 2 * COLUMNS]);
-        let staged_a = stack(e, "staged", DType::BF16, &[2 * ROWS, DEPTH]);
-        let staged_b = stack(e, "staged", DType::BF16, &[ROWS, 2 * COLUMNS]);
-        let b_rows = bp.len() / (2 * COLUMNS);
+        let (a_dtype, b_width) = (kind.operands().1, kind.group() * COLUMNS);
+        let sums = stack(e, "sums", kind.sums().1, &[2 * ROWS, 2 * COLUMNS]);
+        let staged_a = stack(e, "staged", a_dtype, &[2 * ROWS, kind.depth()]);
+        let staged_b = stack(e, "staged", bp.dtype, &[ROWS, b_width]);
+        let b_rows = bp.len() / b_width;
         Product {
             batch,
             m,
             k,
             rows,
-            b: e.view(bp, &[b_rows, 2 * COLUMNS]),
+            kind,
+            b: e.view(bp, &[b_rows, b_width]),
+            panel_rows: bp.shape[bp.rank() - 2],
             batched_b: bp.rank() > 3,
             panels: bp.shape[bp.rank() - 3],
             out,
@@ -396,16 +476,17 @@ impl<'a> Product<'a> {
                 let to = e.lin(&[(channel, 1)], (tap * g.padded) as i64);
                 self.copy_rows(e, rows, width, |e, r| g.source_row(e, r), channel, strip, &to);
             };
-            let steps = c / DEPTH;
+            let depth = self.kind.depth();
+            let steps = c / depth;
             if steps > 0 {
-                let open = e.begin_for(0, (steps * DEPTH) as i64, DEPTH as i64, &[]);
+                let open = e.begin_for(0, (steps * depth) as i64, depth as i64, &[]);
                 let channel = open.iv.clone();
-                copy(e, &channel, DEPTH);
+                copy(e, &channel, depth);
                 e.end_for(open, &[]);
             }
-            if !c.is_multiple_of(DEPTH) {
-                let channel = e.idx((steps * DEPTH) as i64);
-                copy(e, &channel, c % DEPTH);
+            if !c.is_multiple_of(depth) {
+                let channel = e.idx((steps * depth) as i64);
+                copy(e, &channel, c % depth);
             }
         }
     }
@@ -413,7 +494,7 @@ impl<'a> Product<'a> {
     /// One block: its sums over the whole depth, then the epilogue.
     fn block(&self, e: &mut Emitter, block: &Block) {
         let flat_batch = flat_index(e, block.batch, self.batch);
-        let pairs = self.k / 2;
+        let pairs = self.panel_rows;
         let b_matrix = match self.batched_b {
             true => flat_batch.clone(),
             false => e.idx(0),
@@ -429,7 +510,7 @@ impl<'a> Product<'a> {
         // the tile registers' shapes are configured once per kernel, and tiles of several
         // shapes (a last block's fewer rows, a last step's fewer depths) can need more
         // registers than the 8 there are
-        let sum_tile = tile(ROWS, COLUMNS, true);
+        let sum_tile = tile(ROWS, COLUMNS, self.kind.sums().0);
         let tiles = block.heights.len();
         let mut sums: Vec<V> = (0..tiles * block.panels)
             .map(|_| e.op("acc", sum_tile, &format!("amx.tile_zero : {}", sum_tile.mlir())))
@@ -447,7 +528,7 @@ impl<'a> Product<'a> {
                 let valid: usize = block.heights.iter().sum();
                 let partial = valid < tiles * ROWS;
                 self.depth_run(e, sums, 0, self.k, &step, &|e, depth, width| {
-                    if width < DEPTH || partial {
+                    if width < self.kind.depth() || partial {
                         let source = |e: &mut Emitter, r: &V| {
                             let row = e.lin(&[(&a_rows[0], 1), (r, 1)], 0);
                             let inside = partial.then(|| {
@@ -458,7 +539,7 @@ impl<'a> Product<'a> {
                         };
                         return self.stage_rows(e, tiles, width, source, depth);
                     }
-                    let whole = tile(ROWS, DEPTH, false);
+                    let whole = tile(ROWS, self.kind.depth(), self.kind.operands().0);
                     a_rows.iter().map(|row| load(e, a, [row, depth], whole)).collect()
                 })
             }
@@ -473,7 +554,7 @@ impl<'a> Product<'a> {
                         match &g.strip {
                             Some(strip) => {
                                 let column = e.lin(&[(&channel, 1)], (tap * g.padded) as i64);
-                                tiles_of(e, strip, &column, tiles)
+                                tiles_of(e, self.kind, strip, &column, tiles)
                             }
                             None => self.stage_rows(e, tiles, width, |e, r| g.source_row(e, r), &channel),
                         }
@@ -499,9 +580,10 @@ impl<'a> Product<'a> {
         self.finish(e, block);
     }
 
-    /// The sums `acc` carried over depths `start..start + len` in steps of 32 (a last, shorter
-    /// one where `len` is not a multiple of 32); `a_tiles(depth, width)` gives the A tiles of
-    /// the step at `depth`, 32 depths wide (zeros past `width`). Every tile keeps the shape
+    /// The sums `acc` carried over depths `start..start + len` in steps of a tile row's depths
+    /// (32 bf16, 64 bytes; a last, shorter step where `len` is not a multiple);
+    /// `a_tiles(depth, width)` gives the A tiles of the step at `depth`, a whole step wide
+    /// (zeros past `width`). Every tile keeps the shape
     /// of a whole step: the tile registers' shapes are configured once per kernel, and a last
     /// step of other shapes would need more registers than the 8 there are.
     fn depth_run(
@@ -513,20 +595,21 @@ impl<'a> Product<'a> {
         step: &Step,
         a_tiles: &dyn Fn(&mut Emitter, &V, usize) -> Vec<V>,
     ) -> Vec<V> {
-        let steps = len / DEPTH;
+        let whole = self.kind.depth();
+        let steps = len / whole;
         let mut acc = acc;
         if steps > 0 {
-            let end = (start + steps * DEPTH) as i64;
-            let open = e.begin_for(start as i64, end, DEPTH as i64, &acc);
+            let end = (start + steps * whole) as i64;
+            let open = e.begin_for(start as i64, end, whole as i64, &acc);
             let depth = open.iv.clone();
             let carried = open.carried.clone();
-            let a = a_tiles(e, &depth, DEPTH);
-            let next = self.products(e, &carried, &a, &depth, DEPTH, step);
+            let a = a_tiles(e, &depth, whole);
+            let next = self.products(e, &carried, &a, &depth, whole, step);
             acc = e.end_for(open, &next);
         }
-        if !len.is_multiple_of(DEPTH) {
-            let depth = e.idx((start + steps * DEPTH) as i64);
-            let width = len % DEPTH;
+        if !len.is_multiple_of(whole) {
+            let depth = e.idx((start + steps * whole) as i64);
+            let width = len % whole;
             let a = a_tiles(e, &depth, width);
             acc = self.products(e, &acc, &a, &depth, width, step);
         }
@@ -535,25 +618,27 @@ impl<'a> Product<'a> {
 
     /// The sums `acc` plus the products of the A tiles `a` by the block's B tiles at `depth`.
     fn products(&self, e: &mut Emitter, acc: &[V], a: &[V], depth: &V, width: usize, step: &Step) -> Vec<V> {
-        let pair_row = e.div_idx(depth, 2);
-        let b_tile = tile(DEPTH / 2, 2 * COLUMNS, false);
+        let (whole, group) = (self.kind.depth(), self.kind.group());
+        let pair_row = e.div_idx(depth, group as i64);
+        let b_tile = tile(whole / group, group * COLUMNS, self.kind.operands().0);
         let b: Vec<V> = step
             .panel_rows
             .iter()
             .map(|start| {
                 let row = e.lin(&[(start, 1), (&pair_row, 1)], 0);
                 let zero = e.idx(0);
-                if width == DEPTH {
+                if width == whole {
                     return load(e, &self.b, [&row, &zero], b_tile);
                 }
-                // the last step's pairs, then zeros: the rows past them are another panel's
-                e.for_each(DEPTH / 2, |e, r| {
-                    let inside = e.idx((width / 2) as i64);
+                // the last step's pairs or groups (a last group padded with zeros in the
+                // panels), then zeros: the rows past them are another panel's
+                e.for_each(whole / group, |e, r| {
+                    let inside = e.idx(width.div_ceil(group) as i64);
                     let inside = e.cmp_idx("slt", &r, &inside);
                     let at = e.lin(&[(&row, 1), (&r, 1)], 0);
                     let at = e.select(&inside, &at, &row);
-                    let mask = e.splat(&inside, 2 * COLUMNS);
-                    let v = e.masked(Some(mask), |e| e.vload(&self.b, &[at, zero.clone()], 2 * COLUMNS));
+                    let mask = e.splat(&inside, group * COLUMNS);
+                    let v = e.masked(Some(mask), |e| e.vload(&self.b, &[at, zero.clone()], group * COLUMNS));
                     e.vstore(&self.staged_b, &[r, zero.clone()], &v);
                 });
                 load(e, &self.staged_b, [&zero, &zero], b_tile)
@@ -564,16 +649,8 @@ impl<'a> Product<'a> {
         for (i, ai) in a.iter().enumerate() {
             for (j, bj) in b.iter().enumerate() {
                 let c = &acc[i * panels + j];
-                next.push(e.op(
-                    "acc",
-                    c.ty,
-                    &format!(
-                        "amx.tile_mulf {ai}, {bj}, {c} : {}, {}, {}",
-                        ai.ty.mlir(),
-                        bj.ty.mlir(),
-                        c.ty.mlir()
-                    ),
-                ));
+                let product = self.kind.multiply_add(ai, bj, c);
+                next.push(e.op("acc", c.ty, &product));
             }
         }
         next
@@ -590,7 +667,7 @@ impl<'a> Product<'a> {
     ) -> Vec<V> {
         let zero = e.idx(0);
         self.copy_rows(e, tiles * ROWS, width, source, column, &self.staged_a, &zero);
-        tiles_of(e, &self.staged_a, &zero, tiles)
+        tiles_of(e, self.kind, &self.staged_a, &zero, tiles)
     }
 
     /// For each of `rows` rows `r`, `width` elements of row `source(r)` of the buffer it names
@@ -610,11 +687,12 @@ impl<'a> Product<'a> {
         e.for_each(rows, |e, r| {
             let (buf, row, inside) = source(e, &r);
             let zero = e.idx(0);
-            let lanes = e.first_lanes(width, DEPTH);
+            let depth = self.kind.depth();
+            let lanes = e.first_lanes(width, depth);
             let mask = match &inside {
                 // a row in the padding loads nothing (every lane masked) from row 0
                 Some(inside) => {
-                    let all = e.splat(inside, DEPTH);
+                    let all = e.splat(inside, depth);
                     e.and(&all, &lanes)
                 }
                 None => lanes,
@@ -623,7 +701,7 @@ impl<'a> Product<'a> {
                 Some(inside) => e.select(inside, &row, &zero),
                 None => row,
             };
-            let v = e.masked(Some(mask), |e| e.vload(&buf, &[row, column.clone()], DEPTH));
+            let v = e.masked(Some(mask), |e| e.vload(&buf, &[row, column.clone()], depth));
             e.vstore(to, &[r, to_column.clone()], &v);
         });
     }
@@ -740,6 +818,50 @@ mod tests {
         let b = t(DType::BF16, &[panels, k.div_ceil(2), 2 * COLUMNS]);
         let n = attrs(&[("n", Attr::Int(n as i64))]);
         lower_one_for(isa, OpKind::MatMulPacked, &[t(DType::BF16, a), b], n)
+    }
+
+    #[test]
+    fn byte_products_run_on_tiles_unsigned_by_signed_and_subtract_the_zero_point_after() {
+        let isa = VectorIsa {
+            amx_int8: true,
+            ..AVX512
+        };
+        // 45 rows (a partial row block), a depth of 100 (a step of 64, then one of 36 whose
+        // last group is padded), 40 columns (a partial panel)
+        let operands = [
+            t(DType::U8, &[45, 100]),
+            t(DType::I8, &[3, 25, 64]),
+            t(DType::I32, &[40]),
+            t(DType::I32, &[]),
+        ];
+        let mlir = lower_one_for(
+            isa,
+            OpKind::MatMulIntegerPacked,
+            &operands,
+            attrs(&[("n", Attr::Int(40))]),
+        );
+        check_in_order(
+            &mlir,
+            &[
+                "amx.tile_zero : !amx.tile<16x16xi32>",
+                "amx.tile_load",
+                "!amx.tile<16x64xi8>",
+                "amx.tile_muli",
+                "zext",
+                "amx.tile_store",
+                "arith.muli",
+                "arith.subi",
+            ],
+        );
+        // without int8 tiles, the vector kernel
+        let vnni = VectorIsa { vnni: true, ..AVX512 };
+        let mlir = lower_one_for(
+            vnni,
+            OpKind::MatMulIntegerPacked,
+            &operands,
+            attrs(&[("n", Attr::Int(40))]),
+        );
+        assert!(!mlir.contains("amx."), "{mlir}");
     }
 
     #[test]

@@ -28,13 +28,41 @@ pub enum Ty {
     BF16,
     F32,
     F64,
-    /// An AMX tile of `rows` rows of `columns` elements, bf16 (operands) or f32 (sums):
-    /// `amx.rs`'s values, which only its ops take.
+    /// An AMX tile of `rows` rows of `columns` elements: `amx.rs`'s values, which only its ops
+    /// take.
     Tile {
         rows: u8,
         columns: u8,
-        f32: bool,
+        elem: TileElem,
     },
+}
+
+/// What an AMX tile holds: bf16 or bytes (operands), f32 or i32 (sums).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileElem {
+    BF16,
+    F32,
+    I8,
+    I32,
+}
+
+impl TileElem {
+    fn mlir(self) -> &'static str {
+        match self {
+            TileElem::BF16 => "bf16",
+            TileElem::F32 => "f32",
+            TileElem::I8 => "i8",
+            TileElem::I32 => "i32",
+        }
+    }
+
+    fn bits(self) -> u32 {
+        match self {
+            TileElem::BF16 => 16,
+            TileElem::I8 => 8,
+            TileElem::F32 | TileElem::I32 => 32,
+        }
+    }
 }
 
 impl Ty {
@@ -48,9 +76,7 @@ impl Ty {
             Ty::BF16 => "bf16".into(),
             Ty::F32 => "f32".into(),
             Ty::F64 => "f64".into(),
-            Ty::Tile { rows, columns, f32 } => {
-                format!("!amx.tile<{rows}x{columns}x{}>", if f32 { "f32" } else { "bf16" })
-            }
+            Ty::Tile { rows, columns, elem } => format!("!amx.tile<{rows}x{columns}x{}>", elem.mlir()),
         }
     }
 
@@ -71,7 +97,7 @@ impl Ty {
             Ty::F16 | Ty::BF16 => 16,
             Ty::F32 => 32,
             Ty::F64 => 64,
-            Ty::Tile { rows, columns, f32 } => rows as u32 * columns as u32 * if f32 { 32 } else { 16 },
+            Ty::Tile { rows, columns, elem } => rows as u32 * columns as u32 * elem.bits(),
         }
     }
 }

@@ -9,8 +9,10 @@
 //! AVX-VNNI's 256-bit form), else shifts, multiplies and adds of i32 lanes, which are as exact
 //! (no saturating 16-bit step, unlike `vpmaddubsw`). The column sums are subtracted as each
 //! vector of sums is finished, before the fused epilogue (dequantisation and what follows).
-//! Without a vector unit (`ref`), plain loops sum each element.
+//! On a machine with AMX tiles the product runs on them instead (`amx.rs`: `tdpbusd`, 16 x 16
+//! x 64 multiply-adds a step). Without a vector unit (`ref`), plain loops sum each element.
 
+use super::amx;
 use super::buffer::Buf;
 use super::emit::{type_with_lanes, Emitter, Ty, V};
 use super::tile::{self, At, MicroTile, Panels, Product, RowsOfA, Step, Sums};
@@ -27,6 +29,10 @@ pub fn matmul_integer_packed(e: &mut Emitter, ins: &[Buf], out: &Buf) {
     let rank = a.rank();
     let depth = a.shape[rank - 1];
     match e.isa.filter(|_| out.holds_vectors() && !a.is_empty()) {
+        Some(isa) if amx::integer_usable(isa, a, bp, out) => {
+            let finish = |e: &mut Emitter, idx: &[V], sums: V| less_zero_point(e, idx, sums, column_sums, a_zero);
+            amx::emit_integer(e, a, bp, out, &finish);
+        }
         Some(isa) => {
             let at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
             let rows = ByteGroups { buf: a, depth, at: &at };

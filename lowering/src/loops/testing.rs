@@ -44,6 +44,7 @@ pub const AVX2: VectorIsa = VectorIsa {
     fma: true,
     f16c: true,
     amx_bf16: false,
+    amx_int8: false,
     vnni: false,
 };
 
@@ -54,6 +55,7 @@ pub const AVX512: VectorIsa = VectorIsa {
     fma: true,
     f16c: true,
     amx_bf16: false,
+    amx_int8: false,
     vnni: false,
 };
 

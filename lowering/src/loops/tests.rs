@@ -249,6 +249,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         fma: true,
         f16c: true,
         amx_bf16: false,
+        amx_int8: false,
         vnni: false,
     }),
     Some(VectorIsa {
@@ -257,6 +258,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         fma: true,
         f16c: true,
         amx_bf16: false,
+        amx_int8: false,
         vnni: true,
     }),
 ];

@@ -23,6 +23,8 @@ pub struct VectorIsa {
     pub f16c: bool,
     /// Whether the machine has AMX tiles with bf16 products (`amx.rs`).
     pub amx_bf16: bool,
+    /// Whether the machine has AMX tiles with u8 x i8 products (`amx.rs`).
+    pub amx_int8: bool,
     /// Whether the machine sums u8 x i8 products of 32-bit lanes in one instruction
     /// (`vpdpbusd`) on these vectors: AVX-512 VNNI for 16 lanes, AVX-VNNI (or AVX-512 VNNI
     /// with 256-bit vectors) for 8 (`integer.rs`).
@@ -41,6 +43,7 @@ impl VectorIsa {
                 fma,
                 f16c,
                 amx_bf16: has("amx-tile") && has("amx-bf16"),
+                amx_int8: has("amx-tile") && has("amx-int8"),
                 vnni: has("avx512vnni"),
             }
         } else if has("avx") {
@@ -50,6 +53,7 @@ impl VectorIsa {
                 fma,
                 f16c,
                 amx_bf16: false,
+                amx_int8: false,
                 vnni: has("avxvnni") || (has("avx512vnni") && has("avx512vl")),
             }
         } else {
@@ -59,6 +63,7 @@ impl VectorIsa {
                 fma: false,
                 f16c: false,
                 amx_bf16: false,
+                amx_int8: false,
                 vnni: false,
             }
         }
