@@ -106,6 +106,9 @@ pub fn cost_model(target: Target) -> Arc<dyn CostModel> {
             if isa.is_some_and(|isa| isa.vnni) {
                 cost = cost.with_vnni();
             }
+            if isa.is_some_and(|isa| isa.amx_int8) {
+                cost = cost.with_amx_int8();
+            }
             Arc::new(cost)
         }
     }

@@ -106,6 +106,9 @@ pub struct FlopCost {
     /// i32): below 1 where the machine sums four byte products per lane in one instruction
     /// (VNNI), above 1 where the kernel takes each byte out with shifts.
     pub integer: f64,
+    /// The same for `matmul_integer_packed` alone, which runs on AMX tiles where the machine
+    /// has int8 ones (the convolutions over a window do not).
+    pub integer_product: f64,
 }
 
 impl FlopCost {
@@ -122,6 +125,7 @@ impl FlopCost {
             half_a: 1.0,
             paired: 1.0,
             integer: 1.0,
+            integer_product: 1.0,
         }
     }
 
@@ -142,7 +146,8 @@ impl FlopCost {
         let float = a.is_some_and(|a| a.is_float());
         match op.kind {
             OpKind::MatMulPacked | OpKind::ConvNhwcPacked if b_paired => self.packed * self.paired,
-            OpKind::MatMulIntegerPacked | OpKind::ConvNhwcIntegerPacked => self.packed * self.integer,
+            OpKind::MatMulIntegerPacked => self.packed * self.integer_product,
+            OpKind::ConvNhwcIntegerPacked => self.packed * self.integer,
             // the tiled kernels read floats: integer products are the scalar loops
             OpKind::MatMul | OpKind::Gemm if !float => self.conv,
             OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
@@ -198,6 +203,9 @@ const AMX_BF16_PAIRED: f64 = 0.2;
 /// `FlopCost::integer` on a machine with VNNI.
 const VNNI_INTEGER: f64 = 0.3;
 
+/// `FlopCost::integer_product` on a machine with AMX int8 tiles.
+const AMX_INT8_PRODUCT: f64 = 0.12;
+
 impl LinearCost {
     /// The `ref` target: scalar loops for a generic x86-64, one kernel per op (about 1 FLOP and
     /// 4 bytes per ns; ref rewrites nothing, so this only prices `mxc explain --target ref`).
@@ -238,6 +246,7 @@ impl LinearCost {
                 paired: 1.5,
                 // bytes taken out of i32 lanes with shifts: more work than f32 panels
                 integer: 1.5,
+                integer_product: 1.5,
             },
             channels_last: ChannelsLast {
                 window: 0.76,
@@ -324,6 +333,20 @@ impl LinearCost {
         LinearCost {
             per_flop: FlopCost {
                 integer: VNNI_INTEGER,
+                integer_product: self.per_flop.integer_product.min(VNNI_INTEGER),
+                ..self.per_flop
+            },
+            ..self
+        }
+    }
+
+    /// The same machine with AMX int8 tiles: the integer products on them, 2.5 times the VNNI
+    /// kernel's rate (`cargo bench --bench gemm`'s int8 table on a Xeon with AMX: 1700-2000 GOP/s
+    /// against 660-750).
+    pub fn with_amx_int8(self) -> LinearCost {
+        LinearCost {
+            per_flop: FlopCost {
+                integer_product: AMX_INT8_PRODUCT,
                 ..self.per_flop
             },
             ..self
