@@ -291,23 +291,9 @@ fn fma_peak() -> Option<f64> {
     if !std::arch::is_x86_feature_detected!("fma") {
         return None;
     }
-    let iterations: u64 = 50_000_000;
-    let best = (0..7)
-        .map(|_| {
-            let start = Instant::now();
-            // SAFETY: the CPU has FMA (and AVX-512 where the wide probe runs); the probe only
-            // reads and writes registers it declares clobbered.
-            unsafe {
-                if lanes() == 16 {
-                    fma_chains_512(iterations)
-                } else {
-                    fma_chains_256(iterations)
-                }
-            };
-            start.elapsed()
-        })
-        .min()?;
-    Some(iterations as f64 * 12.0 * 2.0 * lanes() as f64 / best.as_secs_f64() / 1e9)
+    // the CPU has FMA, and AVX-512 where the wide probe runs
+    let probe = if lanes() == 16 { fma_chains_512 } else { fma_chains_256 };
+    Some(peak(probe, 2.0 * lanes() as f64))
 }
 
 /// The machine's u8 x i8 peak on one core in GOP/s (a multiply-add counts 2): the best of
@@ -317,23 +303,29 @@ fn vnni_peak() -> Option<f64> {
     if !wide && !std::arch::is_x86_feature_detected!("avxvnni") {
         return None;
     }
+    // the CPU has the VNNI form the probe uses (checked above)
+    let (probe, lanes): (unsafe fn(u64), f64) = match wide {
+        true => (vnni_chains_512, 16.0),
+        false => (vnni_chains_256, 8.0),
+    };
+    Some(peak(probe, 2.0 * 4.0 * lanes))
+}
+
+/// Operations per second (in billions) of `probe`, whose each iteration is 12 instructions of
+/// `per_instruction` operations: the best of 7 timings. `probe` must be one the CPU runs.
+fn peak(probe: unsafe fn(u64), per_instruction: f64) -> f64 {
     let iterations: u64 = 50_000_000;
     let best = (0..7)
         .map(|_| {
             let start = Instant::now();
-            // SAFETY: the CPU has the VNNI form used (checked above); the probe only reads and
-            // writes registers it declares clobbered.
-            unsafe {
-                match wide {
-                    true => vnni_chains_512(iterations),
-                    false => vnni_chains_256(iterations),
-                }
-            };
+            // SAFETY: the callers pick a probe whose features the CPU has; a probe only reads
+            // and writes registers it declares clobbered.
+            unsafe { probe(iterations) };
             start.elapsed()
         })
-        .min()?;
-    let lanes = if wide { 16.0 } else { 8.0 };
-    Some(iterations as f64 * 12.0 * 2.0 * 4.0 * lanes / best.as_secs_f64() / 1e9)
+        .min()
+        .expect("seven timings");
+    iterations as f64 * 12.0 * per_instruction / best.as_secs_f64() / 1e9
 }
 
 macro_rules! fma_probe {
