@@ -19,7 +19,7 @@ use mxc_kernels::chunked::Runnable;
 use mxc_kernels::mxr::{self, Contents};
 use mxc_kernels::{Parallelism, SecretKey, TrustPolicy};
 use mxc_onnx::{import_file, ImportOptions};
-use mxc_rewrite::precision::{op_kinds, Quantize};
+use mxc_rewrite::precision::{int8_kinds, op_kinds, Calibration, Int8, Quantize};
 use mxc_rewrite::rules::load_rules;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -199,6 +199,20 @@ struct PrecisionArgs {
     /// the boundary (MIGraphX's autocast_fp8)
     #[arg(long)]
     autocast_fp8: bool,
+    /// Quantise convolutions and products to int8 (u8 activations per tensor, s8 weights per
+    /// output channel) from ranges calibrated on --calibration's samples (MIGraphX's --int8,
+    /// quantize_int8)
+    #[arg(long, requires = "calibration", conflicts_with_all = ["fp16", "fp16_ops", "bf16", "bf16_ops"])]
+    int8: bool,
+    /// Quantise only these ops to int8, comma-separated: conv, matmul, gemm, or MIGraphX's
+    /// `convolution`, `dot`; implies --int8
+    #[arg(long, value_name = "OPS", value_delimiter = ',', requires = "calibration",
+          conflicts_with_all = ["fp16", "fp16_ops", "bf16", "bf16_ops"])]
+    int8_ops: Vec<String>,
+    /// The samples --int8 calibrates on: one folder per sample, each with <input>.npy for the
+    /// model's inputs (the layout `mxc run --save-inputs DIR` writes)
+    #[arg(long, value_name = "DIR")]
+    calibration: Option<PathBuf>,
 }
 
 impl PrecisionArgs {
@@ -220,7 +234,29 @@ impl PrecisionArgs {
             quantize: half.or(bf16),
             half_as_f32: self.half_as_f32,
             autocast_fp8: self.autocast_fp8,
+            int8: self.int8()?,
         })
+    }
+
+    /// What --int8, --int8-ops and --calibration ask for.
+    fn int8(&self) -> Result<Option<Int8>> {
+        if !self.int8 && self.int8_ops.is_empty() {
+            if let Some(dir) = &self.calibration {
+                anyhow::bail!("--calibration {}: calibration is for --int8 (or --int8-ops)", dir.display());
+            }
+            return Ok(None);
+        }
+        let names: Vec<&str> = self.int8_ops.iter().map(String::as_str).collect();
+        let ops = match names.is_empty() {
+            true => None,
+            false => int8_kinds(&names).map_err(|e| anyhow::anyhow!("--int8-ops: {e}"))?,
+        };
+        let dir = self.calibration.as_ref().expect("clap requires --calibration with --int8");
+        let samples = mxc_driver::calibration::read_samples(dir)?;
+        Ok(Some(Int8 {
+            ops,
+            calibration: Calibration::samples(samples),
+        }))
     }
 }
 

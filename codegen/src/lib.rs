@@ -5,6 +5,7 @@
 //! the options name one.
 
 pub mod cache;
+mod calibrate;
 mod gpu;
 mod host;
 mod link;
@@ -15,6 +16,7 @@ mod rewrites;
 mod target;
 mod workers;
 
+pub use calibrate::calibrate;
 pub use gpu::nvidia_folder;
 pub use host::{code_cpu, vector_isa, CodeCpu};
 pub use objects::CacheStats;
@@ -118,6 +120,8 @@ pub enum CodegenError {
     Rules(#[from] mxc_rewrite::rules::RuleError),
     #[error("the ref target is the unrewritten oracle; user rules apply to cpu")]
     RulesOnRef,
+    #[error("calibrating for int8: {0}")]
+    Calibration(String),
     #[error("changing the precision ({what}): {error}")]
     Precision { what: String, error: mxc_dialects::IrError },
     /// GPU code cannot be made here (a file it needs is missing, no architecture asked for).
@@ -177,6 +181,9 @@ pub fn with_precision(
     if precision.is_default() {
         return Ok(None);
     }
+    if let Some(int8) = &precision.int8 {
+        calibrated(graph, int8)?;
+    }
     precision
         .apply(graph)
         .map(Some)
@@ -184,4 +191,19 @@ pub fn with_precision(
             what: precision.describe(),
             error,
         })
+}
+
+/// `int8`'s samples run on `graph` (on the cpu target) and the ranges kept, unless they are
+/// there already.
+fn calibrated(graph: &Graph, int8: &mxc_rewrite::precision::Int8) -> Result<(), CodegenError> {
+    use mxc_rewrite::precision::Calibration;
+    let Calibration::Samples { samples, calibrated } = &int8.calibration else {
+        return Ok(());
+    };
+    if int8.calibration.ranges_for(graph).is_some() {
+        return Ok(());
+    }
+    let found = calibrate(graph, &int8.ops, samples, Target::Cpu)?;
+    *calibrated.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(found));
+    Ok(())
 }

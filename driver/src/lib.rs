@@ -6,6 +6,7 @@
 //! and again on inputs of any shape they take (`Runner`); a target verified against `ref`
 //! (`verify`) and a rewrite explained (`explain`).
 
+pub mod calibration;
 pub mod compile;
 mod error;
 pub mod explain;

@@ -1,6 +1,6 @@
 //! `mxc` for Python: MIGraphX's Python API (`parse_onnx` -> `program.compile` -> `run`,
 //! `shape`, `argument`, building a program with `module`, `save` and `load` of `.mxr` files,
-//! `quantize_fp16`, `quantize_bf16` and `autocast_fp8`) over `mxc-driver`, so that a script
+//! `quantize_fp16`, `quantize_bf16`, `quantize_int8` and `autocast_fp8`) over `mxc-driver`, so that a script
 //! written for `migraphx` runs with `import mxc as migraphx`. numpy arrays go in and come out
 //! without copies where their layout allows (`argument`); the GIL is released while a program
 //! compiles or runs; errors are `mxc.Error` with the messages the command line prints.
@@ -40,6 +40,7 @@ fn mxc_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain::explain, m)?)?;
     m.add_function(wrap_pyfunction!(quantize::quantize_fp16, m)?)?;
     m.add_function(wrap_pyfunction!(quantize::quantize_bf16, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize_int8, m)?)?;
     m.add_function(wrap_pyfunction!(quantize::autocast_fp8, m)?)?;
     Ok(())
 }

@@ -19,8 +19,11 @@
 //! f32 between casts and drops the cast pairs), so it gives its answers; without it each op's
 //! result is rounded to its type, ONNX's meaning (`docs/quantisation.md`).
 
+pub mod int8;
+
 use mxc_dialects::{eval, Attr, Attrs, DType, Graph, IrError, Op, OpKind, Tensor, Trait, ValueId};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// How a program's precision is changed before it is compiled (the default changes nothing).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -31,6 +34,68 @@ pub struct Precision {
     /// The program's fp8 inputs and outputs become f32 at its boundary, cast to and from fp8
     /// inside (MIGraphX's `autocast_fp8`); the program is otherwise unchanged.
     pub autocast_fp8: bool,
+    /// Quantise convolutions and products to int8 from calibrated ranges (before anything
+    /// else; not with `quantize`).
+    pub int8: Option<Int8>,
+}
+
+/// Ops to quantise to int8 (`int8.rs`), and the ranges that decide their scales.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8 {
+    /// Which ops: `None` for every kind that has an integer form (`int8::QUANTISABLE`).
+    pub ops: Option<Vec<OpKind>>,
+    pub calibration: Calibration,
+}
+
+/// Where an int8 program's ranges come from.
+#[derive(Clone, Debug)]
+pub enum Calibration {
+    /// Samples to run (a value for each input, by name), calibrated when the program compiles
+    /// (`mxc_codegen::with_precision`); the first calibration is kept for the next compile of
+    /// the same graph.
+    Samples {
+        samples: Arc<Vec<HashMap<String, Tensor>>>,
+        calibrated: Arc<Mutex<Option<Arc<int8::Calibrated>>>>,
+    },
+    /// Ranges calibrated already (`quantize_int8`).
+    Ranges(Arc<int8::Calibrated>),
+}
+
+impl Calibration {
+    /// Samples to calibrate on when the program compiles.
+    pub fn samples(samples: Vec<HashMap<String, Tensor>>) -> Calibration {
+        Calibration::Samples {
+            samples: Arc::new(samples),
+            calibrated: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The ranges calibrated for `graph`, if there are some.
+    pub fn ranges_for(&self, graph: &Graph) -> Option<Arc<int8::Calibrated>> {
+        let found = match self {
+            Calibration::Ranges(c) => Some(c.clone()),
+            Calibration::Samples { calibrated, .. } => calibrated.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
+        found.filter(|c| c.fingerprint == int8::Calibrated::fingerprint_of(graph))
+    }
+
+    /// How many samples the ranges come from.
+    pub fn sample_count(&self) -> usize {
+        match self {
+            Calibration::Samples { samples, .. } => samples.len(),
+            Calibration::Ranges(c) => c.samples,
+        }
+    }
+}
+
+impl PartialEq for Calibration {
+    fn eq(&self, other: &Calibration) -> bool {
+        match (self, other) {
+            (Calibration::Samples { samples: a, .. }, Calibration::Samples { samples: b, .. }) => a == b,
+            (Calibration::Ranges(a), Calibration::Ranges(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// Ops to compute in a half precision.
@@ -50,6 +115,17 @@ impl Precision {
     /// Applies the precision to `graph` and the regions inside it.
     pub fn apply(&self, graph: &Graph) -> Result<Graph, IrError> {
         let mut g = graph.clone();
+        if let Some(i) = &self.int8 {
+            if self.quantize.is_some() {
+                return Err(int8::int8_error("int8 and a half precision cannot both be asked for".into()));
+            }
+            let Some(calibrated) = i.calibration.ranges_for(&g) else {
+                return Err(int8::int8_error(
+                    "the program is not calibrated (mxc_codegen::with_precision calibrates it)".into(),
+                ));
+            };
+            g = int8::quantize(&g, &i.ops, &calibrated)?;
+        }
         if let Some(q) = &self.quantize {
             g = with_regions(&g, &|g| quantize(g, q))?;
         }
@@ -76,6 +152,9 @@ impl Precision {
                 }
             });
         }
+        if let Some(i) = &self.int8 {
+            parts.push(describe_int8(i));
+        }
         if self.half_as_f32 {
             parts.push("half as f32".to_string());
         }
@@ -84,6 +163,48 @@ impl Precision {
         }
         parts.join(", ")
     }
+}
+
+/// `int8 (conv, matmul; 50 of 54 ops, 8 calibration samples)`: the kinds asked for, how many
+/// ops of those kinds have an integer form (once calibrated), and the samples.
+fn describe_int8(i: &Int8) -> String {
+    let kinds = match &i.ops {
+        None => String::new(),
+        Some(ops) => {
+            let names: Vec<&str> = ops.iter().map(|k| k.name()).collect();
+            format!("{}; ", names.join(", "))
+        }
+    };
+    let calibrated = match &i.calibration {
+        Calibration::Ranges(c) => Some(c.clone()),
+        Calibration::Samples { calibrated, .. } => calibrated.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+    };
+    let ops = calibrated.map_or(String::new(), |c| format!("{} of {} ops, ", c.quantisable, c.chosen));
+    let samples = i.calibration.sample_count();
+    let plural = if samples == 1 { "" } else { "s" };
+    format!("int8 ({kinds}{ops}{samples} calibration sample{plural})")
+}
+
+/// The op kinds int8 quantisation is asked for by `names` (as `op_kinds` reads them): kinds
+/// without an integer form are refused, and `convolution`'s `conv_transpose` left out.
+pub fn int8_kinds(names: &[&str]) -> Result<Option<Vec<OpKind>>, String> {
+    let Some(kinds) = op_kinds(names)? else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for k in kinds {
+        match k {
+            OpKind::ConvTranspose if names.contains(&"convolution") => {}
+            k if int8::QUANTISABLE.contains(&k) => out.push(k),
+            k => {
+                return Err(format!(
+                    "`{}` has no int8 form (int8 quantises conv, matmul and gemm: `convolution`, `dot`)",
+                    k.name()
+                ))
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 /// The op kinds named by `names`: mx's op names, and MIGraphX's `dot` (matmul and gemm),

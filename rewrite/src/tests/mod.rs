@@ -6,6 +6,7 @@ mod batch_norm;
 mod extraction;
 mod folding;
 mod fusion;
+mod int8;
 mod kernels;
 mod layout;
 mod library;
