@@ -242,7 +242,10 @@ impl PrecisionArgs {
     fn int8(&self) -> Result<Option<Int8>> {
         if !self.int8 && self.int8_ops.is_empty() {
             if let Some(dir) = &self.calibration {
-                anyhow::bail!("--calibration {}: calibration is for --int8 (or --int8-ops)", dir.display());
+                anyhow::bail!(
+                    "--calibration {}: calibration is for --int8 (or --int8-ops)",
+                    dir.display()
+                );
             }
             return Ok(None);
         }
@@ -251,7 +254,10 @@ impl PrecisionArgs {
             true => None,
             false => int8_kinds(&names).map_err(|e| anyhow::anyhow!("--int8-ops: {e}"))?,
         };
-        let dir = self.calibration.as_ref().expect("clap requires --calibration with --int8");
+        let dir = self
+            .calibration
+            .as_ref()
+            .expect("clap requires --calibration with --int8");
         let samples = mxc_driver::calibration::read_samples(dir)?;
         Ok(Some(Int8 {
             ops,

@@ -22,7 +22,10 @@ pub fn calibrate(
         return Err(fail("no samples to calibrate on".into()));
     }
     if !matches!(target, Target::Cpu | Target::Ref) {
-        return Err(fail(format!("calibration runs on the cpu or ref target, not {}", target.name())));
+        return Err(fail(format!(
+            "calibration runs on the cpu or ref target, not {}",
+            target.name()
+        )));
     }
     let observed = int8::observed(graph, kinds);
     // the observed values that are not inputs become outputs of their own
@@ -38,7 +41,8 @@ pub fn calibrate(
     let options = CompileOptions::default();
     let compiled = compile(&probe, target, &options)?;
     let mut run = Executable::load(compiled.program, &compiled.library).map_err(|e| fail(e.to_string()))?;
-    run.set_parallelism(Parallelism::all_cores()).map_err(|e| fail(e.to_string()))?;
+    run.set_parallelism(Parallelism::all_cores())
+        .map_err(|e| fail(e.to_string()))?;
     let mut ranges: HashMap<ValueId, (f32, f32)> = HashMap::new();
     for (n, sample) in samples.iter().enumerate() {
         let sample = inputs_of(graph, sample).map_err(|e| fail(format!("sample {n}: {e}")))?;
@@ -73,14 +77,22 @@ fn inputs_of(graph: &Graph, sample: &HashMap<String, Tensor>) -> Result<HashMap<
     };
     let mut out = HashMap::new();
     for p in &graph.inputs {
-        let value = (sample.get(&p.name).or_else(|| sample.get(&stem(&p.name))))
-            .ok_or_else(|| format!("no value for input `{}` ({})", p.name, mxc_kernels::npy::file_name_for(&p.name)))?;
+        let value = (sample.get(&p.name).or_else(|| sample.get(&stem(&p.name)))).ok_or_else(|| {
+            format!(
+                "no value for input `{}` ({})",
+                p.name,
+                mxc_kernels::npy::file_name_for(&p.name)
+            )
+        })?;
         out.insert(p.name.clone(), value.clone());
     }
     for key in sample.keys() {
         if !graph.inputs.iter().any(|p| &p.name == key || &stem(&p.name) == key) {
             let names: Vec<&str> = graph.inputs.iter().map(|p| p.name.as_str()).collect();
-            return Err(format!("`{key}` is not an input of the model (its inputs: {})", names.join(", ")));
+            return Err(format!(
+                "`{key}` is not an input of the model (its inputs: {})",
+                names.join(", ")
+            ));
         }
     }
     Ok(out)

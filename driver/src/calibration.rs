@@ -34,12 +34,18 @@ pub fn read_samples(dir: &Path) -> Result<Vec<HashMap<String, Tensor>>> {
         for entry in std::fs::read_dir(&folder).map_err(io(&folder))? {
             let path = entry.map_err(io(&folder))?.path();
             if path.extension().is_some_and(|e| e == "npy") {
-                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 sample.insert(stem, mxc_kernels::npy::read(&path)?);
             }
         }
         if sample.is_empty() {
-            return Err(invalid(format!("calibration sample {} holds no .npy files", folder.display())));
+            return Err(invalid(format!(
+                "calibration sample {} holds no .npy files",
+                folder.display()
+            )));
         }
         samples.push(sample);
     }

@@ -117,7 +117,9 @@ impl Precision {
         let mut g = graph.clone();
         if let Some(i) = &self.int8 {
             if self.quantize.is_some() {
-                return Err(int8::int8_error("int8 and a half precision cannot both be asked for".into()));
+                return Err(int8::int8_error(
+                    "int8 and a half precision cannot both be asked for".into(),
+                ));
             }
             let Some(calibrated) = i.calibration.ranges_for(&g) else {
                 return Err(int8::int8_error(

@@ -183,7 +183,12 @@ pub fn quantize(graph: &Graph, kinds: &Option<Vec<OpKind>>, calibrated: &Calibra
         ));
     }
     let candidates: HashMap<usize, Candidate> = (candidates(graph, kinds).into_iter())
-        .filter(|c| calibrated.ranges.get(&c.activation).is_some_and(|(lo, hi)| lo.is_finite() && hi.is_finite()))
+        .filter(|c| {
+            calibrated
+                .ranges
+                .get(&c.activation)
+                .is_some_and(|(lo, hi)| lo.is_finite() && hi.is_finite())
+        })
         .map(|c| (c.op, c))
         .collect();
     let mut r = Rebuild::new(graph);
@@ -271,12 +276,17 @@ fn quantised_weight(g: &mut Graph, w: &Tensor, channels: Channels) -> Result<Val
     let mut largest = vec![0f32; count];
     for (i, v) in values.iter().enumerate() {
         if !v.is_finite() {
-            return Err(int8_error(format!("weights of shape {shape:?} hold {v}: they cannot be quantised")));
+            return Err(int8_error(format!(
+                "weights of shape {shape:?} hold {v}: they cannot be quantised"
+            )));
         }
         let c = channel_of(i);
         largest[c] = largest[c].max(v.abs());
     }
-    let scales: Vec<f32> = largest.iter().map(|&m| if m == 0.0 { 1.0 } else { m / 127.0 }).collect();
+    let scales: Vec<f32> = largest
+        .iter()
+        .map(|&m| if m == 0.0 { 1.0 } else { m / 127.0 })
+        .collect();
     let ints: Vec<i64> = (values.iter().enumerate())
         .map(|(i, v)| (v / scales[channel_of(i)]).round_ties_even().clamp(-127.0, 127.0) as i64)
         .collect();

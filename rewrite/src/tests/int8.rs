@@ -37,7 +37,12 @@ fn model() -> (Graph, ValueId, ValueId) {
     let d = op(&mut g, OpKind::Conv, &[c, dw], conv_attrs(4));
     let m = g.constant(weights(&[6, 5]));
     let p = op(&mut g, OpKind::MatMul, &[d, m], Attrs::new());
-    let t = op(&mut g, OpKind::Transpose, &[p], Attrs::new().with("perm", Attr::Ints(vec![0, 1, 3, 2])));
+    let t = op(
+        &mut g,
+        OpKind::Transpose,
+        &[p],
+        Attrs::new().with("perm", Attr::Ints(vec![0, 1, 3, 2])),
+    );
     let q = op(&mut g, OpKind::MatMul, &[p, t], Attrs::new());
     g.add_output("y", q);
     (g, x, d)
@@ -97,7 +102,11 @@ fn quantised_ops_read_dequantised_u8_activations_and_s8_weights_per_channel() {
     assert_eq!(q.ty(q.outputs[0].value), g.ty(g.outputs[0].value));
     let dequantised: Vec<_> = q.ops.iter().filter(|o| o.kind == OpKind::DequantizeLinear).collect();
     assert_eq!(dequantised.len(), 4, "two activations and two weights");
-    let conv = q.ops.iter().find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1)).unwrap();
+    let conv = q
+        .ops
+        .iter()
+        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1))
+        .unwrap();
     let image = q.producer(conv.operands[0]).unwrap();
     assert_eq!(image.kind, OpKind::DequantizeLinear);
     assert_eq!(q.ty(image.operands[0]).dtype, DType::U8);
@@ -122,15 +131,27 @@ fn quantised_ops_read_dequantised_u8_activations_and_s8_weights_per_channel() {
     )
     .unwrap()
     .unwrap()[0];
-    for (i, (a, b)) in weights(&[4, 8, 3, 3]).to_f64_vec().iter().zip(back.to_f64_vec()).enumerate() {
+    for (i, (a, b)) in weights(&[4, 8, 3, 3])
+        .to_f64_vec()
+        .iter()
+        .zip(back.to_f64_vec())
+        .enumerate()
+    {
         assert!((a - b).abs() <= scales.get_f64(i / 72) / 2.0 + 1e-6, "{i}: {a} {b}");
     }
     // the product's weights have a scale per column; the depthwise convolution and the
     // product of two activations are as they were
-    let product = q.ops.iter().find(|o| o.kind == OpKind::MatMul && q.producer(o.operands[1]).unwrap().kind == OpKind::DequantizeLinear);
+    let product = q
+        .ops
+        .iter()
+        .find(|o| o.kind == OpKind::MatMul && q.producer(o.operands[1]).unwrap().kind == OpKind::DequantizeLinear);
     let columns = q.producer(product.unwrap().operands[1]).unwrap();
     assert_eq!(q.constant_value(columns.operands[1]).unwrap().shape(), &[5]);
-    let depthwise = q.ops.iter().find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(4)).unwrap();
+    let depthwise = q
+        .ops
+        .iter()
+        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(4))
+        .unwrap();
     assert_eq!(q.producer(depthwise.operands[1]).unwrap().kind, OpKind::Constant);
 }
 
@@ -139,7 +160,11 @@ fn an_op_without_a_finite_range_stays_f32() {
     let (g, x, d) = model();
     let c = calibrated(&g, &[(x, (f32::NEG_INFINITY, 1.0)), (d, (0.0, 1.0))]);
     let q = int8::quantize(&g, &None, &c).unwrap();
-    let conv = q.ops.iter().find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1)).unwrap();
+    let conv = q
+        .ops
+        .iter()
+        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1))
+        .unwrap();
     assert!(q.producer(conv.operands[0]).is_none(), "the image is the input itself");
     assert_eq!(q.ops.iter().filter(|o| o.kind == OpKind::DequantizeLinear).count(), 2);
 }
