@@ -75,6 +75,15 @@ fn inputs_of(graph: &Graph, sample: &HashMap<String, Tensor>) -> Result<HashMap<
         let file = mxc_kernels::npy::file_name_for(name);
         file.trim_end_matches(".npy").to_string()
     };
+    for key in sample.keys() {
+        if !graph.inputs.iter().any(|p| &p.name == key || &stem(&p.name) == key) {
+            let names: Vec<&str> = graph.inputs.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "`{key}` is not an input of the model (its inputs: {})",
+                names.join(", ")
+            ));
+        }
+    }
     let mut out = HashMap::new();
     for p in &graph.inputs {
         let value = (sample.get(&p.name).or_else(|| sample.get(&stem(&p.name)))).ok_or_else(|| {
@@ -85,15 +94,6 @@ fn inputs_of(graph: &Graph, sample: &HashMap<String, Tensor>) -> Result<HashMap<
             )
         })?;
         out.insert(p.name.clone(), value.clone());
-    }
-    for key in sample.keys() {
-        if !graph.inputs.iter().any(|p| &p.name == key || &stem(&p.name) == key) {
-            let names: Vec<&str> = graph.inputs.iter().map(|p| p.name.as_str()).collect();
-            return Err(format!(
-                "`{key}` is not an input of the model (its inputs: {})",
-                names.join(", ")
-            ));
-        }
     }
     Ok(out)
 }

@@ -32,13 +32,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// `source`, which happened while doing `context` (compiling a file, at some sizes).
-    #[error("{context}: {source}")]
-    Context {
-        context: String,
-        #[source]
-        source: Box<Error>,
-    },
+    /// `error`, which happened while doing `context` (compiling a file, at some sizes). Its
+    /// message holds `error`'s, so it is not also its `source()` (a chain printed in full, as
+    /// `{:#}` does, would say it twice).
+    #[error("{context}: {error}")]
+    Context { context: String, error: Box<Error> },
 }
 
 /// A shorthand for the driver's results.
@@ -49,7 +47,7 @@ impl Error {
     pub fn context(self, context: impl Into<String>) -> Error {
         Error::Context {
             context: context.into(),
-            source: Box::new(self),
+            error: Box::new(self),
         }
     }
 }

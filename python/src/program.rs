@@ -113,16 +113,22 @@ impl Program {
     /// Asks for `precision` when the program compiles (`what`, the function asking, names it
     /// in an error). A graph is changed once here, so that one the change refuses fails now.
     pub fn set_precision(&mut self, what: &str, precision: Precision) -> PyResult<()> {
-        if let State::Compiled(_) = self.state {
-            return Err(refuse(format!(
-                "{what}: the program is compiled already; compile the program after quantising"
-            )));
-        }
+        self.not_compiled_yet(what)?;
         if let Some(g) = self.graph() {
             mxc_codegen::with_precision(g, &precision).map_err(|e| refuse(format!("{what}: {e}")))?;
         }
         self.precision = precision;
         Ok(())
+    }
+
+    /// Refuses `what` (a change of precision) on a program compiled already.
+    pub fn not_compiled_yet(&self, what: &str) -> PyResult<()> {
+        match self.state {
+            State::Compiled(_) => Err(refuse(format!(
+                "{what}: the program is compiled already; compile the program after quantising"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn compiled(&self, what: &str) -> PyResult<&Arc<Runner>> {

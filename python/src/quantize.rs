@@ -42,6 +42,7 @@ pub fn quantize_int8(
     calibration: Vec<Bound<'_, PyDict>>,
     ins_names: Vec<String>,
 ) -> PyResult<()> {
+    prog.not_compiled_yet("quantize_int8")?;
     let names: Vec<&str> = ins_names.iter().map(String::as_str).collect();
     let ops = int8_kinds(&names).map_err(|e| refuse(format!("quantize_int8: {e}")))?;
     if calibration.is_empty() {

@@ -4,6 +4,7 @@
 mod attention;
 mod bad_input;
 mod cache;
+mod calibration;
 mod cli;
 mod common;
 mod control_flow;
