@@ -188,6 +188,20 @@ def quantize_fp16(prog: program, ins_names: Sequence[str] = ["all"]) -> None:
 def quantize_bf16(prog: program, ins_names: Sequence[str] = ["all"]) -> None:
     """As ``quantize_fp16``, in bf16."""
 
+def quantize_int8(
+    prog: program,
+    t: target,
+    calibration: Sequence[Mapping[str, _Value]] = [],
+    ins_names: Sequence[str] = ["dot", "convolution"],
+) -> None:
+    """Makes the convolutions and products ``ins_names`` names (``"dot"``, ``"convolution"``,
+    or mx's ``"conv"``, ``"matmul"``, ``"gemm"``) of ``prog``, not compiled yet, compute on
+    int8: ``prog`` runs on target ``t`` (cpu or ref) on each ``calibration`` sample (a dict of
+    inputs by name, as ``run`` takes), and each op's activation range sets its u8 scale and zero
+    point; weights become s8 per output channel. Ops with no integer kernel (depthwise
+    convolutions, products of two activations) stay f32. No samples, an unknown name or input,
+    or a compiled program is refused with ``mxc.Error`` (docs/quantisation.md)."""
+
 def autocast_fp8(prog: program) -> None:
     """Makes ``prog``, not compiled yet, take and give f32 where its inputs and outputs are
     8-bit floats (f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz), converted to and from them inside:
