@@ -55,6 +55,34 @@ enum Channels {
     Rows,
 }
 
+impl Channels {
+    /// How many channels weights of `shape` have.
+    fn count(self, shape: &[usize]) -> usize {
+        match self {
+            Channels::Filters | Channels::Rows => shape[0],
+            Channels::Columns => shape[1],
+        }
+    }
+
+    /// The channel of element `i` (in row-major order) of weights of `shape`.
+    fn of(self, shape: &[usize], i: usize) -> usize {
+        match self {
+            Channels::Filters => i / (shape.iter().skip(1).product::<usize>()).max(1),
+            Channels::Columns => i % shape[1].max(1),
+            Channels::Rows => i / shape[1].max(1),
+        }
+    }
+
+    /// The shape of the scales of weights of `shape`, broadcast against them.
+    fn scale_shape(self, shape: &[usize]) -> Vec<usize> {
+        match self {
+            Channels::Filters => vec![shape[0], 1, 1, 1],
+            Channels::Columns => vec![shape[1]],
+            Channels::Rows => vec![shape[0], 1],
+        }
+    }
+}
+
 /// A chosen op that has an integer form: its activation operand and constant weights.
 struct Candidate {
     op: usize,
@@ -258,21 +286,8 @@ fn quantised_activation(g: &mut Graph, x: ValueId, lo: f32, hi: f32) -> Result<V
 fn quantised_weight(g: &mut Graph, w: &Tensor, channels: Channels) -> Result<ValueId, IrError> {
     let shape = w.shape().to_vec();
     let values: Vec<f32> = w.to_f64_vec().into_iter().map(|v| v as f32).collect();
-    // the channel of each element, and the scales' shape
-    let (count, channel_of, scale_shape): (usize, Box<dyn Fn(usize) -> usize>, Vec<usize>) = match channels {
-        Channels::Filters => {
-            let per = values.len() / shape[0].max(1);
-            (shape[0], Box::new(move |i| i / per.max(1)), vec![shape[0], 1, 1, 1])
-        }
-        Channels::Columns => {
-            let n = shape[1];
-            (n, Box::new(move |i| i % n.max(1)), vec![n])
-        }
-        Channels::Rows => {
-            let k = shape[1];
-            (shape[0], Box::new(move |i| i / k.max(1)), vec![shape[0], 1])
-        }
-    };
+    let count = channels.count(&shape);
+    let channel_of = |i: usize| channels.of(&shape, i);
     let mut largest = vec![0f32; count];
     for (i, v) in values.iter().enumerate() {
         if !v.is_finite() {
@@ -290,8 +305,8 @@ fn quantised_weight(g: &mut Graph, w: &Tensor, channels: Channels) -> Result<Val
     let ints: Vec<i64> = (values.iter().enumerate())
         .map(|(i, v)| (v / scales[channel_of(i)]).round_ties_even().clamp(-127.0, 127.0) as i64)
         .collect();
+    let s = g.constant(Tensor::from_f32s(channels.scale_shape(&shape), &scales));
     let q = g.constant(Tensor::from_i64s(DType::I8, shape, &ints));
-    let s = g.constant(Tensor::from_f32s(scale_shape, &scales));
     let z = g.constant(Tensor::from_i64s(DType::I8, vec![], &[0]));
     g.build1(OpKind::DequantizeLinear, vec![q, s, z], Attrs::new())
 }
