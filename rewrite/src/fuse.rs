@@ -14,6 +14,13 @@
 //! one that also recomputes element-wise values other kernels need or that are broadcast to
 //! a larger shape (it duplicates their work, and extraction sees that cost). The values a
 //! kernel inlines keep their own nodes, so extraction can still compute them once, apart.
+//!
+//! And a kernel that joins two anchors' results (a residual block's add of two convolutions)
+//! can hold one anchor only; the other's epilogue would otherwise stay inside the joining
+//! kernel, which then reads that anchor's widest value (its f32 or i32 sums). So the private
+//! kernel also gets, for each one-byte value in it (a quantised tensor, a mask), the
+//! alternative that reads that value instead of computing it: the other anchor's kernel
+//! writes it, a quarter of the bytes.
 
 use crate::analysis::{node_attrs, Kind};
 use crate::convert::MxEGraph;
@@ -98,14 +105,20 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
     let kernels: Vec<(Id, Mx)> = {
         let picked = Picked::new(egraph, selection, roots);
         let mut kernels = Vec::new();
-        for &root in &picked.order {
-            for duplicate in [false, true] {
-                if let Some(k) = grow(&picked, root, duplicate) {
-                    if !kernels.iter().any(|(r, n)| *r == root && *n == k) {
-                        kernels.push((root, k));
-                    }
+        let mut offer = |root: Id, kernel: Option<Mx>| {
+            if let Some(k) = kernel {
+                if !kernels.iter().any(|(r, n)| *r == root && *n == k) {
+                    kernels.push((root, k));
                 }
             }
+        };
+        for &root in &picked.order {
+            let private = grow(&picked, root, false, &HashSet::new());
+            for cut in narrow_values(&picked, root, private.as_ref()) {
+                offer(root, grow(&picked, root, false, &HashSet::from([cut])));
+            }
+            offer(root, private);
+            offer(root, grow(&picked, root, true, &HashSet::new()));
         }
         kernels
     };
@@ -123,8 +136,47 @@ fn on_strings(p: &Picked, id: Id) -> bool {
     string(id) || p.node.get(&id).is_some_and(|n| values_used(n).into_iter().any(string))
 }
 
-/// The kernel rooted at `root` (see the module comment), `None` if it would hold one op.
-fn grow(p: &Picked, root: Id, duplicate: bool) -> Option<Mx> {
+/// At most this many one-byte values of a kernel are offered as cuts (`narrow_values`).
+const MAX_CUTS: usize = 4;
+
+/// The one-byte element-wise values (other than `root`) that `kernel`, rooted at `root`, computes
+/// from an anchor it does not hold: where a kernel that reads them instead can take another
+/// anchor (see the module comment).
+fn narrow_values(p: &Picked, root: Id, kernel: Option<&Mx>) -> Vec<Id> {
+    let Some(Mx::Kernel(body, operands)) = kernel else {
+        return Vec::new();
+    };
+    let holds_anchor = body
+        .members
+        .iter()
+        .any(|(_, n)| matches!(n, Mx::Op(k, _) if k.is_fusion_anchor()));
+    let reads_anchor = operands
+        .iter()
+        .any(|&o| p.op(o).is_some_and(|k| k.is_fusion_anchor()) || reads_sums(p, o));
+    if !reads_anchor && holds_anchor {
+        return Vec::new();
+    }
+    body.members
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|&id| id != root && p.op(id).is_some_and(|k| k.is_elementwise()))
+        .filter(|&id| p.ty(id).is_some_and(|t| t.dtype.size() == 1))
+        .take(MAX_CUTS)
+        .collect()
+}
+
+/// Whether class `id` is an element-wise op on an anchor's result (the cast of a convolution's
+/// i32 sums): what a kernel reads when it could not hold that anchor.
+fn reads_sums(p: &Picked, id: Id) -> bool {
+    p.op(id).is_some_and(|k| k.is_elementwise())
+        && values_used(p.node[&id])
+            .into_iter()
+            .any(|c| p.op(c).is_some_and(|k| k.is_fusion_anchor()))
+}
+
+/// The kernel rooted at `root` (see the module comment), `None` if it would hold one op; the
+/// classes in `cut` stay its operands.
+fn grow(p: &Picked, root: Id, duplicate: bool, cut: &HashSet<Id>) -> Option<Mx> {
     p.op(root).filter(|k| k.is_elementwise())?;
     if on_strings(p, root) {
         return None;
@@ -134,7 +186,7 @@ fn grow(p: &Picked, root: Id, duplicate: bool) -> Option<Mx> {
     let mut has_anchor = false;
     let inlinable = |d: Id, inside: &HashSet<Id>, has_anchor: bool| {
         let Some(kind) = p.op(d) else { return false };
-        if on_strings(p, d) {
+        if on_strings(p, d) || cut.contains(&d) {
             return false;
         }
         let private = !p.outputs.contains(&d) && p.users.get(&d).is_some_and(|u| u.is_subset(inside));

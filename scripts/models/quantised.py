@@ -5,6 +5,9 @@ one test data set whose expected outputs come from onnxruntime:
                 u8 activations, 4 seeded calibration inputs (quantize_static)
     OUT/dynq    a two-layer perceptron f32[8,64] -> 96 -> 48 quantised dynamically:
                 DynamicQuantizeLinear + MatMulInteger, s8 weights (quantize_dynamic)
+    OUT/join    a ResNet bottleneck whose shortcut is a convolution too (the first block of a
+                stage): f32[1,64,16,16] -> 1x1 (32) -> 3x3 (32) -> 1x1 (64), plus a 1x1 (64)
+                of the input, added; quantised statically as OUT/qdq is
 
 Usage: quantised.py OUT_DIR
 """
@@ -38,6 +41,29 @@ def perceptron(rng):
     return make_model(graph)
 
 
+def bottleneck(rng):
+    b = GraphBuilder()
+
+    def conv(x, name, cin, cout, k):
+        w = rng.normal(0.0, (2.0 / (cin * k * k)) ** 0.5, (cout, cin, k, k)).astype(np.float32)
+        bias = rng.normal(0.0, 0.05, cout).astype(np.float32)
+        return b.op("Conv", [x, b.weight(f"{name}.weight", w), b.weight(f"{name}.bias", bias)],
+                    kernel_shape=[k, k], pads=[k // 2] * 4)
+
+    y = b.op("Relu", [conv("input", "conv1", 64, 32, 1)])
+    y = b.op("Relu", [conv(y, "conv2", 32, 32, 3)])
+    y = conv(y, "conv3", 32, 64, 1)
+    y = b.op("Add", [y, conv("input", "downsample", 64, 64, 1)])
+    y = b.op("Relu", [y])
+    b.nodes[-1].output[0] = "output"
+    graph = b.graph(
+        "bottleneck",
+        [tensor_info("input", TensorProto.FLOAT, [1, 64, 16, 16])],
+        [tensor_info("output", TensorProto.FLOAT, [1, 64, 16, 16])],
+    )
+    return make_model(graph)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -50,8 +76,8 @@ def main():
     samples = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(5)]
 
     class Calibration(CalibrationDataReader):
-        def __init__(self):
-            self.samples = iter({"input": s} for s in samples[1:])
+        def __init__(self, samples):
+            self.samples = iter({"input": s} for s in samples)
 
         def get_next(self):
             return next(self.samples, None)
@@ -59,16 +85,22 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         source, target = os.path.join(tmp, "f32.onnx"), os.path.join(tmp, "q.onnx")
         onnx.save_model(convnet, source)
-        quantize_static(source, target, Calibration(), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QUInt8,
-                        weight_type=QuantType.QInt8)
+        static = dict(quant_format=QuantFormat.QDQ, per_channel=True,
+                      activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        quantize_static(source, target, Calibration(samples[1:]), **static)
         write_case(onnx.load(target), {"input": samples[0]}, os.path.join(out, "qdq"))
+
+        onnx.save_model(bottleneck(rng), source)
+        images = [rng.standard_normal((1, 64, 16, 16)).astype(np.float32) for _ in range(5)]
+        quantize_static(source, target, Calibration(images[1:]), **static)
+        write_case(onnx.load(target), {"input": images[0]}, os.path.join(out, "join"))
 
         onnx.save_model(perceptron(rng), source)
         quantize_dynamic(source, target, weight_type=QuantType.QInt8)
         feeds = {"input": rng.standard_normal((8, 64)).astype(np.float32)}
         write_case(onnx.load(target), feeds, os.path.join(out, "dynq"))
-    print(f"quantised: {out}/qdq (QDQ convnet), {out}/dynq (dynamically quantised perceptron)")
+    print(f"quantised: {out}/qdq (QDQ convnet), {out}/dynq (dynamically quantised perceptron), "
+          f"{out}/join (QDQ bottleneck)")
 
 
 if __name__ == "__main__":

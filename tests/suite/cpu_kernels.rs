@@ -512,3 +512,57 @@ fn bf16_copy(g: &Graph) -> Graph {
     }
     h
 }
+
+/// Casts of f32 and f64 vectors to u8 and i8 (every `QuantizeLinear` ends in one) take the
+/// values' low byte as `ref`'s scalar cast through i64 does, on the lanes' edges too: halves
+/// and values past 255 or 127 (which wrap), magnitudes from 2^31 on, infinities and NaN (whose
+/// low byte is 0). f32 takes x86's `cvttps2dq`, f64 the portable form.
+#[test]
+fn float_to_byte_casts_on_vectors_match_ref_to_the_bit() {
+    let specials = [
+        0.0,
+        -0.7,
+        0.7,
+        127.9,
+        128.0,
+        -128.5,
+        -129.0,
+        255.9,
+        256.5,
+        300.0,
+        -300.0,
+        65543.0,
+        2_147_483_520.0,
+        2_147_483_648.0,
+        -2_147_483_648.0,
+        3.0e9,
+        -3.0e9,
+        1.0e20,
+        -1.0e20,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    // 3 vectors and a partial one, each lane a different value
+    let data: Vec<f32> = (0..53)
+        .map(|i| specials[i % specials.len()] * if i >= 22 { -1.5 } else { 1.0 })
+        .collect();
+    let mut g = Graph::new("float_to_byte");
+    let x = g.add_input("x", TensorType::new(DType::F32, vec![data.len()]));
+    let wide = g.add_input("wide", TensorType::new(DType::F64, vec![data.len()]));
+    for (from, input) in [("f32", x), ("f64", wide)] {
+        for to in [DType::U8, DType::I8] {
+            let y = g
+                .build1(OpKind::Cast, vec![input], Attrs::new().with("to", Attr::DType(to)))
+                .unwrap();
+            g.add_output(&format!("{from}_{to}"), y);
+        }
+    }
+    let x = Tensor::from_f32s(vec![data.len()], &data);
+    let inputs = HashMap::from([("x".to_string(), x.clone()), ("wide".to_string(), x.cast(DType::F64))]);
+    let (want, _) = run(&g, Target::Ref, &inputs);
+    let (got, _) = run(&g, Target::Cpu, &inputs);
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!(got, want, "inputs {data:?}");
+    }
+}

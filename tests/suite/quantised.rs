@@ -6,7 +6,8 @@
 //! another order, is no further from `ref` than onnxruntime is.
 
 use crate::common::{cache_dir, expected_outputs, read_for_target, run_case, run_file_with_env};
-use mxc_dialects::Tensor;
+use mxc_codegen::{CompileOptions, Target};
+use mxc_dialects::{DType, OpKind, Tensor};
 use std::path::{Path, PathBuf};
 
 /// A quantised model and its test data set.
@@ -46,6 +47,53 @@ fn a_qdq_convnet_convolves_integers_no_further_from_ref_than_onnxruntime() {
     let theirs = largest_difference(&onnxruntime, &reference);
     assert!(ours <= theirs, "cpu is {ours} from ref, onnxruntime {theirs}");
     assert!(largest_difference(&cpu, &onnxruntime) < 0.05);
+}
+
+/// A ResNet bottleneck whose shortcut is a convolution too, quantised by onnxruntime: the
+/// residual join (an add of two dequantised tensors) runs in the epilogue of one of the two
+/// convolutions it adds, and reads the other's requantised u8 result (`fuse.rs`' cut kernels),
+/// rather than both writing their f32 sums to a kernel of its own. It stays no further from
+/// `ref` than onnxruntime is.
+#[test]
+fn a_join_of_two_quantised_convolutions_runs_in_one_of_them() {
+    let (model, set) = model("join");
+    let graph = mxc_onnx::import_file(&model, &Default::default()).unwrap();
+    let program = mxc_codegen::rewrite_for(&graph, Target::Cpu, &CompileOptions::default())
+        .unwrap()
+        .0;
+    let shown = mxc_dialects::text::print(&program);
+    let convolution = |op: &mxc_dialects::Op| {
+        let kinds = [OpKind::ConvNhwcIntegerPacked, OpKind::ConvNhwcPacked];
+        op.body
+            .as_ref()
+            .is_some_and(|b| b.ops.iter().any(|o| kinds.contains(&o.kind)))
+    };
+    let joins = |body: &mxc_dialects::Graph| {
+        let dequantised = |v: &mxc_dialects::ValueId| {
+            (body.ops.iter()).any(|o| o.kind == OpKind::DequantizeLinear && o.results[0] == *v)
+        };
+        let shape = |v: &mxc_dialects::ValueId| &body.ty(*v).shape;
+        (body.ops.iter()).any(|o| {
+            o.kind == OpKind::Add
+                && o.operands
+                    .iter()
+                    .all(|v| dequantised(v) && shape(v) == shape(&o.results[0]))
+        })
+    };
+    let join: Vec<_> = (program.ops.iter())
+        .filter(|op| op.body.as_ref().is_some_and(|b| joins(b)))
+        .collect();
+    assert_eq!(join.len(), 1, "{shown}");
+    assert!(convolution(join[0]), "the join holds no convolution: {shown}");
+    let reads_a_convolution_in_bytes = join[0].operands.iter().any(|v| {
+        let producer = program.ops.iter().find(|op| op.results.contains(v));
+        program.ty(*v).dtype == DType::U8 && producer.is_some_and(convolution)
+    });
+    assert!(reads_a_convolution_in_bytes, "{shown}");
+
+    let (cpu, reference) = (run(&model, &set, "cpu", &[]), run(&model, &set, "ref", &[]));
+    let onnxruntime = expected_outputs(&model, &set).unwrap().remove(0).1;
+    assert!(largest_difference(&cpu, &reference) <= largest_difference(&onnxruntime, &reference));
 }
 
 #[test]

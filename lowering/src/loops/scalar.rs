@@ -220,6 +220,53 @@ impl Emitter {
         }
     }
 
+    /// Vector `v` of floats to 8-bit integers, as the scalar path through i64 gives them, on
+    /// i32 lanes (one conversion instead of two to i64, and a narrowing from 32 bits: what every
+    /// `QuantizeLinear` ends in). They agree: below 2^31 in magnitude the i32 is exact; from
+    /// there on a float is a multiple of 256, so its low byte is 0, and so is NaN's (x86's
+    /// indefinite integer), which the select gives.
+    fn float_to_byte(&mut self, v: &V, to: Ty) -> V {
+        if let Some(whole) = self.x86_truncate_to_i32(v) {
+            return self.convert(&whole, to);
+        }
+        let i32_ty = Ty::Int { bits: 32, signed: true };
+        let (f, t) = (v.mlir_ty(), type_with_lanes(i32_ty, v.lanes));
+        let whole = self.op_lanes("v", i32_ty, v.lanes, &format!("arith.fptosi {v} : {f} to {t}"));
+        let magnitude = self.abs(v);
+        let limit = self.float(v.ty, 2f64.powi(31));
+        let in_range = self.cmp(Cmp::Lt, &magnitude, &limit);
+        let zero = self.zero(i32_ty);
+        let wrapped = self.select(&in_range, &whole, &zero);
+        self.convert(&wrapped, to)
+    }
+
+    /// f32 lanes `v` truncated to i32 by x86's `cvttps2dq`, where the vector unit has it for
+    /// `v`'s width: defined for every input (the indefinite integer 0x80000000 out of range and
+    /// for NaN), which LLVM's `fptosi` is not.
+    fn x86_truncate_to_i32(&mut self, v: &V) -> Option<V> {
+        let isa = self.isa?;
+        if !cfg!(target_arch = "x86_64") || v.ty != Ty::F32 || v.lanes > isa.lanes {
+            return None;
+        }
+        let i32_ty = Ty::Int { bits: 32, signed: true };
+        let (f, t) = (v.mlir_ty(), type_with_lanes(i32_ty, v.lanes));
+        let call = match v.lanes {
+            16 => {
+                let zero = self.zero(i32_ty);
+                let passthru = self.splat(&zero, 16);
+                let all = self.int(Ty::Int { bits: 16, signed: true }, -1);
+                let current_rounding = self.int(i32_ty, 4);
+                format!(
+                    "llvm.call_intrinsic \"llvm.x86.avx512.mask.cvttps2dq.512\"({v}, {passthru}, {all}, {current_rounding}) : ({f}, {t}, i16, i32) -> {t}"
+                )
+            }
+            8 => format!("llvm.call_intrinsic \"llvm.x86.avx.cvtt.ps2dq.256\"({v}) : ({f}) -> {t}"),
+            4 => format!("llvm.call_intrinsic \"llvm.x86.sse2.cvttps2dq\"({v}) : ({f}) -> {t}"),
+            _ => return None,
+        };
+        Some(self.op_lanes("v", i32_ty, v.lanes, &call))
+    }
+
     /// ONNX Cast between compute types: floats to integers truncate toward zero, anything to
     /// `i1` is `!= 0`, `i1` to numbers is 0 or 1, integers extend by their own signedness.
     pub fn convert(&mut self, v: &V, to: Ty) -> V {
@@ -252,6 +299,7 @@ impl Emitter {
                     "truncf"
                 }
             }
+            (a, b) if a.is_float() && b.bits() == 8 && v.lanes > 1 => return self.float_to_byte(v, to),
             (a, b) if a.is_float() && b.bits() < 64 => {
                 // through i64, so that out-of-range values wrap as a C cast on x86 does
                 let mid = self.convert(v, Ty::Int { bits: 64, signed: true });
