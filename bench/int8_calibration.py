@@ -10,10 +10,12 @@ For each model directory (`model.onnx` + `test_data_set_0`, as ../shared/bench-m
     each program's largest difference from onnxruntime's f32 outputs over the largest of
     those outputs, the worst over the inputs, for mxc's int8 and onnxruntime's int8 program;
   - speed: `mxc perf` of the f32 and the int8 `.mxr` in alternating rounds, at each thread
-    count (the speed-up is f32 time / int8 time).
+    count (the speed-up is f32 time / int8 time; `--rounds 0` skips it).
+`--ort-activations s8` quantises onnxruntime's activations as s8 symmetric instead of u8
+asymmetric: the error of the other scheme mxc could have chosen (docs/quantisation.md).
 Usage:
     .cache/venv/bin/python bench/int8_calibration.py MODEL_DIR... [--samples 8] [--inputs 4]
-        [--threads 1,2] [-n 10] [--rounds 3] [--ins-names conv,matmul]
+        [--threads 1,2] [-n 10] [--rounds 3] [--ins-names conv,matmul] [--ort-activations s8]
 """
 
 import argparse
@@ -84,7 +86,7 @@ def perf_ms(mxr: Path, threads: int, runs: int) -> float:
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
-def onnxruntime_int8(model: Path, samples: list, target: Path) -> None:
+def onnxruntime_int8(model: Path, samples: list, target: Path, activations: str) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -97,8 +99,12 @@ def onnxruntime_int8(model: Path, samples: list, target: Path) -> None:
 
     pre = target.with_suffix(".pre.onnx")
     quant_pre_process(str(model), str(pre))
+    scheme = {
+        "u8": dict(activation_type=QuantType.QUInt8),
+        "s8": dict(activation_type=QuantType.QInt8, extra_options={"ActivationSymmetric": True}),
+    }[activations]
     quantize_static(str(pre), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    weight_type=QuantType.QInt8, **scheme)
 
 
 def main() -> None:
@@ -110,6 +116,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=10, dest="runs")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ins-names", default="", help="--int8-ops for mxc (default: every conv and product)")
+    parser.add_argument("--ort-activations", choices=["u8", "s8"], default="u8")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(f"{'model':<16} {'ort int8 err':>12} {'mxc int8 err':>12} {'mxc/ort err':>11} "
@@ -127,7 +134,7 @@ def main() -> None:
                 (work / "calibration" / f"{k:03}").mkdir(parents=True)
                 for name, value in sample.items():
                     np.save(work / "calibration" / f"{k:03}" / f"{name}.npy", value)
-            onnxruntime_int8(model, samples, work / "ort_int8.onnx")
+            onnxruntime_int8(model, samples, work / "ort_int8.onnx", args.ort_activations)
             theirs = ort.InferenceSession(str(work / "ort_int8.onnx"), providers=["CPUExecutionProvider"])
             plain, quantised = work / "f32.mxr", work / "int8.mxr"
             mxc("compile", str(model), "-o", str(plain), "-q")
@@ -144,7 +151,7 @@ def main() -> None:
                 ort_err = max(ort_err, relative_error(expected, theirs.run(None, x)))
                 mxc_err = max(mxc_err, relative_error(expected, mxc_outputs(quantised, x, work, names)))
             speedups = []
-            for t in threads:
+            for t in threads if args.rounds > 0 else []:
                 ratios = []
                 for _ in range(args.rounds):
                     ratios.append(perf_ms(plain, t, args.runs) / perf_ms(quantised, t, args.runs))
