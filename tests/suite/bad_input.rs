@@ -155,3 +155,16 @@ fn missing_or_escaping_external_data() {
         stderr(&out)
     );
 }
+
+/// The models the ONNX fuzz target once crashed on (`fuzz/regressions/onnx_import`, replayed
+/// by `scripts/fuzz.sh` too) are refused by `mxc read` with one line naming the node.
+#[test]
+fn models_the_fuzzer_crashed_on_are_refused_naming_the_node() {
+    let dir = repo().join("fuzz/regressions/onnx_import");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 2, "{} holds {files:?}", dir.display());
+    for file in files {
+        fails_naming(&["read", file.to_str().unwrap()], &["node #"]);
+    }
+}

@@ -199,6 +199,13 @@ fn concat_from_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         return Err("concatenating an empty sequence".into());
     };
     let rank = ctx.ty(first).rank();
+    if let Some(other) = s.elements.iter().find(|v| ctx.ty(**v).rank() != rank) {
+        return Err(format!(
+            "the sequence's tensors differ in rank: {} and {}",
+            ctx.ty(first),
+            ctx.ty(*other)
+        ));
+    }
     let new_axis = match ctx.node.int("new_axis", 0)? {
         0 => false,
         1 => true,
