@@ -5,15 +5,8 @@
 //! folder that is not one, a sample naming no input, an op with no int8 form, `--int8` with
 //! `--fp16`) is refused by name.
 
-use crate::common::{cache_dir, mismatch, mxc, run_file, stderr};
-use mxc_dialects::Tensor;
+use crate::common::{convnet_case, mxc, not_close, run_file, stderr};
 use std::path::{Path, PathBuf};
-
-/// The convnet and its test data set.
-fn convnet() -> (PathBuf, PathBuf) {
-    let dir = cache_dir("models/convnet");
-    (dir.join("model.onnx"), dir.join("test_data_set_0"))
-}
 
 /// Calibration samples of the convnet's input under `dir`, one folder each, written by `mxc
 /// run --save-inputs`: the test data set's input, then `random` random inputs of different
@@ -47,17 +40,9 @@ fn compile(model: &Path, out: &Path, flags: &[&str]) -> std::process::Output {
     mxc(&args)
 }
 
-/// Why `actual` is not within `fraction` of `expected`'s largest magnitude of it, if it is not.
-fn not_close(actual: &Tensor, expected: &Tensor, fraction: f64) -> Option<String> {
-    let largest = (0..expected.len())
-        .map(|i| expected.get_f64(i).abs())
-        .fold(0.0, f64::max);
-    mismatch(actual, expected, 0.0, fraction * largest)
-}
-
 #[test]
 fn a_calibrated_int8_program_is_close_to_f32_and_its_file_says_so() {
-    let (model, set) = convnet();
+    let (model, set) = convnet_case();
     let dir = tempfile::tempdir().unwrap();
     let calibration = samples(&model, &set, dir.path(), 3);
     let (plain, int8) = (dir.path().join("plain.mxr"), dir.path().join("int8.mxr"));
@@ -121,7 +106,7 @@ fn a_calibrated_int8_program_is_close_to_f32_and_its_file_says_so() {
 /// Each misuse of `--int8` is refused with the thing it names, and nothing is written.
 #[test]
 fn int8_misuse_is_refused_by_name() {
-    let (model, set) = convnet();
+    let (model, set) = convnet_case();
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("out.mxr");
     let refused = |flags: &[&str], code: i32, says: &str| {

@@ -101,6 +101,20 @@ pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
     mxc_onnx::read_tensor_file(path).map_err(|e| e.to_string())
 }
 
+/// The generated convnet and its test data set.
+pub fn convnet_case() -> (PathBuf, PathBuf) {
+    let dir = cache_dir("models/convnet");
+    (dir.join("model.onnx"), dir.join("test_data_set_0"))
+}
+
+/// Why `actual` is not within `fraction` of `expected`'s largest magnitude of it, if it is not.
+pub fn not_close(actual: &Tensor, expected: &Tensor, fraction: f64) -> Option<String> {
+    let largest = (0..expected.len())
+        .map(|i| expected.get_f64(i).abs())
+        .fold(0.0, f64::max);
+    mismatch(actual, expected, 0.0, fraction * largest)
+}
+
 /// Why `actual` is not close to `expected` (|a - e| <= atol + rtol * |e| everywhere, NaN
 /// matching NaN), or `None` when it is.
 pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {

@@ -4,15 +4,8 @@
 //! are taken and unknown ones refused by name, `--fp16` and `--bf16` together are refused,
 //! and `ref` and `cpu` compute the same bf16 program.
 
-use crate::common::{cache_dir, mismatch, mxc, run_case, run_file, stderr};
-use mxc_dialects::Tensor;
-use std::path::{Path, PathBuf};
-
-/// The convnet and its test data set.
-fn convnet() -> (PathBuf, PathBuf) {
-    let dir = cache_dir("models/convnet");
-    (dir.join("model.onnx"), dir.join("test_data_set_0"))
-}
+use crate::common::{convnet_case, mxc, not_close, run_case, run_file, stderr};
+use std::path::Path;
 
 /// `mxc compile MODEL -o OUT` with `flags`, which must succeed.
 fn compile(model: &Path, out: &Path, flags: &[&str]) {
@@ -29,17 +22,9 @@ fn params(file: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Why `actual` is not within `fraction` of `expected`'s largest magnitude of it, if it is not.
-fn not_close(actual: &Tensor, expected: &Tensor, fraction: f64) -> Option<String> {
-    let largest = (0..expected.len())
-        .map(|i| expected.get_f64(i).abs())
-        .fold(0.0, f64::max);
-    mismatch(actual, expected, 0.0, fraction * largest)
-}
-
 #[test]
 fn fp16_is_close_to_f32_but_not_equal_and_its_file_says_so() {
-    let (model, set) = convnet();
+    let (model, set) = convnet_case();
     let dir = tempfile::tempdir().unwrap();
     let (plain, half) = (dir.path().join("plain.mxr"), dir.path().join("f.mxr"));
     compile(&model, &plain, &[]);
@@ -63,7 +48,7 @@ fn fp16_is_close_to_f32_but_not_equal_and_its_file_says_so() {
 
 #[test]
 fn fp16_ops_takes_migraphx_names_and_refuses_unknown_ones() {
-    let (model, _) = convnet();
+    let (model, _) = convnet_case();
     let dir = tempfile::tempdir().unwrap();
     let convs = dir.path().join("convs.mxr");
     compile(&model, &convs, &["--fp16-ops", "convolution"]);
@@ -90,7 +75,7 @@ fn fp16_ops_takes_migraphx_names_and_refuses_unknown_ones() {
 /// computing in f16 (a product or convolution in f32 between casts, as `precision.rules` has it).
 #[test]
 fn explain_says_which_precision_it_explains() {
-    let (model, _) = convnet();
+    let (model, _) = convnet_case();
     let out = mxc(&["explain", model.to_str().unwrap(), "--fp16-ops", "convolution"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -101,7 +86,7 @@ fn explain_says_which_precision_it_explains() {
 
 #[test]
 fn fp16_and_bf16_together_are_refused() {
-    let (model, _) = convnet();
+    let (model, _) = convnet_case();
     let both = tempfile::tempdir().unwrap().path().join("both.mxr");
     let out = mxc(&[
         "compile",
@@ -121,7 +106,7 @@ fn fp16_and_bf16_together_are_refused() {
 
 #[test]
 fn bf16_on_ref_and_cpu_agree() {
-    let (model, set) = convnet();
+    let (model, set) = convnet_case();
     let dir = tempfile::tempdir().unwrap();
     let run = |target: &str| {
         let out_dir = dir.path().join(target);
