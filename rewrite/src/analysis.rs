@@ -107,11 +107,16 @@ impl MxAnalysis {
     /// data-movement or element-wise op whose result is no larger than its largest operand:
     /// transposing a weight, scaling it per channel, dequantising it). Ops that grow their
     /// operands (broadcasts, expands, concatenations) stay in the program and are computed at
-    /// run time. Weight layouts (`Trait::WeightLayout`) are always folded.
+    /// run time, except a concatenation, whose result is no larger than its operands together
+    /// (weights padded with zeros: `integer.rules`' kernel rows). Weight layouts
+    /// (`Trait::WeightLayout`) are always folded.
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
-        n <= self.fold_limit || kind.has(Trait::WeightLayout) || (kind.has(Trait::Preprocessing) && !grows)
+        n <= self.fold_limit
+            || kind.has(Trait::WeightLayout)
+            || (kind.has(Trait::Preprocessing) && !grows)
+            || kind == OpKind::Concat
     }
 }
 

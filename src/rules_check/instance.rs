@@ -157,8 +157,14 @@ fn base_for(lhs: &OpPat, g: &mut Gen) -> Vec<usize> {
 /// The rank the ops and literal axes of a pattern need of its tensors.
 fn needed_rank(op: &OpPat) -> usize {
     let own = match op.kind {
-        // attention's heads, and the 2-D images the convolutions' rules are about
-        OpKind::Attention | OpKind::Conv | OpKind::ConvNhwc => 4,
+        // attention's heads, and the 2-D images the convolutions' and pools' rules are about
+        OpKind::Attention
+        | OpKind::Conv
+        | OpKind::ConvNhwc
+        | OpKind::MaxPool
+        | OpKind::MaxPoolNhwc
+        | OpKind::AveragePool
+        | OpKind::AveragePoolNhwc => 4,
         _ => op
             .attrs
             .iter()

@@ -566,3 +566,155 @@ fn float_to_byte_casts_on_vectors_match_ref_to_the_bit() {
         assert_eq!(got, want, "inputs {data:?}");
     }
 }
+
+/// A dequantised SiLU of `n` bytes (`to` u8: requantised), as a model's QDQ graph writes it.
+fn byte_silu(n: usize, to: DType) -> Graph {
+    let mut g = Graph::new("byte_silu");
+    let x = g.add_input("x", TensorType::new(DType::U8, vec![n]));
+    let scale = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.06]));
+    let zero = g.constant(Tensor::from_f64s(DType::U8, vec![], &[133.0]));
+    let dq = g
+        .build1(OpKind::DequantizeLinear, vec![x, scale, zero], Attrs::new())
+        .unwrap();
+    let sigmoid = g.build1(OpKind::Sigmoid, vec![dq], Attrs::new()).unwrap();
+    let mut y = g.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
+    if to == DType::U8 {
+        let step = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.03]));
+        let q = g.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+        let r = g.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+        y = g
+            .build1(OpKind::Cast, vec![r], Attrs::new().with("to", Attr::DType(to)))
+            .unwrap();
+    }
+    g.add_output("y", y);
+    g
+}
+
+#[test]
+fn a_function_of_one_byte_looked_up_in_a_table_gives_what_the_kernel_computes_per_element() {
+    // 256 elements (every byte once) are too few for a table, so that kernel computes each
+    // element; 8256 (every byte 32 times and 64 more: a partial vector at the end) are looked
+    // up in the table the kernel makes of its own code
+    let bytes = |n: usize| {
+        Tensor::from_i64s(
+            DType::U8,
+            vec![n],
+            &(0..n as i64).map(|i| (i * 7) % 256).collect::<Vec<_>>(),
+        )
+    };
+    for to in [DType::U8, DType::F32] {
+        let each = |n: usize| {
+            let inputs = HashMap::from([("x".to_string(), bytes(n))]);
+            let (outputs, kinds) = run(&byte_silu(n, to), Target::Cpu, &inputs);
+            assert!(kinds.contains(&OpKind::Fused), "{kinds:?}");
+            outputs.into_iter().next().unwrap()
+        };
+        let (per_element, looked_up) = (each(256), each(8256));
+        for i in 0..8256 {
+            let byte = (i * 7) % 256;
+            let at = (0..256).find(|&j| (j * 7) % 256 == byte).unwrap();
+            assert_eq!(
+                looked_up.get_f64(i).to_bits(),
+                per_element.get_f64(at).to_bits(),
+                "{to}: byte {byte} at {i}"
+            );
+        }
+    }
+}
+
+/// The i32 convolution of a u8 image (channels last, less its zero point) with constant i8
+/// weights: what `integer.rules` makes `conv_nhwc_integer_packed` of.
+fn integer_conv_graph(c: &ConvCase, zero_point: u8) -> Graph {
+    let mut g = Graph::new("integer_conv");
+    let [n, channels, h, w] = c.x;
+    let x = g.add_input("x", TensorType::new(DType::U8, vec![n, h, w, channels]));
+    let wide = g
+        .build1(OpKind::Cast, vec![x], Attrs::new().with("to", Attr::DType(DType::I32)))
+        .unwrap();
+    let zero = g.constant(Tensor::from_i64s(DType::I32, vec![], &[zero_point as i64]));
+    let centred = g.build1(OpKind::Sub, vec![wide, zero], Attrs::new()).unwrap();
+    let w_shape = vec![c.out_channels, c.kernel, c.kernel, channels];
+    let count: usize = w_shape.iter().product();
+    let weights: Vec<i64> = (0..count as i64).map(|i| (i * 37 % 255) - 127).collect();
+    let weights = g.constant(Tensor::from_i64s(DType::I32, w_shape, &weights));
+    let attrs = Attrs::new()
+        .with("dilations", Attr::Ints(vec![c.dilation as i64; 2]))
+        .with("group", Attr::Int(1))
+        .with("pads", Attr::Ints(vec![c.pad as i64; 4]))
+        .with("strides", Attr::Ints(vec![c.stride as i64; 2]));
+    let y = g.build1(OpKind::ConvNhwc, vec![centred, weights], attrs).unwrap();
+    g.add_output("y", y);
+    g
+}
+
+#[test]
+fn integer_convolutions_of_few_channels_read_kernel_rows_and_match_ref_to_the_bit() {
+    // 3 channels by 7 (21 bytes a kernel row: 5 groups and 1 byte), 3 by 3 (9: 2 and 1), 1 by
+    // 2 (2 bytes: a masked group alone), 6 by 3 (18: 4 and 2), padded and strided, with a
+    // zero point the padding must read
+    let cases = [
+        (
+            ConvCase {
+                x: [1, 3, 23, 23],
+                out_channels: 64,
+                kernel: 7,
+                stride: 2,
+                pad: 3,
+                dilation: 1,
+                group: 1,
+            },
+            128,
+        ),
+        (
+            ConvCase {
+                x: [2, 3, 17, 17],
+                out_channels: 20,
+                kernel: 3,
+                stride: 2,
+                pad: 1,
+                dilation: 1,
+                group: 1,
+            },
+            7,
+        ),
+        (
+            ConvCase {
+                x: [1, 1, 9, 9],
+                out_channels: 5,
+                kernel: 2,
+                stride: 1,
+                pad: 1,
+                dilation: 1,
+                group: 1,
+            },
+            255,
+        ),
+        (
+            ConvCase {
+                x: [1, 6, 11, 11],
+                out_channels: 33,
+                kernel: 3,
+                stride: 1,
+                pad: 0,
+                dilation: 1,
+                group: 1,
+            },
+            0,
+        ),
+    ];
+    for (case, zero_point) in cases {
+        let g = integer_conv_graph(&case, zero_point);
+        let [n, c, h, w] = case.x;
+        let count = n * h * w * c;
+        let bytes: Vec<i64> = (0..count as i64).map(|i| (i * 91 + 13) % 256).collect();
+        let x = Tensor::from_i64s(DType::U8, vec![n, h, w, c], &bytes);
+        let inputs = HashMap::from([("x".to_string(), x)]);
+        let (want, _) = run(&g, Target::Ref, &inputs);
+        let (got, kinds) = run(&g, Target::Cpu, &inputs);
+        assert!(
+            kinds.contains(&OpKind::ConvNhwcIntegerPacked),
+            "{c} channels: {kinds:?}"
+        );
+        assert_eq!(got, want, "{c} channels, kernel {}", case.kernel);
+    }
+}

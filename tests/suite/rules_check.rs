@@ -221,7 +221,7 @@ fn every_integer_rule_fires_and_a_forgotten_zero_point_is_caught() {
     let out = check(&[&path("rewrite/rules/integer.rules")]);
     let report = stdout(&out);
     assert!(out.status.success(), "{report}{}", stderr(&out));
-    assert!(report.contains("9 rules: 9 ok, 0 never fired, 0 unsound"), "{report}");
+    assert!(report.contains("14 rules: 14 ok, 0 never fired, 0 unsound"), "{report}");
 
     // the integer product of the raw integers, the activations' zero point left out: only a
     // zero point of 0 passes
@@ -242,6 +242,24 @@ fn every_integer_rule_fires_and_a_forgotten_zero_point_is_caught() {
     assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
     assert!(
         line_of(&report, "matmul-without-zero-point").ends_with("UNSOUND"),
+        "{report}"
+    );
+
+    // requantisation's scales divided at compile time without asking that the quotients be
+    // finite: a scale of 0 turns the quotient's infinities into NaN
+    let file = dir.path().join("unguarded-requantise.rules");
+    std::fs::write(
+        &file,
+        "rule requantise-unguarded:\n\
+         (round (div (add (mul ?x ?s) ?b) ?y)) => (round (add (mul ?x (div ?s ?y)) (div ?b ?y)))\n\
+         if dtype(?x) == f32 && const(?s) && const(?b) && const(?y) && numel(?y) == 1\n",
+    )
+    .unwrap();
+    let out = check(&[file.to_str().unwrap()]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{}", stderr(&out));
+    assert!(
+        line_of(&report, "requantise-unguarded").ends_with("UNSOUND"),
         "{report}"
     );
 }

@@ -221,14 +221,22 @@ pub fn conv_nhwc_integer_packed(ops: &[TensorType], attrs: &Attrs) -> Result<Ten
         ));
     }
     let (m, channels) = (m as usize, x.shape[3]);
-    let depth = kernel[0].checked_mul(kernel[1]).and_then(|k| k.checked_mul(channels));
-    if !channels.is_multiple_of(4)
+    // a multiple of four channels: groups of four depths over the window; else each kernel
+    // row's depths padded to whole groups, its pixels consecutive in the image (dilation 1)
+    let whole_groups = channels.is_multiple_of(4);
+    let row_depth = kernel[1].checked_mul(channels).map(|d| match whole_groups {
+        true => d,
+        false => d.div_ceil(4) * 4,
+    });
+    let depth = row_depth.and_then(|d| d.checked_mul(kernel[0]));
+    let dilations = attrs.dims("dilations")?;
+    if (!whole_groups && dilations.get(1) != Some(&1))
         || Some(wp.shape[1] * 4) != depth
         || wp.shape[2] != 64
         || wp.shape[0] != m.div_ceil(16)
     {
         return Err(format!(
-            "panels {:?} do not hold {kernel:?} windows of {channels} channels (a multiple of 4) for {m} outputs",
+            "panels {:?} do not hold {kernel:?} windows of {channels} channels (a multiple of 4, or kernel rows of dilation 1 padded to one) for {m} outputs",
             wp.shape
         ));
     }
@@ -292,8 +300,13 @@ pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, S
 
 /// Max and average pooling over `kernel` with `ceil_mode` (0 or 1); `average_pool` also has
 /// `count_include_pad` (0 or 1: whether padded positions count in the divisor).
-pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
-    let spatial = check_float_image(x)?;
+pub fn pool(x: &TensorType, attrs: &Attrs, max: bool) -> Result<TensorType, String> {
+    // a maximum compares 8-bit integers too (a quantised model's bytes, ONNX's MaxPool since
+    // opset 12); an average is of floats
+    let spatial = match max && matches!(x.dtype, DType::U8 | DType::I8) {
+        true => check_image(x)?,
+        false => check_float_image(x)?,
+    };
     let win = window(attrs, spatial)?;
     let kernel = attrs.dims("kernel")?;
     if kernel.len() != spatial {
@@ -316,7 +329,7 @@ pub fn pool(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
 }
 
 /// `max_pool` and `average_pool` channels last (2-D): `[N, H, W, C]` in and out.
-pub fn pool_nhwc(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
+pub fn pool_nhwc(x: &TensorType, attrs: &Attrs, max: bool) -> Result<TensorType, String> {
     if x.rank() != 4 {
         return Err(format!(
             "input must be N x H x W x C (channels last is 2-D only), got shape {:?}",
@@ -326,6 +339,7 @@ pub fn pool_nhwc(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
     let y = pool(
         &x.with_shape(vec![x.shape[0], x.shape[3], x.shape[1], x.shape[2]]),
         attrs,
+        max,
     )?;
     Ok(y.with_shape(vec![y.shape[0], y.shape[2], y.shape[3], y.shape[1]]))
 }

@@ -19,7 +19,7 @@
 use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
-use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Step, Sums, PANEL};
+use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Start, Step, Sums, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
 use mxc_dialects::DType;
@@ -155,14 +155,14 @@ pub(super) fn leaves_the_image(window: &Window, x: &Buf, out_hw: [usize; 2], ker
 /// The implicit GEMM of a channels-last convolution into `out`: the output pixels are the
 /// rows (read by `a`), the packed weights `wp` the panels; the result is written as the matrix
 /// `[pixels, channels]` where its epilogue allows, else indexed by `(n, oh, ow)` found from
-/// the row.
+/// the row. The sums start from `start` where one is given (else zero).
 pub(super) fn pixel_product(
     e: &mut Emitter,
     isa: VectorIsa,
     (a, wp): (&dyn RowsOfA, &Buf),
     out: &Buf,
     finish: &dyn Fn(&mut Emitter, &[V], V) -> V,
-    sums: Sums,
+    (sums, start): (Sums, Option<Start>),
 ) {
     let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
     let matrix = e.as_matrix(out);
@@ -181,6 +181,7 @@ pub(super) fn pixel_product(
         out_at: if matrix.is_some() { &matrix_at } else { &pixel_at },
         finish,
         sums,
+        start,
     };
     tile::emit(e, &product, isa);
 }
@@ -244,9 +245,33 @@ impl ImageRows<'_> {
     /// Copies a kernel row's run starting at input position `first` (offset `at` in the flat
     /// input) to the scratch at `to`, zeros where it lies outside the input.
     fn copy_run(&self, e: &mut Emitter, to: &V, at: &V, first: &[V]) {
-        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
         let outside = self.outside.as_ref().expect("a scratch to copy to");
-        e.for_each(self.run(), |e, j| {
+        let zero = e.zero(Ty::F32);
+        let run = Run {
+            x: self.x,
+            flat: (&self.flat, ROW_SOURCE, Ty::F32),
+            len: self.run(),
+        };
+        run.copy(e, (outside, to), (at, first), &zero);
+    }
+}
+
+/// A kernel row's run of a channels-last image `x`, read through its flat view `flat` (name,
+/// memref type, element type): `len` consecutive elements, `kw` pixels' channels.
+pub(super) struct Run<'a> {
+    pub x: &'a Buf,
+    pub flat: (&'a str, &'a str, Ty),
+    pub len: usize,
+}
+
+impl Run<'_> {
+    /// Copies the run from input position `first` (offset `at` in the flat image) to
+    /// `scratch` (of the flat view's type) at `to`: `outside` where a pixel lies outside the
+    /// image.
+    pub(super) fn copy(&self, e: &mut Emitter, (scratch, to): (&str, &V), (at, first): (&V, &[V]), outside: &V) {
+        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
+        let (flat, flat_ty, ty) = self.flat;
+        e.for_each(self.len, |e, j| {
             let column = e.div_idx(&j, channels);
             let iw = e.lin(&[(&first[1], 1), (&column, 1)], 0);
             let (zero, h, w) = (e.idx(0), e.idx(height), e.idx(width));
@@ -257,16 +282,11 @@ impl ImageRows<'_> {
                 e.cmp_idx("slt", &iw, &w),
             ];
             let from = e.lin(&[(at, 1), (&j, 1)], 0);
-            let zero_f = e.zero(Ty::F32);
-            let v = e.when(&conds, &[zero_f], |e| {
-                vec![e.op(
-                    "x",
-                    Ty::F32,
-                    &format!("memref.load {}[{from}] : {ROW_SOURCE}", self.flat),
-                )]
+            let v = e.when(&conds, std::slice::from_ref(outside), |e| {
+                vec![e.op("x", ty, &format!("memref.load {flat}[{from}] : {flat_ty}"))]
             });
             let dest = e.lin(&[(to, 1), (&j, 1)], 0);
-            e.store_line(&format!("memref.store {}, {outside}[{dest}] : {ROW_SOURCE}", v[0]));
+            e.store_line(&format!("memref.store {}, {scratch}[{dest}] : {flat_ty}", v[0]));
         });
     }
 }
@@ -453,7 +473,7 @@ impl PackedConv<'_> {
             Some(m) => m,
             None => &rows,
         };
-        pixel_product(e, isa, (a, wp), out, finish, Sums::Float);
+        pixel_product(e, isa, (a, wp), out, finish, (Sums::Float, None));
     }
 
     /// Depthwise: packed weights `[C / PANEL, kh * kw, PANEL]`, vectors across the channels.

@@ -13,6 +13,7 @@
 use super::buffer::{compute_ty, Buf};
 use super::elementwise;
 use super::emit::{Emitter, V};
+use super::lookup;
 use mxc_dialects::{mx, Def, Graph, Op, OpKind, ValueId};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -114,6 +115,10 @@ pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Resu
         Some((anchor, anchor_ins, anchor_out)) => {
             super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
         }
+        None if lookup::usable(e, body, ins, out) => {
+            lookup::emit(e, &ins[0], out, &|e, x| evaluate(e, body, |_, _| x.clone(), None));
+            Ok(())
+        }
         None => {
             elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), None));
             Ok(())
@@ -205,7 +210,7 @@ fn evaluate(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{check_in_order, loop_depth, t, AVX2};
+    use super::super::testing::{check_in_order, loop_depth, t, AVX2, AVX512};
     use super::super::{lower_graph, to_llvm_ir};
     use mxc_dialects::{Attrs, DType, Graph, OpKind, Tensor, TensorType};
     use std::sync::Arc;
@@ -258,6 +263,66 @@ mod tests {
             ],
         );
         to_llvm_ir(&m.mlir).unwrap();
+    }
+
+    /// A dequantised SiLU of `n` bytes: requantised to u8 when `to` is u8, else left as `to`.
+    fn byte_silu(n: usize, to: DType) -> Graph {
+        fused(&[t(DType::U8, &[n])], |b, x| {
+            let scalar = |b: &mut Graph, d: DType, v: f64| b.constant(Tensor::from_f64s(d, vec![], &[v]));
+            let (scale, zero) = (scalar(b, DType::F32, 0.06), scalar(b, DType::U8, 133.0));
+            let dq = b
+                .build1(OpKind::DequantizeLinear, vec![x[0], scale, zero], Attrs::new())
+                .unwrap();
+            let sigmoid = b.build1(OpKind::Sigmoid, vec![dq], Attrs::new()).unwrap();
+            let mut y = b.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
+            if to == DType::U8 {
+                let step = scalar(b, DType::F32, 0.03);
+                let q = b.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+                y = b.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+            }
+            let c = b
+                .build1(
+                    OpKind::Cast,
+                    vec![y],
+                    Attrs::new().with("to", mxc_dialects::Attr::DType(to)),
+                )
+                .unwrap();
+            b.add_output("out0", c);
+        })
+    }
+
+    #[test]
+    fn a_long_function_of_one_byte_is_a_table_lookup() {
+        let vbmi = super::super::VectorIsa { vbmi: true, ..AVX512 };
+        // one byte to one byte with VBMI: the table in registers, vpermi2b into each half
+        let m = lower_graph(&byte_silu(8192, DType::U8), Some(vbmi)).unwrap();
+        check_in_order(
+            &m.mlir,
+            &[
+                "memref.alloca() : memref<256xi8>",
+                "arith.constant dense<[0, 1, 2",
+                "math.",
+                "vector.load %table",
+                "vpermi2var.qi.512",
+                "vpermi2var.qi.512",
+                "arith.select",
+                "vector.store",
+            ],
+        );
+        to_llvm_ir(&m.mlir).unwrap();
+        // without VBMI one load from the table per element; to f32, a vector gather
+        let scalar = lower_graph(&byte_silu(8192, DType::U8), Some(AVX512)).unwrap();
+        check_in_order(&scalar.mlir, &["arith.extui", "arith.index_cast", "memref.load %table"]);
+        let wide = lower_graph(&byte_silu(8192, DType::F32), Some(AVX2)).unwrap();
+        check_in_order(&wide.mlir, &["memref<256xf32>", "arith.extui", "vector.gather %table"]);
+        for m in [&scalar, &wide] {
+            to_llvm_ir(&m.mlir).unwrap();
+        }
+        // too few elements to repay the table, or scalar code (ref): the body per element
+        for (n, isa) in [(1024, Some(vbmi)), (8192, None)] {
+            let plain = lower_graph(&byte_silu(n, DType::U8), isa).unwrap();
+            assert!(!plain.mlir.contains("%table"), "{}", plain.mlir);
+        }
     }
 
     #[test]

@@ -35,8 +35,11 @@ pub fn matmul_integer_packed(e: &mut Emitter, ins: &[Buf], out: &Buf) {
         }
         Some(isa) => {
             let at = |_: &mut Emitter, batch: &[V], row: &V, col: &V| [batch, &[row.clone(), col.clone()]].concat();
-            let rows = ByteGroups { buf: a, depth, at: &at };
-            let finish = |e: &mut Emitter, idx: &[V], sums: V| less_zero_point(e, idx, sums, column_sums, a_zero);
+            let rows = ByteGroups::new(a, depth, &at);
+            let finish = |_: &mut Emitter, _: &[V], sums: V| sums;
+            let start = |e: &mut Emitter, column: &V, lanes: usize| {
+                less_zero_point_start(e, column, lanes, column_sums, a_zero)
+            };
             let product = Product {
                 batch: &out.shape[..rank - 2],
                 m: a.shape[rank - 2],
@@ -47,6 +50,7 @@ pub fn matmul_integer_packed(e: &mut Emitter, ins: &[Buf], out: &Buf) {
                 out_at: &at,
                 finish: &finish,
                 sums: Sums::ByteGroups,
+                start: Some(&start),
             };
             tile::emit(e, &product, isa);
         }
@@ -83,6 +87,14 @@ pub(super) fn less_zero_point(e: &mut Emitter, idx: &[V], sums: V, column_sums: 
     let column_sums = e.read_lanes(column_sums, column, sums.lanes);
     let correction = e.mul(&zero, &column_sums);
     e.sub(&sums, &correction)
+}
+
+/// `-zero * column_sums` for the `lanes` columns from `column` on: where a tiled product's
+/// sums start, so that they end as `less_zero_point`'s.
+pub(super) fn less_zero_point_start(e: &mut Emitter, column: &V, lanes: usize, column_sums: &Buf, zero: &Buf) -> V {
+    let nothing = e.zero(I32);
+    let nothing = e.splat(&nothing, lanes);
+    less_zero_point(e, std::slice::from_ref(column), nothing, column_sums, zero)
 }
 
 /// The weight of column `n` at depth `k` in i8 panels of groups of four depths, as i32.
@@ -130,7 +142,7 @@ pub(super) fn word(e: &mut Emitter, (name, memref_ty): (&str, &str), at: &str, m
 
 /// A as a u8 matrix read four depths at a time: at step `g`, the bytes of depths `4g..4g + 4`
 /// of each row as one i32 (those past the depth, in a last partial group, read as zeros).
-struct ByteGroups<'a> {
+pub(super) struct ByteGroups<'a> {
     buf: &'a Buf,
     depth: usize,
     at: At<'a>,
@@ -169,7 +181,13 @@ impl RowsOfA for ByteGroups<'_> {
     }
 }
 
-impl ByteGroups<'_> {
+impl<'a> ByteGroups<'a> {
+    /// The rows of `buf`, `depth` bytes each, the element at depth `k` of row `r` at
+    /// `at(batch, r, k)`.
+    pub(super) fn new(buf: &'a Buf, depth: usize, at: At<'a>) -> Self {
+        ByteGroups { buf, depth, at }
+    }
+
     /// The four bytes from `idx` (depth `k`) on, as one i32; where the depth is not a multiple
     /// of four, a masked load, so that the last group reads no byte past its row.
     fn group(&self, e: &mut Emitter, idx: &[V], k: &V) -> V {

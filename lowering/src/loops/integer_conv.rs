@@ -9,12 +9,15 @@
 //! point instead, chosen with a pointer select, so that the sum of every window is taken over
 //! all its positions and `zero * column_sums` subtracted once, as the product does. Without a
 //! vector unit (`ref`), plain loops sum the centred values of the positions inside the input.
+//! Channels that are not a multiple of four are read a kernel row at a time
+//! (`integer_conv_rows.rs`).
 
 use super::buffer::Buf;
 use super::conv_tiled::{flat_view, leaves_the_image, pixel, pixel_product};
 use super::emit::{Emitter, Ty, V};
-use super::integer::{less_zero_point, packed_weight, word, GROUP, I32};
-use super::tile::{MicroTile, RowsOfA, Step, Sums};
+use super::integer::{less_zero_point_start, packed_weight, word, ByteGroups, GROUP, I32};
+use super::integer_conv_rows::{kernel_row_depth, KernelRowGroups};
+use super::tile::{MicroTile, RowsOfA, Start, Step, Sums};
 use super::vector::VectorIsa;
 use super::window::Window;
 use mxc_dialects::Attrs;
@@ -37,7 +40,41 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
     let (x, wp, column_sums, x_zero) = (&ins[0], &ins[1], &ins[2], &ins[3]);
     let [batch, oh, ow] = [0, 1, 2].map(|d| out.shape[d]);
     let channels = x.shape[3];
+    let finish = |_: &mut Emitter, _: &[V], sums: V| sums;
+    let start =
+        |e: &mut Emitter, column: &V, lanes: usize| less_zero_point_start(e, column, lanes, column_sums, x_zero);
+    let sums = (Sums::ByteGroups, Some(&start as Start));
+    if kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0) {
+        // pointwise: the image is the matrix [pixels, channels], each row in place (no
+        // window to place, so no pixel's coordinates to find per row)
+        let image = e.view(x, &[x.len() / channels, channels]);
+        let at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
+        let rows = ByteGroups::new(&image, channels, &at);
+        return pixel_product(e, isa, (&rows, wp), out, &finish, sums);
+    }
     let flat = flat_view(e, x, BYTES);
+    if !channels.is_multiple_of(GROUP) {
+        let pixels = batch * oh * ow;
+        let tile = MicroTile::for_short_runs(isa, pixels, out.shape[3]);
+        let scratch = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
+            let size = tile.rows * kernel_row_depth(kernel[1], channels);
+            let name = e.fresh("outside");
+            e.line(&format!("{name}_ = memref.alloca() : memref<{size}xi8>"));
+            e.line(&format!("{name} = memref.cast {name}_ : memref<{size}xi8> to {BYTES}"));
+            name
+        });
+        let rows = KernelRowGroups {
+            x,
+            x_zero,
+            window,
+            kernel,
+            out_hw: [oh, ow],
+            tile,
+            flat,
+            scratch,
+        };
+        return pixel_product(e, isa, (&rows, wp), out, &finish, sums);
+    }
     let zeros = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
         let name = e.fresh("zero_points");
         e.line(&format!("{name}_ = memref.alloca() : memref<{channels}xi8>"));
@@ -56,8 +93,7 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         flat,
         zeros,
     };
-    let finish = |e: &mut Emitter, idx: &[V], sums: V| less_zero_point(e, idx, sums, column_sums, x_zero);
-    pixel_product(e, isa, (&rows, wp), out, &finish, Sums::ByteGroups);
+    pixel_product(e, isa, (&rows, wp), out, &finish, sums);
 }
 
 /// The rows of A: output pixels, each reading its window's input pixels' channels four at a
@@ -176,14 +212,12 @@ fn plain_loops(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], 
                 let v = e.read(x, &[n.clone(), at[0].clone(), at[1].clone(), k[2].clone()]);
                 let v = e.convert(&v, I32);
                 let centred = e.sub(&v, &zero);
-                let depth = e.lin(
-                    &[
-                        (&k[0], (kernel[1] * channels) as i64),
-                        (&k[1], channels as i64),
-                        (&k[2], 1),
-                    ],
-                    0,
-                );
+                // kernel rows of whole groups of four depths (`integer_conv_rows.rs`)
+                let row_depth = match channels.is_multiple_of(GROUP) {
+                    true => kernel[1] * channels,
+                    false => kernel_row_depth(kernel[1], channels),
+                };
+                let depth = e.lin(&[(&k[0], row_depth as i64), (&k[1], channels as i64), (&k[2], 1)], 0);
                 let w = packed_weight(e, wp, &m, &depth);
                 vec![e.mul(&centred, &w)]
             });

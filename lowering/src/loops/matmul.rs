@@ -111,6 +111,7 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
             out_at: &out_at,
             finish: &finish,
             sums: Sums::Float,
+            start: None,
         };
         tile::emit(e, &product, isa);
         return Ok(());
@@ -175,6 +176,7 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             out_at: &out_at,
             finish: &|_, _, v| v,
             sums: Sums::Float,
+            start: None,
         };
         return tile::emit(e, &product, isa);
     }
@@ -224,6 +226,7 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
             out_at: &at,
             finish: &|_, _, v| v,
             sums: Sums::Float,
+            start: None,
         };
         return tile::emit(e, &product, isa);
     }

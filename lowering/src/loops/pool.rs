@@ -35,10 +35,12 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     };
     match kind {
         MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc => {
-            match e
-                .f32_lanes()
-                .filter(|_| pool.channels_last && x.holds_float_vectors() && out.holds_float_vectors())
-            {
+            match e.f32_lanes().filter(|_| {
+                let float = x.holds_float_vectors() && out.holds_float_vectors();
+                // a maximum compares integers (a quantised model's bytes) as well
+                let integers = pool.max && x.dtype.is_int() && x.holds_vectors() && out.holds_vectors();
+                pool.channels_last && (float || integers)
+            }) {
                 Some(lanes) => pool.vectors(e, lanes, x, out),
                 None => pool.scalar(e, x, out),
             }
@@ -132,8 +134,8 @@ impl Pool {
             .collect()
     }
 
-    /// Channels last (2-D), f32: per output pixel, the window's rectangle inside the input,
-    /// vectors of channels.
+    /// Channels last (2-D), f32 (or integers, for a maximum): per output pixel, the window's
+    /// rectangle inside the input, vectors of channels.
     fn vectors(&self, e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
         let (win, kernel) = (&self.window, &self.kernel[..]);
         let channels = x.shape[3];
@@ -162,7 +164,8 @@ impl Pool {
                 e.convert(&area, Ty::F32)
             });
             rows::each(e, (channels, lanes), &|e, c, lanes| {
-                let init = if self.max { e.lowest(Ty::F32) } else { e.zero(Ty::F32) };
+                let ty = super::buffer::compute_ty(x.dtype);
+                let init = if self.max { e.lowest(ty) } else { e.zero(Ty::F32) };
                 let init = e.splat(&init, lanes);
                 let acc = e.for_between(&inside[0].0, &inside[0].1, kernel[0] as u64, &[init], |e, kh, acc| {
                     e.for_between(&inside[1].0, &inside[1].1, kernel[1] as u64, acc, |e, kw, acc| {

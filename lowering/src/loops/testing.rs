@@ -46,6 +46,7 @@ pub const AVX2: VectorIsa = VectorIsa {
     amx_bf16: false,
     amx_int8: false,
     vnni: false,
+    vbmi: false,
 };
 
 /// AVX-512's vector unit: 16 f32 lanes, 32 registers, fused multiply-add.
@@ -57,6 +58,7 @@ pub const AVX512: VectorIsa = VectorIsa {
     amx_bf16: false,
     amx_int8: false,
     vnni: false,
+    vbmi: false,
 };
 
 /// The MLIR of a one-op graph for AVX2 (the cpu target's form), checked to translate.

@@ -251,6 +251,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         amx_bf16: false,
         amx_int8: false,
         vnni: false,
+        vbmi: false,
     }),
     Some(VectorIsa {
         lanes: 16,
@@ -260,6 +261,7 @@ const ISAS: [Option<VectorIsa>; 3] = [
         amx_bf16: false,
         amx_int8: false,
         vnni: true,
+        vbmi: true,
     }),
 ];
 

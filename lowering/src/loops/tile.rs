@@ -285,7 +285,15 @@ pub struct Product<'a> {
     /// The value stored at result index `idx` for the accumulated sums `acc` (a vector).
     pub finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
     pub sums: Sums,
+    /// Where the sums of a vector of columns start, if not from zero.
+    pub start: Option<Start<'a>>,
 }
+
+/// The value the sums of the `lanes` columns from `column` on start from: a term of the result
+/// that depends on the column alone (an integer product's `-zero * column_sums`), added once
+/// per micro-tile before the depth loop instead of once per row after it. Exact for integer
+/// sums, whose order does not change them.
+pub type Start<'a> = &'a dyn Fn(&mut Emitter, &V, usize) -> V;
 
 /// The depth of B a chunk spans, in bytes of one micro-tile's columns: what the L1 cache keeps
 /// while the micro-tiles of a block pass over it.
@@ -479,7 +487,20 @@ impl Tiles<'_> {
         let slot =
             |e: &mut Emitter, i: usize, j: usize| vec![e.lin(&[(&local, 1)], i as i64), e.idx((j * lanes) as i64)];
         let zero = e.zero(p.sums.ty());
-        let zeros = vec![e.splat(&zero, lanes); tile.rows * vectors];
+        let zeros = match p.start {
+            None => vec![e.splat(&zero, lanes); tile.rows * vectors],
+            Some(start) => {
+                let per_column: Vec<V> = (0..vectors)
+                    .map(|j| {
+                        let mask = (j + 1 == vectors && valid < lanes).then(|| e.first_lanes(valid, lanes));
+                        e.masked(mask, |e| start(e, &columns[j], lanes))
+                    })
+                    .collect();
+                (0..tile.rows * vectors)
+                    .map(|a| per_column[a % vectors].clone())
+                    .collect()
+            }
+        };
         let inits: Vec<V> = match (part, self.scratch) {
             (Part::Chunk { index, .. }, Some(scratch)) => {
                 let start = e.idx(0);

@@ -29,6 +29,9 @@ pub struct VectorIsa {
     /// (`vpdpbusd`) on these vectors: AVX-512 VNNI for 16 lanes, AVX-VNNI (or AVX-512 VNNI
     /// with 256-bit vectors) for 8 (`integer.rs`).
     pub vnni: bool,
+    /// Whether the machine picks bytes from a pair of 512-bit registers by byte indices
+    /// (`vpermi2b`, AVX-512 VBMI): a 256-entry table of bytes in four registers (`lookup.rs`).
+    pub vbmi: bool,
 }
 
 impl VectorIsa {
@@ -45,6 +48,7 @@ impl VectorIsa {
                 amx_bf16: has("amx-tile") && has("amx-bf16"),
                 amx_int8: has("amx-tile") && has("amx-int8"),
                 vnni: has("avx512vnni"),
+                vbmi: has("avx512vbmi"),
             }
         } else if has("avx") {
             VectorIsa {
@@ -55,6 +59,7 @@ impl VectorIsa {
                 amx_bf16: false,
                 amx_int8: false,
                 vnni: has("avxvnni") || (has("avx512vnni") && has("avx512vl")),
+                vbmi: false,
             }
         } else {
             VectorIsa {
@@ -65,6 +70,7 @@ impl VectorIsa {
                 amx_bf16: false,
                 amx_int8: false,
                 vnni: false,
+                vbmi: false,
             }
         }
     }

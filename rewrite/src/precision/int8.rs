@@ -153,7 +153,10 @@ fn integer_form(graph: &Graph, op: &Op) -> Option<Channels> {
     match op.kind {
         OpKind::Conv => {
             let pointwise = b.len() == 4 && b[2] == 1 && b[3] == 1;
-            (a.len() == 4 && b.len() == 4 && int("group", 1) == 1 && (a[1] % 4 == 0 || pointwise))
+            // few channels: read by kernel rows, whose bytes (`kw * C`) pad to whole groups
+            let undilated_rows = op.attrs.dims("dilations").is_ok_and(|d| d.get(1) == Some(&1));
+            let kernel_rows = b.len() == 4 && undilated_rows && (b[1] * b[3]) % 4 != 0;
+            (a.len() == 4 && b.len() == 4 && int("group", 1) == 1 && (a[1] % 4 == 0 || pointwise || kernel_rows))
                 .then_some(Channels::Filters)
         }
         OpKind::MatMul => (a.len() >= 2 && b.len() == 2 && b[0] <= MAX_DEPTH).then_some(Channels::Columns),

@@ -120,6 +120,13 @@ pub const FUNCS: &[Func] = &[
         eval: values_in,
     },
     Func {
+        name: "finite_ratios",
+        params: &[Tensor, Tensor],
+        result: Bool,
+        doc: "constants whose every element over the second's one element is finite in f32 (a division by a scale folded into a constant: no zero, infinity or overflow)",
+        eval: finite_ratios,
+    },
+    Func {
         name: "divides",
         params: &[Int, Int],
         result: Bool,
@@ -247,6 +254,47 @@ pub const FUNCS: &[Func] = &[
             let rows = *t.shape.first()?;
             let cols = t.num_elements().checked_div(rows)?;
             Some(Value::Ints(vec![rows as i64, cols as i64]))
+        },
+    },
+    Func {
+        name: "kernel_row_bytes",
+        params: &[Tensor],
+        result: Int,
+        doc: "`kw * C` of channels-last conv weights `[M, kh, kw, C]`: the depths of one kernel row",
+        eval: |a| {
+            let [_, _, kw, c] = weights_shape(&a[0])?;
+            Some(Value::Int((kw * c) as i64))
+        },
+    },
+    Func {
+        name: "kernel_rows_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[M, kh, kw * C]`: channels-last conv weights `[M, kh, kw, C]` as kernel rows",
+        eval: |a| {
+            let [m, kh, kw, c] = weights_shape(&a[0])?;
+            Some(Value::Ints(vec![m as i64, kh as i64, (kw * c) as i64]))
+        },
+    },
+    Func {
+        name: "kernel_rows_padding_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[M, kh, p]`: the zeros that pad each kernel row of `[M, kh, kw, C]` weights to a multiple of 4 depths; unknown when none are needed",
+        eval: |a| {
+            let [m, kh, kw, c] = weights_shape(&a[0])?;
+            let padding = (kw * c).next_multiple_of(4) - kw * c;
+            (padding > 0).then(|| Value::Ints(vec![m as i64, kh as i64, padding as i64]))
+        },
+    },
+    Func {
+        name: "kernel_rows_matrix_shape",
+        params: &[Tensor],
+        result: Ints,
+        doc: "`[M, kh * P]`: `[M, kh, kw, C]` weights as a matrix of kernel rows, each padded to `P`, `kw * C` rounded up to a multiple of 4",
+        eval: |a| {
+            let [m, kh, kw, c] = weights_shape(&a[0])?;
+            Some(Value::Ints(vec![m as i64, (kh * (kw * c).next_multiple_of(4)) as i64]))
         },
     },
     Func {
@@ -397,6 +445,21 @@ fn values_in(a: &[Value]) -> Option<Value> {
         false => (0, (1i64 << bits) - 1),
     };
     Some(Value::Bool(lo <= least && greatest <= hi))
+}
+
+/// The shape of a tensor of rank 4 (conv weights).
+fn weights_shape(v: &Value) -> Option<[usize; 4]> {
+    ty(v)?.shape.as_slice().try_into().ok()
+}
+
+fn finite_ratios(a: &[Value]) -> Option<Value> {
+    let c = &*facts(&a[0])?.constant.as_ref()?.tensor;
+    let y = &*facts(&a[1])?.constant.as_ref()?.tensor;
+    if y.len() != 1 {
+        return None;
+    }
+    let y = y.get_f64(0) as f32;
+    Some(Value::Bool((0..c.len()).all(|i| (c.get_f64(i) as f32 / y).is_finite())))
 }
 
 fn all(a: &[Value]) -> Option<Value> {

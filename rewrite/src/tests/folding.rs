@@ -102,7 +102,12 @@ fn big_results_that_grow_their_operands_are_not_folded() {
 fn the_fold_limit_is_configurable() {
     let mut g = Graph::new("small");
     let a = g.constant(Tensor::from_f32s(vec![4], &[1.0, 2.0, 3.0, 4.0]));
-    let b = op(&mut g, OpKind::Concat, &[a, a], int("axis", 0));
+    let b = op(
+        &mut g,
+        OpKind::Expand,
+        &[a],
+        Attrs::new().with("shape", Attr::Ints(vec![2, 4])),
+    );
     g.add_output("b", b);
     let folded = optimize(&g, &[], &OptimizeOptions::default()).unwrap().graph;
     assert_eq!(folded.ops.len(), 1);
@@ -112,4 +117,18 @@ fn the_fold_limit_is_configurable() {
     };
     let kept = optimize(&g, &[], &opts).unwrap().graph;
     assert_eq!(print(&kept), print(&g));
+}
+
+#[test]
+fn a_concatenation_of_constants_is_folded_at_any_size() {
+    // weights padded with zeros (`integer.rules`' kernel rows): no larger than its operands
+    // together, so folded past the limit
+    let mut g = Graph::new("padded");
+    let w = weight(&mut g, 64, 100);
+    let zeros = weight(&mut g, 64, 3);
+    let padded = op(&mut g, OpKind::Concat, &[w, zeros], int("axis", 1));
+    g.add_output("padded", padded);
+    let out = optimize(&g, &[], &OptimizeOptions::default()).unwrap().graph;
+    assert_eq!(out.ops.len(), 1, "{}", print(&out));
+    assert_eq!(interpret(&out, &[]), interpret(&g, &[]));
 }
