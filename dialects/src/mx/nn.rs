@@ -223,14 +223,10 @@ pub fn conv_nhwc_integer_packed(ops: &[TensorType], attrs: &Attrs) -> Result<Ten
     let (m, channels) = (m as usize, x.shape[3]);
     // a multiple of four channels: groups of four depths over the window; else each kernel
     // row's depths padded to whole groups, its pixels consecutive in the image (dilation 1)
-    let whole_groups = channels.is_multiple_of(4);
-    let row_depth = kernel[1].checked_mul(channels).map(|d| match whole_groups {
-        true => d,
-        false => d.div_ceil(4) * 4,
-    });
+    let row_depth = kernel[1].checked_mul(channels).map(|d| d.div_ceil(4) * 4);
     let depth = row_depth.and_then(|d| d.checked_mul(kernel[0]));
     let dilations = attrs.dims("dilations")?;
-    if (!whole_groups && dilations.get(1) != Some(&1))
+    if (!channels.is_multiple_of(4) && dilations.get(1) != Some(&1))
         || Some(wp.shape[1] * 4) != depth
         || wp.shape[2] != 64
         || wp.shape[0] != m.div_ceil(16)

@@ -143,6 +143,17 @@ pub(super) fn flat_view(e: &mut Emitter, x: &Buf, flat_ty: &str) -> String {
     flat
 }
 
+/// A scratch of `len` elements on the stack, at the function's entry (so one per thread),
+/// seen as the flat memref the image is read through: `(element type, flat memref type)`.
+pub(super) fn flat_scratch(e: &mut Emitter, hint: &str, len: usize, (elem, flat_ty): (&str, &str)) -> String {
+    let name = e.fresh(hint);
+    e.line(&format!("{name}_ = memref.alloca() : memref<{len}x{elem}>"));
+    e.line(&format!(
+        "{name} = memref.cast {name}_ : memref<{len}x{elem}> to {flat_ty}"
+    ));
+    name
+}
+
 /// Whether some window of a convolution of the channels-last image `x` into `out_hw` reaches
 /// past the image's height or width (into the padding).
 pub(super) fn leaves_the_image(window: &Window, x: &Buf, out_hw: [usize; 2], kernel: &[usize]) -> bool {
@@ -422,7 +433,7 @@ impl PackedConv<'_> {
         let channels = x.shape[3];
         // a pointwise, stride-1 convolution without padding reads the image as the matrix
         // [pixels, channels]; the others gather runs of it through a flat view
-        let pointwise = kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0);
+        let pointwise = window.pointwise(kernel);
         let flat = match pointwise {
             true => String::new(),
             false => flat_view(e, x, ROW_SOURCE),
@@ -439,12 +450,7 @@ impl PackedConv<'_> {
                 true => tile.rows * kernel[1] * channels,
                 false => channels,
             };
-            let name = e.fresh("outside");
-            e.line(&format!("{name}_ = memref.alloca() : memref<{size}xf32>"));
-            e.line(&format!(
-                "{name} = memref.cast {name}_ : memref<{size}xf32> to {ROW_SOURCE}"
-            ));
-            name
+            flat_scratch(e, "outside", size, ("f32", ROW_SOURCE))
         });
         // a kernel row's run is short; a window position's channels may be cut
         let parts = match kernel_rows {

@@ -13,7 +13,7 @@
 //! (`integer_conv_rows.rs`).
 
 use super::buffer::Buf;
-use super::conv_tiled::{flat_view, leaves_the_image, pixel, pixel_product};
+use super::conv_tiled::{flat_scratch, flat_view, leaves_the_image, pixel, pixel_product};
 use super::emit::{Emitter, Ty, V};
 use super::integer::{less_zero_point_start, packed_weight, word, ByteGroups, GROUP, I32};
 use super::integer_conv_rows::{kernel_row_depth, KernelRowGroups};
@@ -44,7 +44,7 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
     let start =
         |e: &mut Emitter, column: &V, lanes: usize| less_zero_point_start(e, column, lanes, column_sums, x_zero);
     let sums = (Sums::ByteGroups, Some(&start as Start));
-    if kernel == [1, 1] && window.strides == [1, 1] && window.pads.iter().all(|&p| p == 0) {
+    if window.pointwise(kernel) {
         // pointwise: the image is the matrix [pixels, channels], each row in place (no
         // window to place, so no pixel's coordinates to find per row)
         let image = e.view(x, &[x.len() / channels, channels]);
@@ -58,10 +58,7 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         let tile = MicroTile::for_short_runs(isa, pixels, out.shape[3]);
         let scratch = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
             let size = tile.rows * kernel_row_depth(kernel[1], channels);
-            let name = e.fresh("outside");
-            e.line(&format!("{name}_ = memref.alloca() : memref<{size}xi8>"));
-            e.line(&format!("{name} = memref.cast {name}_ : memref<{size}xi8> to {BYTES}"));
-            name
+            flat_scratch(e, "outside", size, ("i8", BYTES))
         });
         let rows = KernelRowGroups {
             x,
@@ -75,14 +72,8 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         };
         return pixel_product(e, isa, (&rows, wp), out, &finish, sums);
     }
-    let zeros = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
-        let name = e.fresh("zero_points");
-        e.line(&format!("{name}_ = memref.alloca() : memref<{channels}xi8>"));
-        e.line(&format!(
-            "{name} = memref.cast {name}_ : memref<{channels}xi8> to {BYTES}"
-        ));
-        name
-    });
+    let zeros =
+        leaves_the_image(window, x, [oh, ow], kernel).then(|| flat_scratch(e, "zero_points", channels, ("i8", BYTES)));
     let rows = WindowGroups {
         x,
         x_zero,
@@ -212,11 +203,9 @@ fn plain_loops(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], 
                 let v = e.read(x, &[n.clone(), at[0].clone(), at[1].clone(), k[2].clone()]);
                 let v = e.convert(&v, I32);
                 let centred = e.sub(&v, &zero);
-                // kernel rows of whole groups of four depths (`integer_conv_rows.rs`)
-                let row_depth = match channels.is_multiple_of(GROUP) {
-                    true => kernel[1] * channels,
-                    false => kernel_row_depth(kernel[1], channels),
-                };
+                // kernel rows of whole groups of four depths (`integer_conv_rows.rs`; with a
+                // multiple of four channels, already whole)
+                let row_depth = kernel_row_depth(kernel[1], channels);
                 let depth = e.lin(&[(&k[0], row_depth as i64), (&k[1], channels as i64), (&k[2], 1)], 0);
                 let w = packed_weight(e, wp, &m, &depth);
                 vec![e.mul(&centred, &w)]

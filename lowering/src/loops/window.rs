@@ -21,6 +21,12 @@ impl Window {
         })
     }
 
+    /// Whether a window of `kernel` is one pixel, stride 1, no padding: each output pixel reads
+    /// its input pixel alone (a convolution of it is a product of the image's pixels).
+    pub fn pointwise(&self, kernel: &[usize]) -> bool {
+        kernel.iter().all(|&k| k == 1) && self.strides.iter().all(|&s| s == 1) && self.pads.iter().all(|&p| p == 0)
+    }
+
     pub fn spatial(&self) -> usize {
         self.strides.len()
     }
