@@ -132,6 +132,7 @@ op_kinds! {
     ConvNhwcPacked => "conv_nhwc_packed", 2..=3, ["dilations", "group", "kernel", "out_channels", "pads", "strides"], [Anchor, Weights];
     MatMulIntegerPacked => "matmul_integer_packed", 4..=4, ["n"], [Anchor, Weights];
     ConvNhwcIntegerPacked => "conv_nhwc_integer_packed", 4..=4, ["dilations", "kernel", "out_channels", "pads", "strides"], [Anchor, Weights];
+    ConvNhwcIntegerDepthwise => "conv_nhwc_integer_depthwise", 3..=3, ["dilations", "kernel", "pads", "strides"], [Anchor, Weights];
     Pack => "pack", 1..=1, ["panel"], [Evaluable, WeightLayout];
     WinogradInput => "winograd_input", 1..=1, ["pads"], [];
     WinogradWeights => "winograd_weights", 1..=1, [], [Evaluable, WeightLayout];

@@ -148,6 +148,8 @@ impl FlopCost {
             OpKind::MatMulPacked | OpKind::ConvNhwcPacked if b_paired => self.packed * self.paired,
             OpKind::MatMulIntegerPacked => self.packed * self.integer_product,
             OpKind::ConvNhwcIntegerPacked => self.packed * self.integer,
+            // the f32 depthwise kernel's arithmetic on bytes converted as they are read
+            OpKind::ConvNhwcIntegerDepthwise => self.depthwise,
             // the tiled kernels read floats: integer products are the scalar loops
             OpKind::MatMul | OpKind::Gemm if !float => self.conv,
             OpKind::Gemm if op.attrs.int("trans_b").unwrap_or(0) != 0 => self.conv,
@@ -495,6 +497,8 @@ pub fn flops(op: &OpSite) -> f64 {
         ConvNhwcPacked => 2.0 * out * dim(1, 1),
         // the same, each row of the panels four depths
         ConvNhwcIntegerPacked => 8.0 * out * dim(1, 1),
+        // panels [P, kh * kw, 16]: a dot product over the window per output element
+        ConvNhwcIntegerDepthwise => 2.0 * out * dim(1, 1),
         MatMul => {
             let k = op
                 .operands

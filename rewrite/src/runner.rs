@@ -47,8 +47,13 @@ pub struct OptimizeOptions {
     /// Wall-clock time for saturation (checked between rule applications).
     pub time_limit: Duration,
     /// `BackoffScheduler`: matches a rule may make in one round before it is banned, and for
-    /// how many rounds (both double with each ban).
+    /// how many rounds (both double with each ban). The limit is the larger of `match_limit`
+    /// and `match_growth` times the input's e-nodes: a rule that moves a transpose or a
+    /// quantisation past one op matches once per such op, as many times as the model has
+    /// them, and banning it for that (a quantised EfficientNet has 240 quantisations) leaves
+    /// the layout half-moved, with transposes between every pair of kernels.
     pub match_limit: usize,
+    pub match_growth: usize,
     pub ban_length: usize,
     /// Fold ops on constants whose result has at most this many elements.
     pub fold_limit: usize,
@@ -70,6 +75,7 @@ impl Default for OptimizeOptions {
             node_growth: 10,
             time_limit: Duration::from_secs(10),
             match_limit: 1_000,
+            match_growth: 4,
             ban_length: 5,
             fold_limit: DEFAULT_FOLD_LIMIT,
             cost_model: Arc::new(LinearCost::cpu()),
@@ -206,18 +212,18 @@ pub(crate) fn rewrite(
     })
 }
 
-/// Runs `rules` on `egraph` under the limits of `opts` (the node limit grows with the e-graph
-/// given); an error if a rewrite merged values that cannot be equal.
+/// Runs `rules` on `egraph` under the limits of `opts` (the node and match limits grow with
+/// the e-graph given); an error if a rewrite merged values that cannot be equal.
 pub(crate) fn saturate(
     egraph: MxEGraph,
     rules: &[Rewrite<Mx, MxAnalysis>],
     opts: &OptimizeOptions,
 ) -> Result<Runner<Mx, MxAnalysis, ()>, RewriteError> {
-    let node_limit = opts
-        .node_limit
-        .max(opts.node_growth.saturating_mul(egraph.total_size()));
+    let size = egraph.total_size();
+    let node_limit = opts.node_limit.max(opts.node_growth.saturating_mul(size));
+    let match_limit = opts.match_limit.max(opts.match_growth.saturating_mul(size));
     let scheduler = BackoffScheduler::default()
-        .with_initial_match_limit(opts.match_limit)
+        .with_initial_match_limit(match_limit)
         .with_ban_length(opts.ban_length);
     let runner = Runner::<Mx, MxAnalysis, ()>::new(MxAnalysis::default())
         .with_egraph(egraph)

@@ -6,10 +6,10 @@
 
 use super::generate::{self, Domain, Gen};
 use mxc_dialects::{Attr, DType, Graph, OpKind, Tensor, TensorType, ValueId};
-use mxc_rewrite::rules::ast::{Expr, Lit, OpPat, Pat};
+use mxc_rewrite::rules::ast::{BinOp, Expr, Lit, OpPat, Pat};
 use mxc_rewrite::rules::value::attr_sort;
 use mxc_rewrite::rules::Rule;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// One operand variable of an instance.
@@ -74,11 +74,12 @@ impl Instance {
     }
 }
 
-/// What the rule's condition says about its operand variables: which must be constants, and
-/// the values `splat(?c, v)` asks for.
+/// What the rule's condition says about its operand variables: which must be constants, the
+/// values `splat(?c, v)` asks for, and which must be one element (`numel(?c) == 1`).
 #[derive(Debug, Default)]
 pub struct Hints {
     constants: BTreeMap<String, Vec<f64>>,
+    single: BTreeSet<String>,
     /// The element types the condition names (`dtype(?a) == bf16`): an instance is of one of
     /// them, and a `to` attribute one of them, half of the time.
     dtypes: Vec<DType>,
@@ -112,6 +113,14 @@ impl Hints {
                 args.iter().for_each(|a| self.scan(a));
             }
             Expr::Not(inner, _) => self.scan(inner),
+            Expr::Bin(BinOp::Eq, a, b, _) if matches!(**b, Expr::Lit(Lit::Int(1), _)) => {
+                if let Expr::Call(f, args, _) = &**a {
+                    if let (Some(Expr::Var(v, _)), "numel") = (args.first(), f.as_str()) {
+                        self.single.insert(v.clone());
+                    }
+                }
+                self.scan(a);
+            }
             Expr::Bin(_, a, b, _) => {
                 self.scan(a);
                 self.scan(b);
@@ -254,7 +263,11 @@ impl Builder<'_> {
             None => {}
         }
         let sibling_types: Vec<TensorType> = siblings.iter().map(|v| self.graph.ty(*v).clone()).collect();
-        let shape = generate::operand_shape(self.g, kind, index, &sibling_types, &self.base);
+        // one element where the condition asks for it, most of the time (a scale, a bound)
+        let shape = match self.hints.single.contains(name) && !siblings.is_empty() && self.g.chance(0.8) {
+            true => Vec::new(),
+            false => generate::operand_shape(self.g, kind, index, &sibling_types, &self.base),
+        };
         let ty = TensorType::new(generate::operand_dtype(kind, index, self.dtype, &sibling_types), shape);
         let (id, leaf_kind) = match self.hints.constants.get(name) {
             Some(values) if self.g.chance(0.9) => {

@@ -567,27 +567,90 @@ fn float_to_byte_casts_on_vectors_match_ref_to_the_bit() {
     }
 }
 
-/// A dequantised SiLU of `n` bytes (`to` u8: requantised), as a model's QDQ graph writes it.
-fn byte_silu(n: usize, to: DType) -> Graph {
-    let mut g = Graph::new("byte_silu");
-    let x = g.add_input("x", TensorType::new(DType::U8, vec![n]));
+/// A dequantised SiLU of the bytes `x` (`to` u8: requantised), as a model's QDQ graph writes it.
+fn silu_of_bytes(g: &mut Graph, x: mxc_dialects::ValueId, to: DType) -> mxc_dialects::ValueId {
     let scale = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.06]));
     let zero = g.constant(Tensor::from_f64s(DType::U8, vec![], &[133.0]));
     let dq = g
         .build1(OpKind::DequantizeLinear, vec![x, scale, zero], Attrs::new())
         .unwrap();
     let sigmoid = g.build1(OpKind::Sigmoid, vec![dq], Attrs::new()).unwrap();
-    let mut y = g.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
-    if to == DType::U8 {
-        let step = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.03]));
-        let q = g.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
-        let r = g.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
-        y = g
-            .build1(OpKind::Cast, vec![r], Attrs::new().with("to", Attr::DType(to)))
-            .unwrap();
+    let y = g.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
+    if to != DType::U8 {
+        return y;
     }
+    let step = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.03]));
+    let q = g.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+    let r = g.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+    g.build1(OpKind::Cast, vec![r], Attrs::new().with("to", Attr::DType(to)))
+        .unwrap()
+}
+
+/// The SiLU of `n` bytes (`silu_of_bytes`).
+fn byte_silu(n: usize, to: DType) -> Graph {
+    let mut g = Graph::new("byte_silu");
+    let x = g.add_input("x", TensorType::new(DType::U8, vec![n]));
+    let y = silu_of_bytes(&mut g, x, to);
     g.add_output("y", y);
     g
+}
+
+/// A product of `a` by constant weights, requantised to bytes, and (`silu`) the SiLU of them.
+fn requantised_product(rows: usize, silu: Option<DType>) -> Graph {
+    let mut g = Graph::new("requantised_product");
+    let a = g.add_input("a", f32s(&[rows, 8]));
+    let b = g.constant(values(&[8, 128], 3));
+    let y = g.build1(OpKind::MatMul, vec![a, b], Attrs::new()).unwrap();
+    let step = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.02]));
+    let q = g.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+    let r = g.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+    let lo = g.constant(Tensor::from_f64s(DType::F32, vec![], &[0.0]));
+    let hi = g.constant(Tensor::from_f64s(DType::F32, vec![], &[255.0]));
+    let clamped = g.build1(OpKind::Clip, vec![r, lo, hi], Attrs::new()).unwrap();
+    let bytes = g
+        .build1(
+            OpKind::Cast,
+            vec![clamped],
+            Attrs::new().with("to", Attr::DType(DType::U8)),
+        )
+        .unwrap();
+    let out = match silu {
+        Some(to) => silu_of_bytes(&mut g, bytes, to),
+        None => bytes,
+    };
+    g.add_output("y", out);
+    g
+}
+
+#[test]
+fn a_function_of_one_byte_after_a_product_is_looked_up_and_gives_what_it_computes_per_element() {
+    // 64 x 128 results: the product's kernel looks the SiLU of its requantised bytes up in a
+    // table it makes first; each value must be the one the SiLU's own kernel computes for
+    // that byte (256 elements: too few for a table, so computed per element)
+    let inputs = HashMap::from([("a".to_string(), scaled(&[64, 8], 5, 2.0))]);
+    let (bytes, _) = run(&requantised_product(64, None), Target::Cpu, &inputs);
+    let every_byte = Tensor::from_i64s(DType::U8, vec![256], &(0..256).collect::<Vec<_>>());
+    for to in [DType::U8, DType::F32] {
+        let (silu, kinds) = run(&requantised_product(64, Some(to)), Target::Cpu, &inputs);
+        let kernels = kinds.iter().filter(|&&k| k == OpKind::Fused).count();
+        assert_eq!(kernels, 1, "one kernel: {kinds:?}");
+        let per_byte = HashMap::from([("x".to_string(), every_byte.clone())]);
+        let (per_element, _) = run(&byte_silu(256, to), Target::Cpu, &per_byte);
+        let distinct: std::collections::HashSet<i64> = (0..bytes[0].len()).map(|i| bytes[0].get_i64(i)).collect();
+        assert!(
+            distinct.len() > 100,
+            "the product's bytes cover the table: {}",
+            distinct.len()
+        );
+        for i in 0..bytes[0].len() {
+            let byte = bytes[0].get_i64(i) as usize;
+            assert_eq!(
+                silu[0].get_f64(i).to_bits(),
+                per_element[0].get_f64(byte).to_bits(),
+                "{to}: byte {byte} at {i}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn infer_unchecked(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Resu
         ConvNhwc => nn::conv_nhwc(operands, attrs).map(|t| vec![t]),
         ConvNhwcPacked => nn::conv_nhwc_packed(operands, attrs).map(|t| vec![t]),
         ConvNhwcIntegerPacked => nn::conv_nhwc_integer_packed(operands, attrs).map(|t| vec![t]),
+        ConvNhwcIntegerDepthwise => nn::conv_nhwc_integer_depthwise(operands, attrs).map(|t| vec![t]),
         MaxPool | AveragePool => nn::pool(&operands[0], attrs, kind == MaxPool).map(|t| vec![t]),
         MaxPoolNhwc | AveragePoolNhwc => nn::pool_nhwc(&operands[0], attrs, kind == MaxPoolNhwc).map(|t| vec![t]),
         GlobalAveragePool => nn::global_pool(&operands[0]).map(|t| vec![t]),

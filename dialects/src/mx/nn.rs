@@ -249,6 +249,54 @@ pub fn conv_nhwc_integer_packed(ops: &[TensorType], attrs: &Attrs) -> Result<Ten
     Ok(conv_nhwc(&[image, weights], &conv_attrs)?.with_dtype(DType::I32))
 }
 
+/// The most window taps of `conv_nhwc_integer_depthwise`: its sums are at most 514 x 255 x
+/// 128 < 2^24 in magnitude, so a kernel may sum in f32 exactly.
+pub const DEPTHWISE_INTEGER_TAPS: usize = 514;
+
+/// `conv_nhwc_integer_depthwise(x, wp, x_zero)`: the exact depthwise convolution (a group per
+/// channel) of `(x - x_zero)` (u8, channels last; `x_zero` a u8 scalar) with i8 weights packed
+/// a column per channel, `[ceil(C / 16), kh * kw, 16]` (`pack` of the `[kh * kw, C]` matrix),
+/// in i32; positions outside the input add nothing (the padding is `x_zero`). At most
+/// `DEPTHWISE_INTEGER_TAPS` taps in the window.
+pub fn conv_nhwc_integer_depthwise(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
+    let (x, wp, zero) = (&ops[0], &ops[1], &ops[2]);
+    if x.dtype != DType::U8 || wp.dtype != DType::I8 || zero.dtype != DType::U8 {
+        return Err(format!(
+            "takes a u8 image, i8 panels and a u8 zero point, got {}, {} and {}",
+            x.dtype, wp.dtype, zero.dtype
+        ));
+    }
+    let kernel = attrs.dims("kernel")?;
+    if x.rank() != 4 || kernel.len() != 2 || wp.rank() != 3 || zero.rank() != 0 {
+        return Err(format!(
+            "takes an N x H x W x C image, a 2-D kernel, packed weights and a scalar zero point, got shapes {:?}, {kernel:?}, {:?} and {:?}",
+            x.shape, wp.shape, zero.shape
+        ));
+    }
+    let channels = x.shape[3];
+    let taps = kernel[0]
+        .checked_mul(kernel[1])
+        .filter(|&t| t <= DEPTHWISE_INTEGER_TAPS);
+    let Some(taps) = taps else {
+        return Err(format!(
+            "a window of {kernel:?} has more than {DEPTHWISE_INTEGER_TAPS} taps, whose sums f32 would not hold exactly"
+        ));
+    };
+    if wp.shape != [channels.div_ceil(16), taps, 16] {
+        return Err(format!(
+            "panels {:?} do not hold {kernel:?} windows for {channels} channels ([{}, {taps}, 16])",
+            wp.shape,
+            channels.div_ceil(16)
+        ));
+    }
+    let image = x.with_dtype(DType::F32);
+    let weights = TensorType::new(DType::F32, vec![channels, kernel[0], kernel[1], 1]);
+    let mut conv_attrs = attrs.clone();
+    conv_attrs.0.remove("kernel");
+    conv_attrs.set("group", crate::Attr::Int(channels as i64));
+    Ok(conv_nhwc(&[image, weights], &conv_attrs)?.with_dtype(DType::I32))
+}
+
 /// Transposed convolution; `output_padding` has one entry per spatial dimension.
 pub fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<TensorType, String> {
     let (x, w) = (&ops[0], &ops[1]);
@@ -485,5 +533,29 @@ mod tests {
         six[1] = t(DType::I8, &[2, 14, 64]);
         let err = conv_nhwc_integer_packed(&six, &attrs).unwrap_err();
         assert!(err.contains("a multiple of 4"), "{err}");
+    }
+
+    #[test]
+    fn an_integer_depthwise_convolution_takes_a_column_of_taps_per_channel_and_gives_i32() {
+        let attrs = |kernel: i64| {
+            Attrs::new()
+                .with("dilations", Attr::Ints(vec![1, 1]))
+                .with("kernel", Attr::Ints(vec![kernel, kernel]))
+                .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
+                .with("strides", Attr::Ints(vec![2, 2]))
+        };
+        let t = |d: DType, s: &[usize]| TensorType::new(d, s.to_vec());
+        let ops = |wp: &[usize]| [t(DType::U8, &[1, 8, 8, 20]), t(DType::I8, wp), t(DType::U8, &[])];
+        let y = conv_nhwc_integer_depthwise(&ops(&[2, 9, 16]), &attrs(3)).unwrap();
+        assert_eq!((y.dtype, y.shape), (DType::I32, vec![1, 4, 4, 20]));
+        let err = conv_nhwc_integer_depthwise(&ops(&[1, 9, 16]), &attrs(3)).unwrap_err();
+        assert!(err.contains("do not hold"), "{err}");
+        // 23 x 23 = 529 taps: sums past what f32 holds exactly
+        let err = conv_nhwc_integer_depthwise(&ops(&[2, 529, 16]), &attrs(23)).unwrap_err();
+        assert!(err.contains("more than 514 taps"), "{err}");
+        let mut signed = ops(&[2, 9, 16]);
+        signed[0] = t(DType::I8, &[1, 8, 8, 20]);
+        let err = conv_nhwc_integer_depthwise(&signed, &attrs(3)).unwrap_err();
+        assert!(err.contains("takes a u8 image"), "{err}");
     }
 }

@@ -55,6 +55,7 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         wp,
         out,
         finish: &finish,
+        zero: None,
     };
     // the implicit GEMM reads the image's runs of channels as f32 (`ROW_SOURCE`)
     if group == 1 && x.dtype == DType::F32 {
@@ -66,6 +67,37 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         return true;
     }
     false
+}
+
+/// Writes `conv_nhwc_integer_depthwise` on `ins` (`x` bytes, i8 panels, the zero point) into
+/// `out` on a vector unit: the depthwise kernel below on f32 lanes, each byte read as f32 less
+/// the zero point and each weight as f32, the sums converted to i32. Every product and partial
+/// sum is an integer below 2^24 in magnitude (the op's bound on the window), so f32 computes
+/// them exactly and the result is the integer one to the bit. Returns whether it did (else
+/// the caller writes the scalar form).
+pub fn lower_integer_depthwise(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) -> bool {
+    let (x, wp, x_zero) = (&ins[0], &ins[1], &ins[2]);
+    let Some(isa) = e.isa else {
+        return false;
+    };
+    if !x.holds_vectors() || !out.holds_vectors() || wp.shape[2] != PANEL {
+        return false;
+    }
+    let zero = e.read(x_zero, &[]);
+    let zero = e.convert(&zero, Ty::F32);
+    let finish = |e: &mut Emitter, _: &[V], sums: V| e.convert(&sums, Ty::Int { bits: 32, signed: true });
+    let conv = PackedConv {
+        isa,
+        window,
+        kernel,
+        x,
+        wp,
+        out,
+        finish: &finish,
+        zero: Some(e.splat(&zero, isa.lanes)),
+    };
+    conv.depthwise(e);
+    true
 }
 
 /// Vectors of channels accumulated at once by the depthwise kernel at the image's border.
@@ -85,6 +117,9 @@ struct PackedConv<'a> {
     out: &'a Buf,
     /// The value stored for accumulated sums (the bias added).
     finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
+    /// An image of bytes (`lower_integer_depthwise`): their zero point in f32 lanes, which the
+    /// bytes are read less of; `None` for an image of floats.
+    zero: Option<V>,
 }
 
 /// The rows of A of an implicit GEMM: output pixels, each reading the input under the window,
@@ -653,17 +688,27 @@ impl PackedConv<'_> {
         });
     }
 
-    /// The packed weights of tap `row` (`kh * kw_size + kw`) for the channels from `col` on.
+    /// The packed weights of tap `row` (`kh * kw_size + kw`) for the channels from `col` on,
+    /// as f32.
     fn tap_weights(&self, e: &mut Emitter, row: &V, col: &V) -> V {
         let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
-        e.read_lanes(self.wp, &[p, row.clone(), off], self.isa.lanes)
+        let w = e.read_lanes(self.wp, &[p, row.clone(), off], self.isa.lanes);
+        e.convert(&w, Ty::F32)
     }
 
-    /// Vector `j` of a block of channels of the input at position `pos` (row, column).
+    /// Vector `j` of a block of channels of the input at position `pos` (row, column), as f32
+    /// (bytes less their zero point).
     fn input(&self, e: &mut Emitter, n: &V, pos: &[V], block: &ChannelBlock, j: usize) -> V {
         let idx = [n.clone(), pos[0].clone(), pos[1].clone(), block.columns[j].clone()];
         let mask = block.mask(e, j);
-        e.masked(mask, |e| e.read_lanes(self.x, &idx, self.isa.lanes))
+        let x = e.masked(mask, |e| e.read_lanes(self.x, &idx, self.isa.lanes));
+        match &self.zero {
+            Some(zero) => {
+                let x = e.convert(&x, Ty::F32);
+                e.sub(&x, zero)
+            }
+            None => x,
+        }
     }
 
     /// The sums of a block of channels of output pixel `o` (row, column), finished and stored.

@@ -212,6 +212,9 @@ pub struct Emitter {
     top_stores: usize,
     /// The parallel loop's trip count, once it is written.
     parallel_range: Option<u64>,
+    /// Writing a preamble (`Emitter::preamble`): code that fills the kernel's own stack
+    /// buffers, which every part of a split kernel runs for itself.
+    in_preamble: bool,
 }
 
 impl Emitter {
@@ -248,7 +251,7 @@ impl Emitter {
     /// Writes a line that stores to memory (which, at the top level, makes the kernel
     /// unsplittable: every part would write it).
     pub fn store_line(&mut self, text: &str) {
-        if self.indent == 1 {
+        if self.indent == 1 && !self.in_preamble {
             self.top_stores += 1;
         }
         self.line(text);
@@ -399,7 +402,7 @@ impl Emitter {
 
     /// Starts writing a region's body whose ops run `trips` times per run of the enclosing one.
     fn open_region(&mut self, trips: u64) {
-        if self.indent == 1 {
+        if self.indent == 1 && !self.in_preamble {
             self.top_regions += 1;
         }
         let outer = self.trips.last().copied().unwrap_or(1);
@@ -462,7 +465,7 @@ impl Emitter {
     /// A loop nest over every index of `shape` (row-major, outermost first). The kernel's
     /// first nest at its top level is its parallel loop.
     pub fn nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
-        if self.indent == 1 && self.top_regions == 0 && !shape.is_empty() {
+        if self.indent == 1 && self.top_regions == 0 && !self.in_preamble && !shape.is_empty() {
             return self.parallel_nest(shape, body);
         }
         self.nest_acc(shape, &[], |e, idx, _| {
@@ -511,6 +514,16 @@ impl Emitter {
             Vec::new()
         });
         self.end_for(open, &[]);
+    }
+
+    /// Writes `f`'s code as a preamble: loops and stores that fill buffers of the kernel's own
+    /// (a table on the stack) before its parallel loop. It is neither the parallel loop nor
+    /// a reason not to split the kernel: each part of a split kernel computes it again.
+    pub fn preamble<T>(&mut self, f: impl FnOnce(&mut Emitter) -> T) -> T {
+        let outer = std::mem::replace(&mut self.in_preamble, true);
+        let result = f(self);
+        self.in_preamble = outer;
+        result
     }
 
     /// How the kernel written so far may be split across threads.

@@ -14,7 +14,7 @@ use super::buffer::{compute_ty, Buf};
 use super::elementwise;
 use super::emit::{Emitter, V};
 use super::lookup;
-use mxc_dialects::{mx, Def, Graph, Op, OpKind, ValueId};
+use mxc_dialects::{mx, Attr, Attrs, DType, Def, Graph, Op, OpKind, Trait, ValueId};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -28,6 +28,20 @@ pub struct Epilogue {
     ins: Vec<Buf>,
     /// The kernel's result.
     pub out: Buf,
+    /// Functions of one byte it looks up instead of computing (`ByteTable`).
+    tables: Vec<ByteTable>,
+}
+
+/// A function of one byte inside a fused body, looked up in a table of its 256 values
+/// (`lookup.rs`) instead of computed per element: the value `to` depends on the byte value
+/// `from` and single-element constants alone. A quantised model's SiLU after a convolution is
+/// one: the convolution's sums requantised to a byte, then dequantised, a sigmoid of it
+/// requantised, dequantised, multiplied by the first and requantised again, all of one byte.
+#[derive(Clone, Debug)]
+struct ByteTable {
+    from: ValueId,
+    to: ValueId,
+    table: Buf,
 }
 
 impl Epilogue {
@@ -61,6 +75,7 @@ impl Epilogue {
             anchor: self.anchor,
             ins,
             out,
+            tables: self.tables.clone(),
         })
     }
 
@@ -92,7 +107,11 @@ impl Epilogue {
     /// function: many constants), so that an anchor whose sums fill the registers does better
     /// to store them first and apply the epilogue in a pass of its own.
     pub fn is_long(&self) -> bool {
-        self.body.ops.iter().any(|op| op.kind.is_transcendental())
+        let looked_up = looked_up(&self.body, &self.tables);
+        self.body
+            .ops
+            .iter()
+            .any(|op| op.kind.is_transcendental() && !looked_up[op.results[0].index()])
     }
 
     /// Whether every buffer the epilogue reads, and the one it writes, holds whole vectors
@@ -105,22 +124,30 @@ impl Epilogue {
     pub fn apply(&self, e: &mut Emitter, idx: &[V], value: V) -> V {
         let lanes = value.lanes;
         let read = |e: &mut Emitter, i: usize| e.read_bcast_lanes(&self.ins[i], idx, lanes);
-        evaluate(e, &self.body, read, Some((self.anchor, value)))
+        evaluate(e, &self.body, read, &[(self.anchor, value)], &self.tables)
     }
 }
 
 /// Writes the kernel of an `mx.fused` op with `body`, operands `ins` and result `out`.
 pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<(), String> {
     match anchored(body, ins, out)? {
-        Some((anchor, anchor_ins, anchor_out)) => {
+        Some((anchor, anchor_ins, mut anchor_out)) => {
+            let tables = byte_tables(e, body, out);
+            if let Some(epilogue) = anchor_out.epilogue.as_mut().and_then(Rc::get_mut) {
+                epilogue.tables = tables;
+            }
             super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
         }
         None if lookup::usable(e, body, ins, out) => {
-            lookup::emit(e, &ins[0], out, &|e, x| evaluate(e, body, |_, _| x.clone(), None));
+            let whole = body.outputs[0].value;
+            lookup::emit(e, &ins[0], out, &|e, x| {
+                evaluate_value(e, body, &mut |_, _| x.clone(), &[], &[], whole)
+            });
             Ok(())
         }
         None => {
-            elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), None));
+            let tables = byte_tables(e, body, out);
+            elementwise::for_each_element(e, ins, out, |e, x| evaluate(e, body, |_, i| x[i].clone(), &[], &tables));
             Ok(())
         }
     }
@@ -152,30 +179,55 @@ pub fn anchored<'b>(body: &'b Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<Opti
         anchor: anchor.results[0],
         ins: ins.to_vec(),
         out: out.clone(),
+        tables: Vec::new(),
     }));
     Ok(Some((anchor, anchor_ins, anchor_out)))
 }
 
 /// The value of the body's output at one element: `input(e, i)` gives body input `i` there
-/// (asked at most once each), `anchor` the anchor's result when there is one. The body was
-/// verified, so its element-wise ops have their attributes.
+/// (asked at most once each), `given` the values already known (the anchor's result), and
+/// `tables` the functions of one byte looked up. The body was verified, so its element-wise
+/// ops have their attributes.
 fn evaluate(
     e: &mut Emitter,
     body: &Graph,
     mut input: impl FnMut(&mut Emitter, usize) -> V,
-    anchor: Option<(ValueId, V)>,
+    given: &[(ValueId, V)],
+    tables: &[ByteTable],
+) -> V {
+    evaluate_value(e, body, &mut input, given, tables, body.outputs[0].value)
+}
+
+/// The value `wanted` at one element, as `evaluate` computes the output: only the ops it
+/// needs, a looked-up value from its byte alone.
+fn evaluate_value(
+    e: &mut Emitter,
+    body: &Graph,
+    input: &mut dyn FnMut(&mut Emitter, usize) -> V,
+    given: &[(ValueId, V)],
+    tables: &[ByteTable],
+    wanted: ValueId,
 ) -> V {
     let mut values: Vec<Option<V>> = vec![None; body.num_values()];
-    if let Some((id, v)) = anchor {
-        values[id.index()] = Some(v);
+    for (id, v) in given {
+        values[id.index()] = Some(v.clone());
     }
+    let table_of = |v: ValueId| tables.iter().find(|t| t.to == v);
+    let needed = needed(body, wanted, &|v| values[v.index()].is_some(), &table_of);
     for op in &body.ops {
         let result = op.results[0];
-        if values[result.index()].is_some() {
+        if values[result.index()].is_some() || !needed[result.index()] {
             continue;
         }
         let dtype = body.ty(result).dtype;
-        let y = if op.kind == OpKind::Constant {
+        let y = if let Some(t) = table_of(result) {
+            let byte = value_of(e, body, &mut values, input, t.from);
+            let entry = lookup::look_up(e, &t.table, &byte);
+            match t.table.dtype == dtype {
+                true => entry,
+                false => narrowed(e, entry, dtype),
+            }
+        } else if op.kind == OpKind::Constant {
             let t = body.constant_value(result).expect("a constant has its value");
             let ty = compute_ty(dtype);
             match dtype.is_float() {
@@ -183,36 +235,170 @@ fn evaluate(
                 false => e.int(ty, t.get_i64(0)),
             }
         } else {
-            let mut x = Vec::with_capacity(op.operands.len());
-            for v in &op.operands {
-                if values[v.index()].is_none() {
-                    let Def::Input(i) = body.def(*v) else {
-                        unreachable!("operands are defined before use")
-                    };
-                    values[v.index()] = Some(input(e, i));
-                }
-                x.push(values[v.index()].clone().expect("just set"));
-            }
+            let x: Vec<V> = op
+                .operands
+                .iter()
+                .map(|v| value_of(e, body, &mut values, input, *v))
+                .collect();
             let y = elementwise::apply(e, op.kind, &op.attrs, &x).expect("a verified body");
             e.round_to(&y, dtype)
         };
         values[result.index()] = Some(y);
     }
-    let out = body.outputs[0].value;
-    match values[out.index()].clone() {
-        Some(v) => v,
-        None => match body.def(out) {
-            Def::Input(i) => input(e, i),
-            Def::Op { .. } => unreachable!("every op was evaluated"),
-        },
+    value_of(e, body, &mut values, input, wanted)
+}
+
+/// The value of `v`, read from its input when it is one and not read yet.
+fn value_of(
+    e: &mut Emitter,
+    body: &Graph,
+    values: &mut [Option<V>],
+    input: &mut dyn FnMut(&mut Emitter, usize) -> V,
+    v: ValueId,
+) -> V {
+    if let Some(known) = &values[v.index()] {
+        return known.clone();
     }
+    let Def::Input(i) = body.def(v) else {
+        unreachable!("operands are defined before use")
+    };
+    let x = input(e, i);
+    values[v.index()] = Some(x.clone());
+    x
+}
+
+/// The values `wanted` is computed from (itself included), not looking past `known` values and
+/// looking past a looked-up value only to its byte.
+fn needed<'t>(
+    body: &Graph,
+    wanted: ValueId,
+    known: &dyn Fn(ValueId) -> bool,
+    table_of: &dyn Fn(ValueId) -> Option<&'t ByteTable>,
+) -> Vec<bool> {
+    let mut needed = vec![false; body.num_values()];
+    let mut stack = vec![wanted];
+    while let Some(v) = stack.pop() {
+        if std::mem::replace(&mut needed[v.index()], true) || known(v) {
+            continue;
+        }
+        match (table_of(v), body.def(v)) {
+            (Some(t), _) => stack.push(t.from),
+            (None, Def::Op { op, .. }) => stack.extend(body.ops[op].operands.iter().copied()),
+            (None, Def::Input(_)) => {}
+        }
+    }
+    needed
+}
+
+/// A table entry of i32 (`byte_tables` widens one-byte results for the gather) as the byte
+/// type `dtype` of the value it stands for.
+fn narrowed(e: &mut Emitter, entry: V, dtype: DType) -> V {
+    let attrs = Attrs::new().with("to", Attr::DType(dtype));
+    elementwise::apply(e, OpKind::Cast, &attrs, &[entry]).expect("a cast to a byte")
+}
+
+/// The tables of the functions of one byte in `body` (`byte_functions`), written as the
+/// kernel's preamble, for a kernel on a vector unit with a result large enough to repay them.
+fn byte_tables(e: &mut Emitter, body: &Graph, out: &Buf) -> Vec<ByteTable> {
+    if e.isa.is_none() || out.len() < lookup::LEAST_ELEMENTS {
+        return Vec::new();
+    }
+    byte_functions(body)
+        .into_iter()
+        .map(|(from, to)| {
+            let result = body.ty(to).dtype;
+            let entry = match result.size() {
+                4 => result,
+                _ => DType::I32,
+            };
+            let byte = body.ty(from).dtype;
+            let table = lookup::table(e, byte, entry, &|e, x| {
+                let y = evaluate_value(
+                    e,
+                    body,
+                    &mut |_, _| unreachable!("a function of the byte"),
+                    &[(from, x)],
+                    &[],
+                    to,
+                );
+                match entry == result {
+                    true => y,
+                    false => narrowed(e, y, entry),
+                }
+            });
+            ByteTable { from, to, table }
+        })
+        .collect()
+}
+
+/// The functions of one byte in `body` worth a table, as (byte, value) pairs: from each byte
+/// an op computes (a requantised value), the values computed from it and single-element
+/// constants alone, when the rest of the body reads one of them only and they hold a
+/// transcendental op (a few shifts and compares cost less than the lookup). Each op is in
+/// one such function at most.
+fn byte_functions(body: &Graph) -> Vec<(ValueId, ValueId)> {
+    let n = body.num_values();
+    let scalar_constant = |v: ValueId| {
+        matches!(body.def(v), Def::Op { op, .. } if body.ops[op].kind == OpKind::Constant)
+            && body.ty(v).num_elements() == 1
+    };
+    let mut covered = vec![false; n];
+    let mut found = Vec::new();
+    for (k, op) in body.ops.iter().enumerate() {
+        let byte = op.results[0];
+        let dtype = body.ty(byte).dtype;
+        if op.kind == OpKind::Constant || covered[byte.index()] || !matches!(dtype, DType::U8 | DType::I8) {
+            continue;
+        }
+        let mut of_byte = vec![false; n];
+        of_byte[byte.index()] = true;
+        let mut long = false;
+        for later in &body.ops[k + 1..] {
+            let reads_byte = later.operands.iter().any(|v| of_byte[v.index()]);
+            let only_byte = later.operands.iter().all(|v| of_byte[v.index()] || scalar_constant(*v));
+            if later.kind.has(Trait::Elementwise) && reads_byte && only_byte {
+                of_byte[later.results[0].index()] = true;
+                long |= later.kind.is_transcendental();
+            }
+        }
+        let read_elsewhere = |v: ValueId| {
+            body.outputs.iter().any(|o| o.value == v)
+                || body
+                    .ops
+                    .iter()
+                    .any(|o| !of_byte[o.results[0].index()] && o.operands.contains(&v))
+        };
+        let frontier: Vec<ValueId> = body.ops[k + 1..]
+            .iter()
+            .map(|o| o.results[0])
+            .filter(|&v| of_byte[v.index()] && read_elsewhere(v))
+            .collect();
+        if let ([to], true) = (frontier.as_slice(), long) {
+            found.push((byte, *to));
+            for (c, &f) in covered.iter_mut().zip(&of_byte) {
+                *c |= f;
+            }
+        }
+    }
+    found
+}
+
+/// The values `tables` look up in place of computing them (their bytes excepted).
+fn looked_up(body: &Graph, tables: &[ByteTable]) -> Vec<bool> {
+    let mut inside = vec![false; body.num_values()];
+    for t in tables {
+        for (i, needed) in needed(body, t.to, &|v| v == t.from, &|_| None).into_iter().enumerate() {
+            inside[i] |= needed && i != t.from.index();
+        }
+    }
+    inside
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testing::{check_in_order, loop_depth, t, AVX2, AVX512};
     use super::super::{lower_graph, to_llvm_ir};
-    use mxc_dialects::{Attrs, DType, Graph, OpKind, Tensor, TensorType};
+    use mxc_dialects::{Attr, Attrs, DType, Graph, OpKind, Tensor, TensorType, ValueId};
     use std::sync::Arc;
 
     /// A graph of one `mx.fused` op over fresh inputs of `inputs`' types.
@@ -265,29 +451,30 @@ mod tests {
         to_llvm_ir(&m.mlir).unwrap();
     }
 
-    /// A dequantised SiLU of `n` bytes: requantised to u8 when `to` is u8, else left as `to`.
+    /// A dequantised SiLU of the bytes `x`: requantised to u8 when `to` is u8, else left as
+    /// `to`.
+    fn silu_of_bytes(b: &mut Graph, x: ValueId, to: DType) -> ValueId {
+        let scalar = |b: &mut Graph, d: DType, v: f64| b.constant(Tensor::from_f64s(d, vec![], &[v]));
+        let (scale, zero) = (scalar(b, DType::F32, 0.06), scalar(b, DType::U8, 133.0));
+        let dq = b
+            .build1(OpKind::DequantizeLinear, vec![x, scale, zero], Attrs::new())
+            .unwrap();
+        let sigmoid = b.build1(OpKind::Sigmoid, vec![dq], Attrs::new()).unwrap();
+        let mut y = b.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
+        if to == DType::U8 {
+            let step = scalar(b, DType::F32, 0.03);
+            let q = b.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+            y = b.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+        }
+        b.build1(OpKind::Cast, vec![y], Attrs::new().with("to", Attr::DType(to)))
+            .unwrap()
+    }
+
+    /// A dequantised SiLU of `n` bytes (`silu_of_bytes`).
     fn byte_silu(n: usize, to: DType) -> Graph {
         fused(&[t(DType::U8, &[n])], |b, x| {
-            let scalar = |b: &mut Graph, d: DType, v: f64| b.constant(Tensor::from_f64s(d, vec![], &[v]));
-            let (scale, zero) = (scalar(b, DType::F32, 0.06), scalar(b, DType::U8, 133.0));
-            let dq = b
-                .build1(OpKind::DequantizeLinear, vec![x[0], scale, zero], Attrs::new())
-                .unwrap();
-            let sigmoid = b.build1(OpKind::Sigmoid, vec![dq], Attrs::new()).unwrap();
-            let mut y = b.build1(OpKind::Mul, vec![dq, sigmoid], Attrs::new()).unwrap();
-            if to == DType::U8 {
-                let step = scalar(b, DType::F32, 0.03);
-                let q = b.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
-                y = b.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
-            }
-            let c = b
-                .build1(
-                    OpKind::Cast,
-                    vec![y],
-                    Attrs::new().with("to", mxc_dialects::Attr::DType(to)),
-                )
-                .unwrap();
-            b.add_output("out0", c);
+            let y = silu_of_bytes(b, x[0], to);
+            b.add_output("out0", y);
         })
     }
 
@@ -323,6 +510,49 @@ mod tests {
             let plain = lower_graph(&byte_silu(n, DType::U8), isa).unwrap();
             assert!(!plain.mlir.contains("%table"), "{}", plain.mlir);
         }
+    }
+
+    #[test]
+    fn a_function_of_one_byte_in_an_epilogue_is_looked_up_in_a_table_made_before_the_loops() {
+        // a product requantised to bytes, then the dequantised SiLU of those bytes: the SiLU's
+        // table (its one-byte result widened to i32 for the gather) is made before the
+        // product's parallel loop, which the kernel still splits; the loop looks it up
+        let product = |rows: usize, to: DType| {
+            fused(&[t(DType::F32, &[rows, 8]), t(DType::F32, &[8, 128])], |b, x| {
+                let y = b.build1(OpKind::MatMul, vec![x[0], x[1]], Attrs::new()).unwrap();
+                let step = b.constant(Tensor::from_f64s(DType::F32, vec![], &[0.5]));
+                let q = b.build1(OpKind::Div, vec![y, step], Attrs::new()).unwrap();
+                let r = b.build1(OpKind::Round, vec![q], Attrs::new()).unwrap();
+                let bytes = b
+                    .build1(OpKind::Cast, vec![r], Attrs::new().with("to", Attr::DType(DType::U8)))
+                    .unwrap();
+                let out = silu_of_bytes(b, bytes, to);
+                b.add_output("out0", out);
+            })
+        };
+        for (to, entry) in [(DType::U8, "i32"), (DType::F32, "f32")] {
+            let m = lower_graph(&product(64, to), Some(AVX512)).unwrap();
+            check_in_order(
+                &m.mlir,
+                &[
+                    &format!("memref.alloca() : memref<256x{entry}>"),
+                    "math.",
+                    "%lo to",
+                    "math.fma",
+                    "vector.gather %table",
+                ],
+            );
+            // per stored vector one division (the requantisation) and one gather: the SiLU's
+            // own divisions are in the table's code alone
+            let loop_body = &m.mlir[m.mlir.find("%lo to").unwrap()..];
+            let gathers = loop_body.matches("vector.gather %table").count();
+            assert_eq!(loop_body.matches("arith.divf").count(), gathers, "{}", m.mlir);
+            assert!(m.kernels[0].parallel.splittable, "{:?}", m.kernels[0].parallel);
+            to_llvm_ir(&m.mlir).unwrap();
+        }
+        // a result too small to repay the table computes the SiLU per element
+        let small = lower_graph(&product(4, DType::U8), Some(AVX512)).unwrap();
+        assert!(!small.mlir.contains("%table"), "{}", small.mlir);
     }
 
     #[test]

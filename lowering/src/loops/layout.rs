@@ -66,7 +66,7 @@ fn reinterpret(e: &mut Emitter, v: &V, to: DType) -> V {
 
 /// `out` = the operands one after the other along `axis`. With dimensions before the axis,
 /// one loop over them (the parallel loop) copies each operand's run for that index in turn,
-/// contiguous runs in vectors for f32 on a vector unit; else a loop per operand.
+/// contiguous runs in vectors on a vector unit; else a loop per operand.
 fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
     let outer: usize = out.shape[..axis].iter().product();
     if axis == 0 || outer == 1 || ins.iter().any(Buf::is_empty) {
@@ -86,9 +86,14 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
     let as_rows = |e: &mut Emitter, b: &Buf| e.view(b, &[outer, b.len() / outer]);
     let srcs: Vec<Buf> = ins.iter().map(|b| as_rows(e, b)).collect();
     let dst = as_rows(e, out);
+    // floats in vectors of f32 lanes; integers in vectors of as many bytes (64 bytes of u8)
     let lanes = e
         .f32_lanes()
-        .filter(|_| ins.iter().chain([out]).all(Buf::holds_float_vectors));
+        .filter(|_| ins.iter().chain([out]).all(Buf::holds_vectors))
+        .map(|lanes| match out.dtype.is_float() {
+            true => lanes,
+            false => lanes * 4 / out.dtype.size(),
+        });
     e.for_each(outer, |e, o| {
         let mut offset = 0;
         for src in &srcs {
@@ -98,7 +103,9 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
                 let at = e.lin(&[(j, 1)], offset as i64);
                 e.write(&dst, &[o.clone(), at], &v);
             };
-            match lanes.filter(|&l| run >= l) {
+            // a run shorter than a vector in the largest power of two of lanes it fills
+            let fitting = |lanes: usize| lanes.min(1 << run.ilog2());
+            match lanes.filter(|_| run >= 4).map(fitting) {
                 Some(lanes) => rows::each(e, (run, lanes), &copy),
                 None => e.for_each(run, |e, j| copy(e, &j, 1)),
             }
@@ -253,7 +260,7 @@ fn scatter(e: &mut Emitter, reduction: &str, data: &Buf, indices: &Buf, updates:
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{attrs, check_in_order, ints, loop_depth, lower_one, t};
+    use super::super::testing::{attrs, check_in_order, ints, loop_depth, lower_one, lower_one_for, t, AVX512};
     use mxc_dialects::{Attr, DType, OpKind};
 
     #[test]
@@ -358,5 +365,28 @@ mod tests {
                 "memref.store",
             ],
         );
+    }
+
+    #[test]
+    fn a_concatenation_of_bytes_copies_runs_of_64_bytes() {
+        // two runs of 96 and 32 bytes per row: a whole vector of 64 and a masked half of one,
+        // then a vector of 32
+        let m = lower_one_for(
+            AVX512,
+            OpKind::Concat,
+            &[t(DType::U8, &[4, 96]), t(DType::U8, &[4, 32])],
+            attrs(&[("axis", Attr::Int(1))]),
+        );
+        check_in_order(
+            &m,
+            &[
+                "vector.load",
+                "vector<64xi8>",
+                "vector.maskedload",
+                "vector<64xi8>",
+                "vector<32xi8>",
+            ],
+        );
+        assert!(!m.contains("memref.load %view"), "{m}");
     }
 }

@@ -16,12 +16,12 @@
 //! plain kernel.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, V};
+use super::emit::{Emitter, Ty, V};
 use super::rows;
 use mxc_dialects::{DType, Graph, OpKind, Trait};
 
 /// Elements below which the table (256 evaluations of the body) costs more than it saves.
-const LEAST_ELEMENTS: usize = 4096;
+pub const LEAST_ELEMENTS: usize = 4096;
 
 /// Bytes one `vpermi2b` looks up.
 const BYTES: usize = 64;
@@ -56,54 +56,100 @@ pub fn usable(e: &Emitter, body: &Graph, ins: &[Buf], out: &Buf) -> bool {
 /// Writes the lookup kernel: the table from `value` (the body's value at one element, given
 /// its input there), then every element looked up.
 pub fn emit(e: &mut Emitter, x: &Buf, out: &Buf, value: &dyn Fn(&mut Emitter, V) -> V) {
-    let table = table(e, x, out, value);
+    let table = table(e, x.dtype, out.dtype, value);
     let (x, out) = (e.flat(x), e.flat(out));
     let vbmi = e.isa.is_some_and(|isa| isa.vbmi);
     match out.dtype.size() {
         1 if vbmi => in_registers(e, &table, &x, &out),
-        4 => gathered(e, &table, &x, &out),
+        4 => {
+            let lanes = e.f32_lanes().expect("a vector unit");
+            rows::each(e, (out.len(), lanes), &|e, at, lanes| {
+                let at = [at.clone()];
+                let bytes = e.vload(&x, &at, lanes);
+                let y = look_up(e, &table, &bytes);
+                e.vstore(&out, &at, &y);
+            });
+        }
         _ => e.for_each(out.len(), |e, i| {
             let byte = e.read(&x, std::slice::from_ref(&i));
-            let word = e.op("w", byte.ty, &format!("arith.extui {byte} : i8 to i32"));
-            let at = e.op(
-                "i",
-                super::emit::Ty::Index,
-                &format!("arith.index_cast {word} : i32 to index"),
-            );
-            let y = e.read(&table, &[at]);
+            let y = look_up(e, &table, &byte);
             e.write(&out, &[i], &y);
         }),
     }
 }
 
-/// The 256 values of the body, at the byte values in order of their bits (an i8 `-1` is entry
-/// 255), in a table on the stack.
-fn table(e: &mut Emitter, x: &Buf, out: &Buf, value: &dyn Fn(&mut Emitter, V) -> V) -> Buf {
-    let bytes = Buf::new(&e.fresh("bytes"), x.dtype, &[256]);
-    let table = Buf::new(&e.fresh("table"), out.dtype, &[256]);
-    for b in [&bytes, &table] {
-        e.line(&format!("{} = memref.alloca() : {}", b.name, b.memref()));
+/// The 256 values `value` gives at the bytes of type `byte`, in order of their bits (an i8
+/// `-1` is entry 255), as `entry`s in a table on the stack, written as the kernel's preamble.
+pub fn table(e: &mut Emitter, byte: DType, entry: DType, value: &dyn Fn(&mut Emitter, V) -> V) -> Buf {
+    e.preamble(|e| {
+        let bytes = Buf::new(&e.fresh("bytes"), byte, &[256]);
+        let table = Buf::new(&e.fresh("table"), entry, &[256]);
+        for b in [&bytes, &table] {
+            e.line(&format!("{} = memref.alloca() : {}", b.name, b.memref()));
+        }
+        let values: Vec<String> = (0..256).map(|b| (b as u8 as i8).to_string()).collect();
+        let all = e.fresh("all_bytes");
+        e.line(&format!(
+            "{all} = arith.constant dense<[{}]> : vector<256xi8>",
+            values.join(", ")
+        ));
+        let zero = e.idx(0);
+        e.store_line(&format!(
+            "vector.store {all}, {}[{zero}] : {}, vector<256xi8>",
+            bytes.name,
+            bytes.memref()
+        ));
+        let lanes = e.f32_lanes().expect("a vector unit");
+        rows::each(e, (256, lanes), &|e, at, lanes| {
+            let at = [at.clone()];
+            let x = e.read_lanes(&bytes, &at, lanes);
+            let y = value(e, x);
+            e.write(&table, &at, &y);
+        });
+        table
+    })
+}
+
+/// The entries of `table` at `bytes` (a byte or a vector of them): one load for a byte, a
+/// vector gather by the bytes widened to i32 for a vector.
+pub fn look_up(e: &mut Emitter, table: &Buf, bytes: &V) -> V {
+    let word = Ty::Int {
+        bits: 32,
+        signed: false,
+    };
+    let lanes = bytes.lanes;
+    if lanes == 1 {
+        let w = e.op("w", word, &format!("arith.extui {bytes} : i8 to i32"));
+        let at = e.op("i", Ty::Index, &format!("arith.index_cast {w} : i32 to index"));
+        return e.read(table, &[at]);
     }
-    let values: Vec<String> = (0..256).map(|b| (b as u8 as i8).to_string()).collect();
-    let all = e.fresh("all_bytes");
-    e.line(&format!(
-        "{all} = arith.constant dense<[{}]> : vector<256xi8>",
-        values.join(", ")
-    ));
-    let zero = e.idx(0);
-    e.store_line(&format!(
-        "vector.store {all}, {}[{zero}] : {}, vector<256xi8>",
-        bytes.name,
-        bytes.memref()
-    ));
-    let lanes = e.f32_lanes().expect("a vector unit");
-    rows::each(e, (256, lanes), &|e, at, lanes| {
-        let at = [at.clone()];
-        let x = e.read_lanes(&bytes, &at, lanes);
-        let y = value(e, x);
-        e.write(&table, &at, &y);
-    });
-    table
+    let words = format!("vector<{lanes}xi32>");
+    let index = e.op_lanes(
+        "w",
+        word,
+        lanes,
+        &format!("arith.extui {bytes} : vector<{lanes}xi8> to {words}"),
+    );
+    let mask = match e.mask.clone() {
+        Some(mask) => mask,
+        None => e.first_lanes(lanes, lanes),
+    };
+    let ty = super::buffer::storage_ty(table.dtype);
+    let zero = e.zero(ty);
+    let pass = e.splat(&zero, lanes);
+    let start = e.idx(0);
+    e.op_lanes(
+        "y",
+        ty,
+        lanes,
+        &format!(
+            "vector.gather {}[{start}] [{index}], {mask}, {pass} : {}, {words}, vector<{lanes}xi1>, {} into {}",
+            table.name,
+            table.memref(),
+            pass.mlir_ty(),
+            pass.mlir_ty()
+        ),
+    )
 }
 
 /// The lookup with the table in four registers: per 64 elements, `vpermi2b` into each half of
@@ -150,47 +196,6 @@ fn in_registers(e: &mut Emitter, table: &Buf, x: &Buf, out: &Buf) {
             index.ty,
             BYTES,
             &format!("arith.select {top}, {second}, {first} : vector<{BYTES}xi1>, {ty}"),
-        );
-        e.vstore(out, &at, &y);
-    });
-}
-
-/// The lookup of four-byte values: per vector, the bytes widened to i32 lanes and the table's
-/// entries gathered at them.
-fn gathered(e: &mut Emitter, table: &Buf, x: &Buf, out: &Buf) {
-    let lanes = e.f32_lanes().expect("a vector unit");
-    let table_ty = table.memref();
-    rows::each(e, (out.len(), lanes), &|e, at, lanes| {
-        let at = [at.clone()];
-        let bytes = e.vload(x, &at, lanes);
-        let words = format!("vector<{lanes}xi32>");
-        let index = e.op_lanes(
-            "w",
-            super::emit::Ty::Int {
-                bits: 32,
-                signed: false,
-            },
-            lanes,
-            &format!("arith.extui {bytes} : vector<{lanes}xi8> to {words}"),
-        );
-        let mask = match e.mask.clone() {
-            Some(mask) => mask,
-            None => e.first_lanes(lanes, lanes),
-        };
-        let ty = super::buffer::storage_ty(out.dtype);
-        let zero = e.zero(ty);
-        let pass = e.splat(&zero, lanes);
-        let start = e.idx(0);
-        let y = e.op_lanes(
-            "y",
-            ty,
-            lanes,
-            &format!(
-                "vector.gather {}[{start}] [{index}], {mask}, {pass} : {table_ty}, {words}, vector<{lanes}xi1>, {} into {}",
-                table.name,
-                pass.mlir_ty(),
-                pass.mlir_ty()
-            ),
         );
         e.vstore(out, &at, &y);
     });

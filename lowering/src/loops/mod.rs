@@ -26,6 +26,7 @@ mod half;
 mod integer;
 mod integer_conv;
 mod integer_conv_rows;
+mod integer_depthwise;
 mod layout;
 mod llvm;
 mod lookup;
@@ -233,6 +234,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
             Ok(())
         }
         ConvNhwcIntegerPacked => integer_conv::conv_nhwc_integer_packed(e, attrs, ins, &outs[0]),
+        ConvNhwcIntegerDepthwise => integer_depthwise::conv_nhwc_integer_depthwise(e, attrs, ins, &outs[0]),
         Softmax | BatchNorm | LayerNorm => norm::lower(e, kind, attrs, ins, outs),
         Reshape | BitCast | Transpose | Concat | Slice | Gather | Scatter | Expand | Pack => {
             layout::lower(e, kind, attrs, ins, outs)

@@ -114,6 +114,10 @@ fn sample(kind: OpKind, d: DType) -> Vec<(Vec<TensorType>, Attrs)> {
             ],
             window(&[("kernel", ints(&[3, 3])), ("out_channels", i(6))]),
         )],
+        ConvNhwcIntegerDepthwise => vec![(
+            vec![t(d, &[1, 5, 5, 20]), t(DType::I8, &[2, 9, 16]), t(d, &[])],
+            window(&[("kernel", ints(&[3, 3]))]),
+        )],
         MatMulIntegerPacked => vec![(
             vec![
                 t(d, &[2, 3, 10]),
@@ -315,7 +319,9 @@ fn every_op_kind_translates_for_every_element_type_it_accepts() {
             OpKind::BitAnd | OpKind::BitOr | OpKind::BitXor | OpKind::ShiftLeft | OpKind::ShiftRight => {
                 &[DType::I8, DType::I64, DType::U8, DType::U64]
             }
-            OpKind::MatMulIntegerPacked | OpKind::ConvNhwcIntegerPacked => &[DType::U8],
+            OpKind::MatMulIntegerPacked | OpKind::ConvNhwcIntegerPacked | OpKind::ConvNhwcIntegerDepthwise => {
+                &[DType::U8]
+            }
             OpKind::DequantizeLinear => &[DType::I8, DType::U8, DType::I32],
             _ => &[DType::F16, DType::BF16, DType::F32, DType::F64],
         };

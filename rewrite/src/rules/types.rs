@@ -184,7 +184,7 @@ fn sig(pat: &Pat, stated: &Stated) -> Sig {
         | Acos | Atan | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip | Softmax | Conv | ConvTranspose
         | ConvNhwc | ConvNhwcPacked | Attention | MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc
         | GlobalAveragePool | BatchNorm | LayerNorm | Concat | Slice | Scatter => first(),
-        MatMulIntegerPacked | ConvNhwcIntegerPacked => Sig {
+        MatMulIntegerPacked | ConvNhwcIntegerPacked | ConvNhwcIntegerDepthwise => Sig {
             dtype: Known::Is(DType::I32),
             rank: operands[0].rank.clone(),
         },
