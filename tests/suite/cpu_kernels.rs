@@ -686,7 +686,8 @@ fn a_function_of_one_byte_looked_up_in_a_table_gives_what_the_kernel_computes_pe
 }
 
 /// The i32 convolution of a u8 image (channels last, less its zero point) with constant i8
-/// weights: what `integer.rules` makes `conv_nhwc_integer_packed` of.
+/// weights: what `integer.rules` makes `conv_nhwc_integer_packed` (one group) or
+/// `conv_nhwc_integer_depthwise` (a group per channel) of.
 fn integer_conv_graph(c: &ConvCase, zero_point: u8) -> Graph {
     let mut g = Graph::new("integer_conv");
     let [n, channels, h, w] = c.x;
@@ -696,18 +697,62 @@ fn integer_conv_graph(c: &ConvCase, zero_point: u8) -> Graph {
         .unwrap();
     let zero = g.constant(Tensor::from_i64s(DType::I32, vec![], &[zero_point as i64]));
     let centred = g.build1(OpKind::Sub, vec![wide, zero], Attrs::new()).unwrap();
-    let w_shape = vec![c.out_channels, c.kernel, c.kernel, channels];
+    let w_shape = vec![c.out_channels, c.kernel, c.kernel, channels / c.group];
     let count: usize = w_shape.iter().product();
     let weights: Vec<i64> = (0..count as i64).map(|i| (i * 37 % 255) - 127).collect();
     let weights = g.constant(Tensor::from_i64s(DType::I32, w_shape, &weights));
     let attrs = Attrs::new()
         .with("dilations", Attr::Ints(vec![c.dilation as i64; 2]))
-        .with("group", Attr::Int(1))
+        .with("group", Attr::Int(c.group as i64))
         .with("pads", Attr::Ints(vec![c.pad as i64; 4]))
         .with("strides", Attr::Ints(vec![c.stride as i64; 2]));
     let y = g.build1(OpKind::ConvNhwc, vec![centred, weights], attrs).unwrap();
     g.add_output("y", y);
     g
+}
+
+/// Runs `integer_conv_graph(case, zero_point)` on ref and cpu over bytes that cover 0..255,
+/// and asserts the cpu program holds `kernel` and equals ref to the bit.
+fn integer_conv_matches_ref(case: &ConvCase, zero_point: u8, kernel: OpKind) {
+    let g = integer_conv_graph(case, zero_point);
+    let [n, c, h, w] = case.x;
+    let count = n * h * w * c;
+    let bytes: Vec<i64> = (0..count as i64).map(|i| (i * 91 + 13) % 256).collect();
+    let x = Tensor::from_i64s(DType::U8, vec![n, h, w, c], &bytes);
+    let inputs = HashMap::from([("x".to_string(), x)]);
+    let (want, _) = run(&g, Target::Ref, &inputs);
+    let (got, kinds) = run(&g, Target::Cpu, &inputs);
+    assert!(kinds.contains(&kernel), "{c} channels: {kinds:?}");
+    assert_eq!(
+        got, want,
+        "{c} channels, kernel {}, stride {}, zero point {zero_point}",
+        case.kernel, case.stride
+    );
+}
+
+#[test]
+fn integer_depthwise_convolutions_sum_in_f32_lanes_and_match_ref_to_the_bit() {
+    // 20 channels (a vector and a partial one), 48 (three), strided, dilated, 5 x 5, a batch
+    // of 2, with zero points the border pixels subtract and the inner ones start from
+    let case = |c: usize, hw: usize, kernel: usize, stride: usize, pad: usize, dilation: usize, n: usize| ConvCase {
+        x: [n, c, hw, hw],
+        out_channels: c,
+        kernel,
+        stride,
+        pad,
+        dilation,
+        group: c,
+    };
+    let cases = [
+        (case(20, 13, 3, 1, 1, 1, 1), 133),
+        (case(48, 12, 3, 2, 1, 1, 2), 0),
+        (case(32, 15, 5, 1, 2, 1, 1), 255),
+        (case(16, 11, 3, 1, 2, 2, 1), 7),
+        (case(24, 9, 3, 1, 0, 1, 1), 128),
+    ];
+    for (case, zero_point) in cases {
+        integer_conv_matches_ref(&case, zero_point, OpKind::ConvNhwcIntegerDepthwise);
+    }
 }
 
 #[test]
@@ -766,18 +811,6 @@ fn integer_convolutions_of_few_channels_read_kernel_rows_and_match_ref_to_the_bi
         ),
     ];
     for (case, zero_point) in cases {
-        let g = integer_conv_graph(&case, zero_point);
-        let [n, c, h, w] = case.x;
-        let count = n * h * w * c;
-        let bytes: Vec<i64> = (0..count as i64).map(|i| (i * 91 + 13) % 256).collect();
-        let x = Tensor::from_i64s(DType::U8, vec![n, h, w, c], &bytes);
-        let inputs = HashMap::from([("x".to_string(), x)]);
-        let (want, _) = run(&g, Target::Ref, &inputs);
-        let (got, kinds) = run(&g, Target::Cpu, &inputs);
-        assert!(
-            kinds.contains(&OpKind::ConvNhwcIntegerPacked),
-            "{c} channels: {kinds:?}"
-        );
-        assert_eq!(got, want, "{c} channels, kernel {}", case.kernel);
+        integer_conv_matches_ref(&case, zero_point, OpKind::ConvNhwcIntegerPacked);
     }
 }

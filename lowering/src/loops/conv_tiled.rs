@@ -55,7 +55,7 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         wp,
         out,
         finish: &finish,
-        zero: None,
+        bytes: None,
     };
     // the implicit GEMM reads the image's runs of channels as f32 (`ROW_SOURCE`)
     if group == 1 && x.dtype == DType::F32 {
@@ -70,34 +70,76 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
 }
 
 /// Writes `conv_nhwc_integer_depthwise` on `ins` (`x` bytes, i8 panels, the zero point) into
-/// `out` on a vector unit: the depthwise kernel below on f32 lanes, each byte read as f32 less
-/// the zero point and each weight as f32, the sums converted to i32. Every product and partial
-/// sum is an integer below 2^24 in magnitude (the op's bound on the window), so f32 computes
-/// them exactly and the result is the integer one to the bit. Returns whether it did (else
-/// the caller writes the scalar form).
+/// `out` on a vector unit: the depthwise kernel below on f32 lanes, each byte read as f32 and
+/// the sums converted to i32. Every product and partial sum is an integer below 2^24 in
+/// magnitude (the op's bound on the window), so f32 computes them exactly and the result is
+/// the integer one to the bit. The kernel's preamble converts the weights to f32 and computes
+/// `-zero_point x sum(w)` per channel, on the stack: a pixel whose window lies inside the
+/// image starts its sums there and reads its bytes as they are, and only a pixel at the border
+/// subtracts the zero point from each byte it reads. Returns whether it did (else the caller
+/// writes the scalar form).
 pub fn lower_integer_depthwise(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) -> bool {
     let (x, wp, x_zero) = (&ins[0], &ins[1], &ins[2]);
     let Some(isa) = e.isa else {
         return false;
     };
-    if !x.holds_vectors() || !out.holds_vectors() || wp.shape[2] != PANEL {
+    if !x.holds_vectors() || !out.holds_vectors() || wp.shape[2] != PANEL || !PANEL.is_multiple_of(isa.lanes) {
         return false;
     }
     let zero = e.read(x_zero, &[]);
     let zero = e.convert(&zero, Ty::F32);
+    let zero = e.splat(&zero, isa.lanes);
+    let (weights, starts) = e.preamble(|e| float_weights_and_starts(e, isa.lanes, wp, &zero));
     let finish = |e: &mut Emitter, _: &[V], sums: V| e.convert(&sums, Ty::Int { bits: 32, signed: true });
     let conv = PackedConv {
         isa,
         window,
         kernel,
         x,
-        wp,
+        wp: &weights,
         out,
         finish: &finish,
-        zero: Some(e.splat(&zero, isa.lanes)),
+        bytes: Some(Bytes { zero, starts }),
     };
     conv.depthwise(e);
     true
+}
+
+/// The i8 panels `wp` (`[P, taps, PANEL]`) as f32 in a buffer on the stack, and per channel
+/// `-zero x` the sum of its taps' weights (`[P * PANEL]`), in vectors of `lanes`.
+fn float_weights_and_starts(e: &mut Emitter, lanes: usize, wp: &Buf, zero: &V) -> (Buf, Buf) {
+    let (panels, taps) = (wp.shape[0], wp.shape[1]);
+    let weights = Buf::new(&e.fresh("weights"), DType::F32, &wp.shape);
+    let starts = Buf::new(&e.fresh("starts"), DType::F32, &[panels * PANEL]);
+    for b in [&weights, &starts] {
+        e.line(&format!("{} = memref.alloca() : {}", b.name, b.memref()));
+    }
+    e.nest(&[panels, PANEL / lanes], |e, idx| {
+        let (p, off) = (&idx[0], e.lin(&[(&idx[1], lanes as i64)], 0));
+        let zeros = {
+            let z = e.zero(Ty::F32);
+            e.splat(&z, lanes)
+        };
+        let sum = e.nest_acc(&[taps], &[zeros], |e, t, acc| {
+            let at = [p.clone(), t[0].clone(), off.clone()];
+            let w = e.read_lanes(wp, &at, lanes);
+            let w = e.convert(&w, Ty::F32);
+            e.write(&weights, &at, &w);
+            vec![e.add(&acc[0], &w)]
+        });
+        let start = e.mul(&sum[0], zero);
+        let start = e.neg(&start);
+        let channel = e.lin(&[(p, PANEL as i64), (&off, 1)], 0);
+        e.write(&starts, &[channel], &start);
+    });
+    (weights, starts)
+}
+
+/// The bytes of an integer depthwise convolution's image: their zero point in f32 lanes, and
+/// per channel the sums' start inside the image (`float_weights_and_starts`).
+struct Bytes {
+    zero: V,
+    starts: Buf,
 }
 
 /// Vectors of channels accumulated at once by the depthwise kernel at the image's border.
@@ -117,9 +159,8 @@ struct PackedConv<'a> {
     out: &'a Buf,
     /// The value stored for accumulated sums (the bias added).
     finish: &'a dyn Fn(&mut Emitter, &[V], V) -> V,
-    /// An image of bytes (`lower_integer_depthwise`): their zero point in f32 lanes, which the
-    /// bytes are read less of; `None` for an image of floats.
-    zero: Option<V>,
+    /// An image of bytes (`lower_integer_depthwise`); `None` for an image of floats.
+    bytes: Option<Bytes>,
 }
 
 /// The rows of A of an implicit GEMM: output pixels, each reading the input under the window,
@@ -648,6 +689,17 @@ impl PackedConv<'_> {
         for_channel_blocks(e, self.x.shape[3], (vectors, lanes), &|e, block| {
             let width = block.columns.len();
             let mut acc: Vec<Option<V>> = vec![None; pixels * width];
+            if let Some(bytes) = &self.bytes {
+                for j in 0..width {
+                    let mask = block.mask(e, j);
+                    let start = e.masked(mask, |e| {
+                        e.read_lanes(&bytes.starts, &[block.columns[j].clone()], lanes)
+                    });
+                    for p in 0..pixels {
+                        acc[p * width + j] = Some(start.clone());
+                    }
+                }
+            }
             for kh in 0..kernel[0] {
                 let ih = e.lin(
                     &[(oh, window.strides[0] as i64)],
@@ -666,7 +718,7 @@ impl PackedConv<'_> {
                     }
                     let iw = e.lin(&[(&left, 1)], c as i64);
                     for j in 0..width {
-                        let xv = self.input(e, n, &[ih.clone(), iw.clone()], block, j);
+                        let xv = self.input(e, n, &[ih.clone(), iw.clone()], block, j, false);
                         for &(p, kw) in &readers {
                             let sum = &mut acc[p * width + j];
                             *sum = Some(match sum.take() {
@@ -696,16 +748,20 @@ impl PackedConv<'_> {
         e.convert(&w, Ty::F32)
     }
 
-    /// Vector `j` of a block of channels of the input at position `pos` (row, column), as f32
-    /// (bytes less their zero point).
-    fn input(&self, e: &mut Emitter, n: &V, pos: &[V], block: &ChannelBlock, j: usize) -> V {
+    /// Vector `j` of a block of channels of the input at position `pos` (row, column), as f32:
+    /// bytes converted, less their zero point where `centred` (at the border; inside the
+    /// image the sums start from the zero point's share instead, `Bytes::starts`).
+    fn input(&self, e: &mut Emitter, n: &V, pos: &[V], block: &ChannelBlock, j: usize, centred: bool) -> V {
         let idx = [n.clone(), pos[0].clone(), pos[1].clone(), block.columns[j].clone()];
         let mask = block.mask(e, j);
         let x = e.masked(mask, |e| e.read_lanes(self.x, &idx, self.isa.lanes));
-        match &self.zero {
-            Some(zero) => {
+        match &self.bytes {
+            Some(bytes) => {
                 let x = e.convert(&x, Ty::F32);
-                e.sub(&x, zero)
+                match centred {
+                    true => e.sub(&x, &bytes.zero),
+                    false => x,
+                }
             }
             None => x,
         }
@@ -743,7 +799,7 @@ impl PackedConv<'_> {
                     (0..block.columns.len())
                         .map(|j| {
                             let w = self.tap_weights(e, &row, &block.columns[j]);
-                            let xv = self.input(e, n, &pos, block, j);
+                            let xv = self.input(e, n, &pos, block, j, true);
                             e.fma(&xv, &w, &acc[j])
                         })
                         .collect()

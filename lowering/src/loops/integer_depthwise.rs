@@ -2,11 +2,13 @@
 //! sums of a u8 image less its zero point under each channel's window, times i8 weights packed
 //! a column per channel (`[ceil(C / 16), kh * kw, 16]`).
 //!
-//! On a vector unit it is `conv_tiled.rs`'s depthwise kernel on f32 lanes: bytes and weights
-//! converted as they are read, the sums converted back to i32. The op bounds the window so
-//! that every sum is an integer below 2^24, which f32 holds exactly: the result is the integer
-//! one to the bit, at the f32 kernel's speed, reading a quarter of its bytes. Without a vector
-//! unit (`ref`), plain loops sum the centred values in i32.
+//! On a vector unit it is `conv_tiled.rs`'s depthwise kernel on f32 lanes: the weights
+//! converted once in the kernel's preamble, the bytes as they are read, the sums converted
+//! back to i32 (a pixel inside the image starts its sums from `-zero_point x sum(w)`, one at
+//! the border subtracts the zero point from each byte). The op bounds the window so that every
+//! sum is an integer below 2^24, which f32 holds exactly: the result is the integer one to the
+//! bit, reading a quarter of the f32 kernel's bytes. Without a vector unit (`ref`), plain
+//! loops sum the centred values in i32.
 
 use super::buffer::Buf;
 use super::conv_tiled;
