@@ -756,11 +756,24 @@ fn integer_depthwise_convolutions_sum_in_f32_lanes_and_match_ref_to_the_bit() {
 }
 
 #[test]
-fn integer_convolutions_of_few_channels_read_kernel_rows_and_match_ref_to_the_bit() {
+fn integer_convolutions_of_few_channels_or_short_kernel_rows_read_kernel_rows_and_match_ref_to_the_bit() {
     // 3 channels by 7 (21 bytes a kernel row: 5 groups and 1 byte), 3 by 3 (9: 2 and 1), 1 by
-    // 2 (2 bytes: a masked group alone), 6 by 3 (18: 4 and 2), padded and strided, with a
-    // zero point the padding must read
+    // 2 (2 bytes: a masked group alone), 6 by 3 (18: 4 and 2), 16 by 3 and 64 by 3 (whole
+    // groups: 48 and 192 bytes), padded and strided, with a zero point the padding must read;
+    // and 96 by 3 (288 bytes: window positions again)
+    let whole = |c: usize, stride: usize| ConvCase {
+        x: [1, c, 9, 9],
+        out_channels: 20,
+        kernel: 3,
+        stride,
+        pad: 1,
+        dilation: 1,
+        group: 1,
+    };
     let cases = [
+        (whole(16, 1), 133),
+        (whole(64, 2), 9),
+        (whole(96, 1), 200),
         (
             ConvCase {
                 x: [1, 3, 23, 23],

@@ -193,7 +193,7 @@ struct ImageRows<'a> {
 const ROW_SOURCE: &str = "memref<?xf32>";
 
 /// Kernel rows are the outer steps when a kernel row's run is at most this long.
-const KERNEL_ROW_RUN: usize = 64;
+pub(super) const KERNEL_ROW_RUN: usize = 64;
 
 /// Output pixel `row` of an implicit GEMM (rows numbered `n, oh, ow` over the output's height
 /// and width `out_hw`) as `[n, oh, ow]`.

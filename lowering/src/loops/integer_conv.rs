@@ -9,11 +9,11 @@
 //! point instead, chosen with a pointer select, so that the sum of every window is taken over
 //! all its positions and `zero * column_sums` subtracted once, as the product does. Without a
 //! vector unit (`ref`), plain loops sum the centred values of the positions inside the input.
-//! Channels that are not a multiple of four are read a kernel row at a time
-//! (`integer_conv_rows.rs`).
+//! Channels that are not a multiple of four, and short kernel rows (at most 256 bytes: 16 or
+//! 64 channels by 3), are read a kernel row at a time (`integer_conv_rows.rs`).
 
 use super::buffer::Buf;
-use super::conv_tiled::{flat_scratch, flat_view, leaves_the_image, pixel, pixel_product};
+use super::conv_tiled::{flat_scratch, flat_view, leaves_the_image, pixel, pixel_product, KERNEL_ROW_RUN};
 use super::emit::{Emitter, Ty, V};
 use super::integer::{less_zero_point_start, packed_weight, word, ByteGroups, GROUP, I32};
 use super::integer_conv_rows::{kernel_row_depth, KernelRowGroups};
@@ -24,6 +24,10 @@ use mxc_dialects::Attrs;
 
 /// The type the image is read through: flat bytes (the input, or the row of zero points).
 const BYTES: &str = "memref<?xi8>";
+
+/// Kernel rows are the outer steps when a kernel row is at most this many bytes: the f32
+/// kernel's limit (`KERNEL_ROW_RUN` elements) in bytes.
+const KERNEL_ROW_BYTES: usize = 4 * KERNEL_ROW_RUN;
 
 /// `out = conv(x - x_zero, unpack(wp))` (`conv_nhwc_integer_packed`).
 pub fn conv_nhwc_integer_packed(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
@@ -53,7 +57,11 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         return pixel_product(e, isa, (&rows, wp), out, &finish, sums);
     }
     let flat = flat_view(e, x, BYTES);
-    if !channels.is_multiple_of(GROUP) {
+    // a kernel row at a time: channels not in whole groups, or a short kernel row of whole
+    // groups (16 channels by 3: 12 steps per kernel row rather than 4 per window position,
+    // each of which finds every tile row's pixel)
+    let short_rows = kernel[1] > 1 && window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_BYTES;
+    if !channels.is_multiple_of(GROUP) || short_rows {
         let pixels = batch * oh * ow;
         let tile = MicroTile::for_short_runs(isa, pixels, out.shape[3]);
         let scratch = leaves_the_image(window, x, [oh, ow], kernel).then(|| {

@@ -1,5 +1,6 @@
-//! Integer convolutions of few channels, not a multiple of four (a model's first layer: 3),
-//! read a kernel row at a time. Channels last, a kernel row's `kw` pixels of `C` channels are
+//! Integer convolutions read a kernel row at a time: few channels, not a multiple of four (a
+//! model's first layer: 3), or short kernel rows of whole groups (16 channels by 3).
+//! Channels last, a kernel row's `kw` pixels of `C` channels are
 //! `kw * C` consecutive bytes of the image and consecutive depths of the weights, so the depth
 //! is walked by kernel rows, each a run of `kw * C` bytes read four at a time, its last group
 //! masked to the bytes the run has. The weights are packed the same way, each kernel row's
