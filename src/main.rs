@@ -455,6 +455,7 @@ fn run(cli: Cli) -> Result<()> {
                 &inputs::with_model_dims(&model, shapes.import_options("read")?)?,
             )?;
             let options = rules.compile_options()?;
+            let graph = mxc_codegen::with_precision(&graph, &options.precision)?.unwrap_or(graph);
             let shown = match target {
                 Some(target) => mxc_codegen::rewrite_for(&graph, target, &options)?.0,
                 None if options.rules.is_empty() => std::borrow::Cow::Borrowed(&graph),

@@ -9,11 +9,12 @@ use mxc_dialects::IrError;
 use std::io::Read;
 use std::path::Path;
 
-/// The program in `file` (`-`: standard input), parsed, verified, rewritten for `target` and
-/// shown in `format`. A mistake in the text is an error naming the file and its line.
+/// The program in `file` (`-`: standard input), parsed, verified, in the precision `options`
+/// asks for, rewritten for `target` and shown in `format`. A mistake in the text is an error naming the file and its line.
 pub fn run(file: &Path, target: Target, options: &CompileOptions, format: Format) -> Result<String> {
     let (name, src) = read(file)?;
     let graph = mxc_dialects::text::parse(&src).map_err(|e| located(&name, e))?;
+    let graph = mxc_codegen::with_precision(&graph, &options.precision)?.unwrap_or(graph);
     let (rewritten, _) =
         mxc_codegen::rewrite_for(&graph, target, options).with_context(|| format!("rewriting {name}"))?;
     show::render(&rewritten, format, target)

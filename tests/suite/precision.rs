@@ -85,6 +85,24 @@ fn explain_says_which_precision_it_explains() {
 }
 
 #[test]
+fn read_shows_the_program_in_the_precision_asked_for() {
+    // `mxc read` (imported, or as the cpu target rewrites it) takes the precision flags as
+    // compile does: the convolutions in f16, not the f32 program with the flag ignored
+    let (model, _) = convnet_case();
+    let model = model.to_str().unwrap();
+    for target in [&[][..], &["--target", "cpu"][..]] {
+        let read = |extra: &[&str]| {
+            let out = mxc(&[&["read", model][..], target, extra].concat());
+            assert!(out.status.success(), "{}", stderr(&out));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert!(!read(&[]).contains("xf16>"), "{target:?}");
+        let half = read(&["--fp16"]);
+        assert!(half.contains("xf16>"), "{target:?}: {half}");
+    }
+}
+
+#[test]
 fn fp16_and_bf16_together_are_refused() {
     let (model, _) = convnet_case();
     let both = tempfile::tempdir().unwrap().path().join("both.mxr");
