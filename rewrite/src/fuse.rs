@@ -119,6 +119,27 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
             }
             offer(root, private);
             offer(root, grow(&picked, root, true, &HashSet::new()));
+            for alternative in other_forms(egraph, selection, &picked, root) {
+                let other = Picked::new(egraph, &selection.with_choice(egraph, root, alternative), roots);
+                let brought: Vec<Id> = other
+                    .order
+                    .iter()
+                    .copied()
+                    .filter(|c| !picked.node.contains_key(c))
+                    .collect();
+                if !brought
+                    .iter()
+                    .any(|&c| other.op(c).is_some_and(|k| k.is_fusion_anchor()))
+                {
+                    continue;
+                }
+                // kernels rooted at the new form, at what it brings, and at its users (whose
+                // kernels may take its epilogue in)
+                let users = other.users.get(&root).into_iter().flatten().copied();
+                for class in brought.into_iter().chain([root]).chain(users) {
+                    offer(class, grow(&other, class, false, &HashSet::new()));
+                }
+            }
         }
         kernels
     };
@@ -128,6 +149,30 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
     }
     egraph.rebuild();
     kernels.len()
+}
+
+/// The forms of an anchor's value (or of its transpose, the layout rules' way to it) that the
+/// program did not pick, as indices of the class's nodes: element-wise ops (a quantised
+/// convolution as its integer sums scaled and the bias added) and transposes. Extraction
+/// before fusion prices such a form's epilogue as separate kernels, each moving the whole
+/// tensor, so it loses to an anchor that needs none (an f32 convolution with its bias
+/// inside) even where, fused, it is the faster kernel; the ones that bring another anchor
+/// into the program get their own fused kernels.
+fn other_forms(egraph: &MxEGraph, selection: &Selection, picked: &Picked, root: Id) -> Vec<usize> {
+    let anchor_or_layout = |k: OpKind| k.is_fusion_anchor() || k == OpKind::Transpose;
+    if !picked.op(root).is_some_and(anchor_or_layout) {
+        return Vec::new();
+    }
+    let chosen = selection.index(egraph, root);
+    egraph[root]
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|&(i, n)| {
+            Some(i) != chosen && matches!(n, Mx::Op(k, _) if k.is_elementwise() || *k == OpKind::Transpose)
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Whether the op of class `id` reads or gives strings: it runs on the host, in no kernel.

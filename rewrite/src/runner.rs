@@ -12,7 +12,7 @@ use crate::lang::Mx;
 use crate::library::add_calls;
 use crate::RewriteError;
 use egg::{BackoffScheduler, Id, Rewrite, Runner, StopReason};
-use mxc_dialects::Graph;
+use mxc_dialects::{Graph, OpKind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -231,9 +231,12 @@ pub(crate) fn saturate(
         .with_node_limit(node_limit)
         .with_time_limit(opts.time_limit)
         .with_scheduler(scheduler)
-        .with_hook(|r| match r.egraph.analysis.conflicts.is_empty() {
-            true => Ok(()),
-            false => Err("a rewrite merged values that cannot be equal".to_string()),
+        .with_hook(|r| {
+            merge_transposed_operands(&mut r.egraph);
+            match r.egraph.analysis.conflicts.is_empty() {
+                true => Ok(()),
+                false => Err("a rewrite merged values that cannot be equal".to_string()),
+            }
         })
         .run(rules);
     let conflicts = &runner.egraph.analysis.conflicts;
@@ -241,4 +244,35 @@ pub(crate) fn saturate(
         return Err(RewriteError::Unsound(conflicts.clone()));
     }
     Ok(runner)
+}
+
+/// A transpose is a bijection, so two transposes by one permutation that are equal have equal
+/// operands: merges their classes (no rule can say it; egg only concludes forwards). The
+/// layout rules reach a value's channels-last forms through its channels-first class (each
+/// form transposed back), and a value with two forms there (a quantised convolution's f32
+/// kernel and its integer sums scaled) would otherwise keep two channels-last worlds that
+/// extraction and fusion never compare.
+fn merge_transposed_operands(egraph: &mut MxEGraph) {
+    let mut pairs = Vec::new();
+    for class in egraph.classes() {
+        let mut by_perm: Vec<(Id, Id)> = Vec::new();
+        for node in &class.nodes {
+            let Some((OpKind::Transpose, attrs, operands)) = node.split_op() else {
+                continue;
+            };
+            let (perm, operand) = (egraph.find(attrs[0]), egraph.find(operands[0]));
+            match by_perm.iter().find(|(p, _)| *p == perm) {
+                Some(&(_, first)) if first != operand => pairs.push((first, operand)),
+                Some(_) => {}
+                None => by_perm.push((perm, operand)),
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    for (a, b) in pairs {
+        egraph.union_trusted(a, b, "a transpose is a bijection");
+    }
+    egraph.rebuild();
 }

@@ -123,3 +123,67 @@ fn dynamically_quantised_products_are_integer_kernels_exact_with_or_without_vnni
         reference
     );
 }
+
+/// A quantised pointwise convolution (u8 activations, i8 weights per channel, an f32 bias)
+/// whose result, clipped, feeds an f32 depthwise convolution, as `--int8` leaves MobileNet's
+/// expanding convolutions. Before fusion its f32 form (the bias inside the kernel) looks
+/// cheaper than its integer form (sums scaled, bias added: three more ops), and the two
+/// channels-last forms lie in different e-classes, joined only through the channels-first
+/// value they transpose back to. The integer form must still be found and fused: transposes
+/// are bijections (`runner.rs`), and fusion offers kernels of the forms extraction did not
+/// pick (`fuse.rs`).
+#[test]
+fn a_quantised_convolution_before_a_float_one_still_convolves_integers() {
+    use mxc_dialects::{Attr, Attrs, Graph, TensorType};
+    let (c, m, hw) = (16usize, 64usize, 32usize);
+    let mut g = Graph::new("expand_then_depthwise");
+    let x = g.add_input("x", TensorType::new(DType::U8, vec![1, c, hw, hw]));
+    let scalar = |g: &mut Graph, d: DType, v: f64| g.constant(Tensor::from_f64s(d, vec![], &[v]));
+    let (sx, zx) = (scalar(&mut g, DType::F32, 0.05), scalar(&mut g, DType::U8, 128.0));
+    let dq = g
+        .build1(OpKind::DequantizeLinear, vec![x, sx, zx], Attrs::new())
+        .unwrap();
+    let weights: Vec<i64> = (0..(m * c) as i64).map(|i| (i * 37 % 255) - 127).collect();
+    let wq = g.constant(Tensor::from_i64s(DType::I8, vec![m, c, 1, 1], &weights));
+    let scales: Vec<f64> = (0..m).map(|i| 0.001 + i as f64 * 1e-5).collect();
+    let sw = g.constant(Tensor::from_f64s(DType::F32, vec![m, 1, 1, 1], &scales));
+    let zw = g.constant(Tensor::from_i64s(DType::I8, vec![m, 1, 1, 1], &vec![0; m]));
+    let w = g
+        .build1(OpKind::DequantizeLinear, vec![wq, sw, zw], Attrs::new())
+        .unwrap();
+    let bias: Vec<f64> = (0..m).map(|i| (i as f64 - 32.0) / 16.0).collect();
+    let b = g.constant(Tensor::from_f64s(DType::F32, vec![m], &bias));
+    let window = |group: usize, pad: i64| {
+        Attrs::new()
+            .with("dilations", Attr::Ints(vec![1, 1]))
+            .with("group", Attr::Int(group as i64))
+            .with("pads", Attr::Ints(vec![pad; 4]))
+            .with("strides", Attr::Ints(vec![1, 1]))
+    };
+    let y = g.build1(OpKind::Conv, vec![dq, w, b], window(1, 0)).unwrap();
+    let (lo, hi) = (scalar(&mut g, DType::F32, 0.0), scalar(&mut g, DType::F32, 6.0));
+    let clipped = g.build1(OpKind::Clip, vec![y, lo, hi], Attrs::new()).unwrap();
+    let taps: Vec<f64> = (0..m * 9).map(|i| ((i * 7 % 13) as f64 - 6.0) / 10.0).collect();
+    let wd = g.constant(Tensor::from_f64s(DType::F32, vec![m, 1, 3, 3], &taps));
+    let z = g.build1(OpKind::Conv, vec![clipped, wd], window(m, 1)).unwrap();
+    g.add_output("z", z);
+
+    let (program, _) = mxc_codegen::rewrite_for(&g, Target::Cpu, &CompileOptions::default()).unwrap();
+    let integer = program.ops.iter().any(|op| {
+        op.body
+            .as_ref()
+            .is_some_and(|b| b.ops.iter().any(|o| o.kind == OpKind::ConvNhwcIntegerPacked))
+    });
+    assert!(integer, "{}", mxc_dialects::text::print(&program));
+    let bytes: Vec<i64> = (0..(c * hw * hw) as i64).map(|i| (i * 91 + 13) % 256).collect();
+    let inputs = std::collections::HashMap::from([(
+        "x".to_string(),
+        Tensor::from_i64s(DType::U8, vec![1, c, hw, hw], &bytes),
+    )]);
+    let (cpu, _) = crate::cpu_kernels::run(&g, Target::Cpu, &inputs);
+    let (reference, _) = crate::cpu_kernels::run(&g, Target::Ref, &inputs);
+    let scale = (0..reference[0].len())
+        .map(|i| reference[0].get_f64(i).abs())
+        .fold(0.0, f64::max);
+    assert!(largest_difference(&cpu[0], &reference[0]) <= 1e-4 * scale.max(1.0));
+}

@@ -250,13 +250,14 @@ mod tests {
 
     #[test]
     fn a_padded_window_reads_a_row_of_zero_points_outside_the_input() {
+        // 96 channels: kernel rows of 288 bytes, so the depth goes by window positions
         let vnni = super::VectorIsa { vnni: true, ..AVX512 };
-        let m = lower_one_for(vnni, OpKind::ConvNhwcIntegerPacked, &operands(8, 20), window(1));
+        let m = lower_one_for(vnni, OpKind::ConvNhwcIntegerPacked, &operands(96, 20), window(1));
         check_in_order(
             &m,
             &[
                 "memref.reinterpret_cast %in0",
-                "memref.alloca() : memref<8xi8>",
+                "memref.alloca() : memref<96xi8>",
                 "arith.trunci",
                 "memref.store",
                 "arith.select",
@@ -266,8 +267,8 @@ mod tests {
             ],
         );
         // without padding every position is read in place
-        let unpadded = lower_one_for(vnni, OpKind::ConvNhwcIntegerPacked, &operands(8, 20), window(0));
-        assert!(!unpadded.contains("memref.alloca() : memref<8xi8>"), "{unpadded}");
+        let unpadded = lower_one_for(vnni, OpKind::ConvNhwcIntegerPacked, &operands(96, 20), window(0));
+        assert!(!unpadded.contains("memref.alloca() : memref<96xi8>"), "{unpadded}");
     }
 
     #[test]
