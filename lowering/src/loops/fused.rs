@@ -14,7 +14,7 @@ use super::buffer::{compute_ty, Buf};
 use super::elementwise;
 use super::emit::{Emitter, V};
 use super::lookup;
-use mxc_dialects::{mx, Attr, Attrs, DType, Def, Graph, Op, OpKind, Trait, ValueId};
+use mxc_dialects::{mx, DType, Def, Graph, Op, OpKind, Trait, ValueId};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -225,7 +225,7 @@ fn evaluate_value(
             let entry = lookup::look_up(e, &t.table, &byte);
             match t.table.dtype == dtype {
                 true => entry,
-                false => narrowed(e, entry, dtype),
+                false => e.convert(&entry, compute_ty(dtype)),
             }
         } else if op.kind == OpKind::Constant {
             let t = body.constant_value(result).expect("a constant has its value");
@@ -290,13 +290,6 @@ fn needed<'t>(
     needed
 }
 
-/// A table entry of i32 (`byte_tables` widens one-byte results for the gather) as the byte
-/// type `dtype` of the value it stands for.
-fn narrowed(e: &mut Emitter, entry: V, dtype: DType) -> V {
-    let attrs = Attrs::new().with("to", Attr::DType(dtype));
-    elementwise::apply(e, OpKind::Cast, &attrs, &[entry]).expect("a cast to a byte")
-}
-
 /// The tables of the functions of one byte in `body` (`byte_functions`), written as the
 /// kernel's preamble, for a kernel on a vector unit with a result large enough to repay them.
 fn byte_tables(e: &mut Emitter, body: &Graph, out: &Buf) -> Vec<ByteTable> {
@@ -323,7 +316,7 @@ fn byte_tables(e: &mut Emitter, body: &Graph, out: &Buf) -> Vec<ByteTable> {
                 );
                 match entry == result {
                     true => y,
-                    false => narrowed(e, y, entry),
+                    false => e.convert(&y, compute_ty(entry)),
                 }
             });
             ByteTable { from, to, table }

@@ -14,11 +14,9 @@ use super::buffer::Buf;
 use super::conv_tiled;
 use super::emit::Emitter;
 use super::integer::I32;
+use super::tile::PANEL;
 use super::window::Window;
 use mxc_dialects::Attrs;
-
-/// Lanes of a weight panel: one per channel.
-const PANEL: i64 = 16;
 
 /// `out = depthwise_conv(x - x_zero, unpack(wp))` (`conv_nhwc_integer_depthwise`).
 pub fn conv_nhwc_integer_depthwise(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), String> {
@@ -39,7 +37,7 @@ fn plain_loops(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], 
         let [n, oh, ow, c] = [0, 1, 2, 3].map(|d| idx[d].clone());
         let zero = e.read(x_zero, &[]);
         let zero = e.convert(&zero, I32);
-        let (panel, lane) = (e.div_idx(&c, PANEL), e.rem_idx(&c, PANEL));
+        let (panel, lane) = (e.div_idx(&c, PANEL as i64), e.rem_idx(&c, PANEL as i64));
         let init = e.zero(I32);
         let sums = e.nest_acc(kernel, &[init], |e, k, acc| {
             let at = window.positions(e, &[oh.clone(), ow.clone()], k);
