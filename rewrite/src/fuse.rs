@@ -133,10 +133,10 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
                 {
                     continue;
                 }
-                // kernels rooted at the new form, at what it brings, and at its users (whose
-                // kernels may take its epilogue in)
-                let users = other.users.get(&root).into_iter().flatten().copied();
-                for class in brought.into_iter().chain([root]).chain(users) {
+                // kernels rooted at the new form, at what it brings, and at the element-wise
+                // ops using it (whose kernels may take its epilogue in: a requantisation's
+                // division, rounding, clamps and cast)
+                for class in brought.into_iter().chain([root]).chain(elementwise_users(&other, root)) {
                     offer(class, grow(&other, class, false, &HashSet::new()));
                 }
             }
@@ -151,16 +151,17 @@ pub fn add_kernels(egraph: &mut MxEGraph, selection: &Selection, roots: &[Id]) -
     kernels.len()
 }
 
-/// The forms of an anchor's value (or of its transpose, the layout rules' way to it) that the
-/// program did not pick, as indices of the class's nodes: element-wise ops (a quantised
-/// convolution as its integer sums scaled and the bias added) and transposes. Extraction
-/// before fusion prices such a form's epilogue as separate kernels, each moving the whole
-/// tensor, so it loses to an anchor that needs none (an f32 convolution with its bias
-/// inside) even where, fused, it is the faster kernel; the ones that bring another anchor
-/// into the program get their own fused kernels.
+/// The forms of a value that the program did not pick and that read values it does not
+/// compute, as indices of the class's nodes: element-wise ops (a quantised convolution as its
+/// integer sums scaled and the bias added; a requantisation's rounding of those sums scaled
+/// once) and transposes (the layout rules' way to a value). Extraction before fusion prices
+/// such a form's epilogue as separate kernels, each moving the whole tensor, so it loses to
+/// an anchor that needs none (an f32 convolution with its bias inside) even where, fused, it
+/// is the faster kernel; the ones that bring another anchor into the program get their own
+/// fused kernels.
 fn other_forms(egraph: &MxEGraph, selection: &Selection, picked: &Picked, root: Id) -> Vec<usize> {
-    let anchor_or_layout = |k: OpKind| k.is_fusion_anchor() || k == OpKind::Transpose;
-    if !picked.op(root).is_some_and(anchor_or_layout) {
+    let fusable = |k: OpKind| k.is_fusion_anchor() || k.is_elementwise() || k == OpKind::Transpose;
+    if !picked.op(root).is_some_and(fusable) {
         return Vec::new();
     }
     let chosen = selection.index(egraph, root);
@@ -169,10 +170,30 @@ fn other_forms(egraph: &MxEGraph, selection: &Selection, picked: &Picked, root: 
         .iter()
         .enumerate()
         .filter(|&(i, n)| {
-            Some(i) != chosen && matches!(n, Mx::Op(k, _) if k.is_elementwise() || *k == OpKind::Transpose)
+            Some(i) != chosen
+                && matches!(n, Mx::Op(k, _) if k.is_elementwise() || *k == OpKind::Transpose)
+                && values_used(n)
+                    .iter()
+                    .any(|c| !picked.node.contains_key(&egraph.find(*c)))
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// The classes of element-wise ops that use `root`, and those using them, as far as one
+/// kernel's body reaches.
+fn elementwise_users(p: &Picked, root: Id) -> Vec<Id> {
+    let mut found: Vec<Id> = Vec::new();
+    let mut queue: VecDeque<Id> = VecDeque::from([root]);
+    while let Some(id) = queue.pop_front() {
+        for &user in p.users.get(&id).into_iter().flatten() {
+            if found.len() < MAX_BODY_OPS && !found.contains(&user) && p.op(user).is_some_and(|k| k.is_elementwise()) {
+                found.push(user);
+                queue.push_back(user);
+            }
+        }
+    }
+    found
 }
 
 /// Whether the op of class `id` reads or gives strings: it runs on the host, in no kernel.

@@ -685,6 +685,51 @@ fn a_function_of_one_byte_looked_up_in_a_table_gives_what_the_kernel_computes_pe
     }
 }
 
+#[test]
+fn a_quantisation_to_bytes_gives_refs_bytes_for_every_float() {
+    // QuantizeLinear's ops (scale 0.25, so that halves divide exactly; zero point 7): the cpu
+    // kernel rounds in its conversion and clamps in i32 (`saturate.rs`); every half from -5
+    // to 260 (ties to even), the values it lowers or raises, the infinities, NaN and values
+    // beyond i32, in vectors and in the rest after them
+    let mut floats: Vec<f64> = (-10..=520).map(|k| (k as f64 / 2.0 + 0.25) * 0.25).collect();
+    floats.extend((-10..=520).map(|k| k as f64 / 2.0 * 0.25));
+    floats.extend([
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e30,
+        -1e30,
+        3e9,
+        -3e9,
+        -0.0,
+        63.0,
+        62.0,
+    ]);
+    let n = floats.len();
+    let mut g = Graph::new("quantise");
+    let x = g.add_input("x", f32s(&[n]));
+    let scalar = |g: &mut Graph, v: f64| g.constant(Tensor::from_f64s(DType::F32, vec![], &[v]));
+    let scale = scalar(&mut g, 0.25);
+    let mut v = g.build1(OpKind::Div, vec![x, scale], Attrs::new()).unwrap();
+    v = g.build1(OpKind::Round, vec![v], Attrs::new()).unwrap();
+    let zero = scalar(&mut g, 7.0);
+    v = g.build1(OpKind::Add, vec![v, zero], Attrs::new()).unwrap();
+    let (lo, hi) = (scalar(&mut g, 0.0), scalar(&mut g, 255.0));
+    v = g.build1(OpKind::Max, vec![v, lo], Attrs::new()).unwrap();
+    v = g.build1(OpKind::Min, vec![v, hi], Attrs::new()).unwrap();
+    let y = g
+        .build1(OpKind::Cast, vec![v], Attrs::new().with("to", Attr::DType(DType::U8)))
+        .unwrap();
+    g.add_output("y", y);
+    let inputs = HashMap::from([("x".to_string(), Tensor::from_f64s(DType::F32, vec![n], &floats))]);
+    let (want, _) = run(&g, Target::Ref, &inputs);
+    let (got, kinds) = run(&g, Target::Cpu, &inputs);
+    assert!(kinds.contains(&OpKind::Fused), "{kinds:?}");
+    for (i, x) in floats.iter().enumerate() {
+        assert_eq!(got[0].get_i64(i), want[0].get_i64(i), "{x}");
+    }
+}
+
 /// The i32 convolution of a u8 image (channels last, less its zero point) with constant i8
 /// weights: what `integer.rules` makes `conv_nhwc_integer_packed` (one group) or
 /// `conv_nhwc_integer_depthwise` (a group per channel) of.

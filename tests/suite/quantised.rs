@@ -35,11 +35,11 @@ fn run(model: &Path, set: &Path, target: &str, vars: &[(&str, &str)]) -> Tensor 
 fn a_qdq_convnet_convolves_integers_no_further_from_ref_than_onnxruntime() {
     let (model, set) = model("qdq");
     let program = read_for_target(model.to_str().unwrap(), "cpu", &[]);
-    // the 20 convolutions of 16 channels or more; the first (3 channels of 32 x 32 pixels)
-    // the cost model keeps in f32 (ResNet's, of 224 x 224, it makes integer: kernel rows)
+    // all 21 convolutions: the 20 of 16 channels or more, and the first (3 channels, read by
+    // kernel rows), whose requantised bytes fusion offers alongside the f32 kernel
     assert_eq!(
         program.matches("= mx.conv_nhwc_integer_packed").count(),
-        20,
+        21,
         "{program}"
     );
     let (cpu, reference) = (run(&model, &set, "cpu", &[]), run(&model, &set, "ref", &[]));
@@ -134,7 +134,7 @@ fn dynamically_quantised_products_are_integer_kernels_exact_with_or_without_vnni
 /// pick (`fuse.rs`).
 #[test]
 fn a_quantised_convolution_before_a_float_one_still_convolves_integers() {
-    use mxc_dialects::{Attr, Attrs, Graph, TensorType};
+    use mxc_dialects::{Attrs, Graph, TensorType};
     let (c, m, hw) = (16usize, 64usize, 32usize);
     let mut g = Graph::new("expand_then_depthwise");
     let x = g.add_input("x", TensorType::new(DType::U8, vec![1, c, hw, hw]));
@@ -153,13 +153,6 @@ fn a_quantised_convolution_before_a_float_one_still_convolves_integers() {
         .unwrap();
     let bias: Vec<f64> = (0..m).map(|i| (i as f64 - 32.0) / 16.0).collect();
     let b = g.constant(Tensor::from_f64s(DType::F32, vec![m], &bias));
-    let window = |group: usize, pad: i64| {
-        Attrs::new()
-            .with("dilations", Attr::Ints(vec![1, 1]))
-            .with("group", Attr::Int(group as i64))
-            .with("pads", Attr::Ints(vec![pad; 4]))
-            .with("strides", Attr::Ints(vec![1, 1]))
-    };
     let y = g.build1(OpKind::Conv, vec![dq, w, b], window(1, 0)).unwrap();
     let (lo, hi) = (scalar(&mut g, DType::F32, 0.0), scalar(&mut g, DType::F32, 6.0));
     let clipped = g.build1(OpKind::Clip, vec![y, lo, hi], Attrs::new()).unwrap();
@@ -186,4 +179,108 @@ fn a_quantised_convolution_before_a_float_one_still_convolves_integers() {
         .map(|i| reference[0].get_f64(i).abs())
         .fold(0.0, f64::max);
     assert!(largest_difference(&cpu[0], &reference[0]) <= 1e-4 * scale.max(1.0));
+}
+
+/// MobileNetV2's inverted residual block in f32, quantised by `--int8` (`precision::int8`):
+/// x [1, 16, 20, 20] -> 1x1 (96) -> ReLU6 -> depthwise 3x3 -> ReLU6 -> 1x1 (16), added to x.
+/// Every convolution becomes an integer kernel, the depthwise one too, and the values between
+/// them are bytes: the ReLU6s fall within the quantisations' saturation (left out), and the
+/// join adds the quantised image the expansion reads rather than its floats, so that nothing
+/// is computed twice. The result stays close to the f32 one.
+#[test]
+fn an_int8_inverted_residual_block_runs_on_bytes_from_end_to_end() {
+    use mxc_dialects::{Attrs, Graph, TensorType};
+    use mxc_rewrite::precision::{Calibration, Int8, Precision};
+    let (c, m, hw) = (16usize, 96usize, 20usize);
+    let mut g = Graph::new("inverted_residual");
+    let x = g.add_input("x", TensorType::new(DType::F32, vec![1, c, hw, hw]));
+    let scalar = |g: &mut Graph, v: f64| g.constant(Tensor::from_f64s(DType::F32, vec![], &[v]));
+    let (lo, hi) = (scalar(&mut g, 0.0), scalar(&mut g, 6.0));
+    let weights = |g: &mut Graph, shape: &[usize], seed: usize| {
+        let count: usize = shape.iter().product();
+        let fan_in: usize = shape[1..].iter().product();
+        let values: Vec<f64> = (0..count)
+            .map(|i| (((i * 7919 + seed) % 2003) as f64 / 1001.5 - 1.0) * (3.0 / fan_in as f64).sqrt())
+            .collect();
+        g.constant(Tensor::from_f64s(DType::F32, shape.to_vec(), &values))
+    };
+    let conv = |g: &mut Graph, x, shape: [usize; 4], group: usize, relu6: bool| {
+        let w = weights(g, &shape, shape[0] * 31 + group);
+        let pad = (shape[2] / 2) as i64;
+        let y = g.build1(OpKind::Conv, vec![x, w], window(group, pad)).unwrap();
+        match relu6 {
+            true => g.build1(OpKind::Clip, vec![y, lo, hi], Attrs::new()).unwrap(),
+            false => y,
+        }
+    };
+    let expanded = conv(&mut g, x, [m, c, 1, 1], 1, true);
+    let filtered = conv(&mut g, expanded, [m, 1, 3, 3], m, true);
+    let projected = conv(&mut g, filtered, [c, m, 1, 1], 1, false);
+    let y = g.build1(OpKind::Add, vec![projected, x], Attrs::new()).unwrap();
+    g.add_output("y", y);
+
+    let image = |seed: usize| {
+        let values: Vec<f64> = (0..c * hw * hw)
+            .map(|i| ((i * 104_729 + seed * 7919) % 4001) as f64 / 1000.0 - 2.0)
+            .collect();
+        Tensor::from_f64s(DType::F32, vec![1, c, hw, hw], &values)
+    };
+    let samples = (1..5).map(|s| std::collections::HashMap::from([("x".to_string(), image(s))]));
+    let options = CompileOptions {
+        precision: Precision {
+            int8: Some(Int8 {
+                ops: None,
+                calibration: Calibration::samples(samples.collect()),
+            }),
+            ..Precision::default()
+        },
+        ..CompileOptions::default()
+    };
+    let quantised = mxc_codegen::with_precision(&g, &options.precision).unwrap().unwrap();
+    let (program, _) = mxc_codegen::rewrite_for(&quantised, Target::Cpu, &options).unwrap();
+    let shown = mxc_dialects::text::print(&program);
+    let kinds: Vec<OpKind> = (program.ops.iter())
+        .flat_map(|op| {
+            op.body
+                .iter()
+                .flat_map(|b| b.ops.iter().map(|o| o.kind))
+                .chain([op.kind])
+        })
+        .collect();
+    let count = |k: OpKind| kinds.iter().filter(|&&o| o == k).count();
+    assert_eq!(count(OpKind::ConvNhwcIntegerDepthwise), 1, "{shown}");
+    assert_eq!(
+        count(OpKind::ConvNhwcIntegerPacked) + count(OpKind::MatMulIntegerPacked),
+        2,
+        "{shown}"
+    );
+    assert_eq!(count(OpKind::ConvNhwcPacked) + count(OpKind::Clip), 0, "{shown}");
+    // the convolutions' kernels pass bytes to each other
+    let anchor = |op: &mxc_dialects::Op| op.kind.is_fusion_anchor();
+    let convolutions: Vec<_> = (program.ops.iter())
+        .filter(|op| anchor(op) || op.body.as_ref().is_some_and(|b| b.ops.iter().any(anchor)))
+        .collect();
+    assert_eq!(convolutions.len(), 3, "{shown}");
+    for op in &convolutions[..2] {
+        assert_eq!(program.ty(op.results[0]).dtype, DType::U8, "{shown}");
+    }
+
+    let inputs = std::collections::HashMap::from([("x".to_string(), image(9))]);
+    let compiled = mxc_codegen::compile(&g, Target::Cpu, &options).unwrap();
+    let exe = mxc_kernels::Executable::load(compiled.program, &compiled.library).unwrap();
+    let int8 = exe.run(&inputs).unwrap().remove(0).1;
+    let (f32, _) = crate::cpu_kernels::run(&g, Target::Cpu, &inputs);
+    let scale = (0..f32[0].len()).map(|i| f32[0].get_f64(i).abs()).fold(0.0, f64::max);
+    let error = largest_difference(&int8, &f32[0]) / scale;
+    assert!(error > 0.0 && error < 0.05, "{error}");
+}
+
+/// A 2-D convolution's attributes: `group` groups, padded by `pad`, stride and dilation 1.
+fn window(group: usize, pad: i64) -> mxc_dialects::Attrs {
+    use mxc_dialects::{Attr, Attrs};
+    Attrs::new()
+        .with("dilations", Attr::Ints(vec![1, 1]))
+        .with("group", Attr::Int(group as i64))
+        .with("pads", Attr::Ints(vec![pad; 4]))
+        .with("strides", Attr::Ints(vec![1, 1]))
 }

@@ -90,6 +90,9 @@ pub fn lower_integer_depthwise(e: &mut Emitter, window: &Window, kernel: &[usize
     let zero = e.convert(&zero, Ty::F32);
     let zero = e.splat(&zero, isa.lanes);
     let (weights, starts) = e.preamble(|e| float_weights_and_starts(e, isa.lanes, wp, &zero));
+    let groups = isa
+        .vnni
+        .then(|| e.preamble(|e| byte_groups::interleaved_weights(e, wp, kernel)));
     let finish = |e: &mut Emitter, _: &[V], sums: V| e.convert(&sums, Ty::Int { bits: 32, signed: true });
     let conv = PackedConv {
         isa,
@@ -99,7 +102,7 @@ pub fn lower_integer_depthwise(e: &mut Emitter, window: &Window, kernel: &[usize
         wp: &weights,
         out,
         finish: &finish,
-        bytes: Some(Bytes { zero, starts }),
+        bytes: Some(Bytes { zero, starts, groups }),
     };
     conv.depthwise(e);
     true
@@ -135,11 +138,13 @@ fn float_weights_and_starts(e: &mut Emitter, lanes: usize, wp: &Buf, zero: &V) -
     (weights, starts)
 }
 
-/// The bytes of an integer depthwise convolution's image: their zero point in f32 lanes, and
-/// per channel the sums' start inside the image (`float_weights_and_starts`).
+/// The bytes of an integer depthwise convolution's image: their zero point in f32 lanes, per
+/// channel the sums' start inside the image (`float_weights_and_starts`), and on VNNI the
+/// weights interleaved four kernel rows at a time (`byte_groups.rs`).
 struct Bytes {
     zero: V,
     starts: Buf,
+    groups: Option<Buf>,
 }
 
 /// Vectors of channels accumulated at once by the depthwise kernel at the image's border.
@@ -672,20 +677,13 @@ impl PackedConv<'_> {
     /// many vectors go in a block as leave the accumulators, one kernel row's weights and an
     /// input vector in the registers.
     fn depthwise_pixels(&self, e: &mut Emitter, n: &V, oh: &V, first: &V, pixels: usize) {
+        if let Some(groups) = self.bytes.as_ref().and_then(|b| b.groups.as_ref()) {
+            return self.byte_group_pixels(e, n, oh, first, pixels, groups);
+        }
         let (kernel, lanes, window) = (self.kernel, self.isa.lanes, self.window);
-        let (stride, dilation) = (window.strides[1], window.dilations[1]);
         let vectors = ((self.isa.registers - 1) / (pixels + kernel[1])).max(1);
-        let span = (pixels - 1) * stride + (kernel[1] - 1) * dilation + 1;
-        // which pixels read input column `c` of the span, and with which kernel column
-        let readers = |c: usize| -> Vec<(usize, usize)> {
-            (0..pixels)
-                .filter_map(|p| {
-                    let offset = c.checked_sub(p * stride)?;
-                    (offset % dilation == 0 && offset / dilation < kernel[1]).then_some((p, offset / dilation))
-                })
-                .collect()
-        };
-        let left = e.lin(&[(first, stride as i64)], -window.pad_begin(1));
+        let readers = self.span_readers(pixels);
+        let left = e.lin(&[(first, window.strides[1] as i64)], -window.pad_begin(1));
         for_channel_blocks(e, self.x.shape[3], (vectors, lanes), &|e, block| {
             let width = block.columns.len();
             let mut acc: Vec<Option<V>> = vec![None; pixels * width];
@@ -711,15 +709,10 @@ impl PackedConv<'_> {
                         block.columns.iter().map(|col| self.tap_weights(e, &tap, col)).collect()
                     })
                     .collect();
-                for c in 0..span {
-                    let readers = readers(c);
-                    if readers.is_empty() {
-                        continue;
-                    }
-                    let iw = e.lin(&[(&left, 1)], c as i64);
+                for (iw, readers) in read_columns(e, &readers, &left) {
                     for j in 0..width {
                         let xv = self.input(e, n, &[ih.clone(), iw.clone()], block, j, false);
-                        for &(p, kw) in &readers {
+                        for &(p, kw) in readers {
                             let sum = &mut acc[p * width + j];
                             *sum = Some(match sum.take() {
                                 None => e.mul(&xv, &weights[kw][j]),
@@ -738,6 +731,24 @@ impl PackedConv<'_> {
                 self.store_pixel(e, n, &[oh.clone(), ow], block, &sums[p * width..(p + 1) * width]);
             }
         });
+    }
+
+    /// For each input column `pixels` pixels side by side read along a row (from the first
+    /// pixel's window's left), the pixels reading it, with the kernel column they read it
+    /// with.
+    fn span_readers(&self, pixels: usize) -> Vec<Vec<(usize, usize)>> {
+        let (stride, dilation, width) = (self.window.strides[1], self.window.dilations[1], self.kernel[1]);
+        let span = (pixels - 1) * stride + (width - 1) * dilation + 1;
+        (0..span)
+            .map(|c| {
+                (0..pixels)
+                    .filter_map(|p| {
+                        let offset = c.checked_sub(p * stride)?;
+                        (offset % dilation == 0 && offset / dilation < width).then_some((p, offset / dilation))
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// The packed weights of tap `row` (`kh * kw_size + kw`) for the channels from `col` on,
@@ -810,6 +821,15 @@ impl PackedConv<'_> {
     }
 }
 
+/// The input columns of a row's span that pixels read (`readers`, from `span_readers`) as
+/// positions from `left`, with their readers.
+fn read_columns<'r>(e: &mut Emitter, readers: &'r [Vec<(usize, usize)>], left: &V) -> Vec<(V, &'r [(usize, usize)])> {
+    (readers.iter().enumerate())
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(c, r)| (e.lin(&[(left, 1)], c as i64), r.as_slice()))
+        .collect()
+}
+
 /// A block of channels: the first column of each of its vectors, and the lanes of the last one
 /// that hold channels.
 struct ChannelBlock {
@@ -856,5 +876,6 @@ fn for_channel_blocks(
     }
 }
 
+mod byte_groups;
 #[cfg(test)]
 mod tests;

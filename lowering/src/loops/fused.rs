@@ -14,6 +14,7 @@ use super::buffer::{compute_ty, Buf};
 use super::elementwise;
 use super::emit::{Emitter, V};
 use super::lookup;
+use super::saturate;
 use mxc_dialects::{mx, DType, Def, Graph, Op, OpKind, Trait, ValueId};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -213,7 +214,10 @@ fn evaluate_value(
         values[id.index()] = Some(v.clone());
     }
     let table_of = |v: ValueId| tables.iter().find(|t| t.to == v);
-    let needed = needed(body, wanted, &|v| values[v.index()].is_some(), &table_of);
+    let saturations = saturate::saturations(body);
+    let saturation_of = |v: ValueId| saturations.iter().find(|s| s.to == v);
+    let shortcut = |v: ValueId| table_of(v).map(|t| t.from).or_else(|| saturation_of(v).map(|s| s.from));
+    let needed = needed(body, wanted, &|v| values[v.index()].is_some(), &shortcut);
     for op in &body.ops {
         let result = op.results[0];
         if values[result.index()].is_some() || !needed[result.index()] {
@@ -227,6 +231,9 @@ fn evaluate_value(
                 true => entry,
                 false => e.convert(&entry, compute_ty(dtype)),
             }
+        } else if let Some(s) = saturation_of(result) {
+            let x = value_of(e, body, &mut values, input, s.from);
+            e.saturate(s, &x)
         } else if op.kind == OpKind::Constant {
             let t = body.constant_value(result).expect("a constant has its value");
             let ty = compute_ty(dtype);
@@ -268,12 +275,13 @@ fn value_of(
 }
 
 /// The values `wanted` is computed from (itself included), not looking past `known` values and
-/// looking past a looked-up value only to its byte.
-fn needed<'t>(
+/// looking past a value computed in one step from another (`shortcut`: a looked-up value from
+/// its byte, a saturated byte from its float) only to that one.
+fn needed(
     body: &Graph,
     wanted: ValueId,
     known: &dyn Fn(ValueId) -> bool,
-    table_of: &dyn Fn(ValueId) -> Option<&'t ByteTable>,
+    shortcut: &dyn Fn(ValueId) -> Option<ValueId>,
 ) -> Vec<bool> {
     let mut needed = vec![false; body.num_values()];
     let mut stack = vec![wanted];
@@ -281,8 +289,8 @@ fn needed<'t>(
         if std::mem::replace(&mut needed[v.index()], true) || known(v) {
             continue;
         }
-        match (table_of(v), body.def(v)) {
-            (Some(t), _) => stack.push(t.from),
+        match (shortcut(v), body.def(v)) {
+            (Some(from), _) => stack.push(from),
             (None, Def::Op { op, .. }) => stack.extend(body.ops[op].operands.iter().copied()),
             (None, Def::Input(_)) => {}
         }

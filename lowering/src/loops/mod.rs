@@ -36,6 +36,7 @@ mod norm;
 mod pool;
 mod reduce;
 mod rows;
+mod saturate;
 mod scalar;
 #[cfg(test)]
 mod testing;

@@ -7,6 +7,14 @@
 
 use super::emit::{type_with_lanes, Emitter, Ty, V};
 
+/// How an f32 becomes an i32 (`Emitter::x86_to_i32`): toward zero (ONNX Cast), or to the
+/// nearest, half to even (the end of a quantisation, `saturate.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToI32 {
+    Truncate,
+    Nearest,
+}
+
 /// Comparison predicates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
@@ -226,7 +234,7 @@ impl Emitter {
     /// there on a float is a multiple of 256, so its low byte is 0, and so is NaN's (x86's
     /// indefinite integer), which the select gives.
     fn float_to_byte(&mut self, v: &V, to: Ty) -> V {
-        if let Some(whole) = self.x86_truncate_to_i32(v) {
+        if let Some(whole) = self.x86_to_i32(v, ToI32::Truncate) {
             return self.convert(&whole, to);
         }
         let i32_ty = Ty::Int { bits: 32, signed: true };
@@ -240,14 +248,28 @@ impl Emitter {
         self.convert(&wrapped, to)
     }
 
-    /// f32 lanes `v` truncated to i32 by x86's `cvttps2dq`, where the vector unit has it for
-    /// `v`'s width: defined for every input (the indefinite integer 0x80000000 out of range and
-    /// for NaN), which LLVM's `fptosi` is not.
-    fn x86_truncate_to_i32(&mut self, v: &V) -> Option<V> {
-        let isa = self.isa?;
-        if !cfg!(target_arch = "x86_64") || v.ty != Ty::F32 || v.lanes > isa.lanes {
+    /// Whether the vector unit converts f32 lanes `v` to i32 in one x86 instruction
+    /// (`x86_to_i32`): 4, 8 or 16 lanes, no more than a vector holds.
+    pub(super) fn x86_converts_to_i32(&self, v: &V) -> bool {
+        let fits = self
+            .isa
+            .is_some_and(|isa| v.lanes <= isa.lanes && matches!(v.lanes, 4 | 8 | 16));
+        cfg!(target_arch = "x86_64") && v.ty == Ty::F32 && fits
+    }
+
+    /// f32 lanes `v` converted to i32 by x86's `cvttps2dq` (`ToI32::Truncate`) or `cvtps2dq`
+    /// (`ToI32::Nearest`, half to even: the 512-bit form whatever the control register says,
+    /// the narrower ones as it says, to nearest unless a program changed it), where
+    /// `x86_converts_to_i32`: defined for every input (the indefinite integer 0x80000000 out
+    /// of range and for NaN), which LLVM's `fptosi` is not.
+    pub(super) fn x86_to_i32(&mut self, v: &V, how: ToI32) -> Option<V> {
+        if !self.x86_converts_to_i32(v) {
             return None;
         }
+        let (wide, narrow, sse, rounding) = match how {
+            ToI32::Truncate => ("mask.cvttps2dq.512", "avx.cvtt.ps2dq.256", "cvttps2dq", 4),
+            ToI32::Nearest => ("mask.cvtps2dq.512", "avx.cvt.ps2dq.256", "cvtps2dq", 8),
+        };
         let i32_ty = Ty::Int { bits: 32, signed: true };
         let (f, t) = (v.mlir_ty(), type_with_lanes(i32_ty, v.lanes));
         let call = match v.lanes {
@@ -255,14 +277,13 @@ impl Emitter {
                 let zero = self.zero(i32_ty);
                 let passthru = self.splat(&zero, 16);
                 let all = self.int(Ty::Int { bits: 16, signed: true }, -1);
-                let current_rounding = self.int(i32_ty, 4);
+                let rounding = self.int(i32_ty, rounding);
                 format!(
-                    "llvm.call_intrinsic \"llvm.x86.avx512.mask.cvttps2dq.512\"({v}, {passthru}, {all}, {current_rounding}) : ({f}, {t}, i16, i32) -> {t}"
+                    "llvm.call_intrinsic \"llvm.x86.avx512.{wide}\"({v}, {passthru}, {all}, {rounding}) : ({f}, {t}, i16, i32) -> {t}"
                 )
             }
-            8 => format!("llvm.call_intrinsic \"llvm.x86.avx.cvtt.ps2dq.256\"({v}) : ({f}) -> {t}"),
-            4 => format!("llvm.call_intrinsic \"llvm.x86.sse2.cvttps2dq\"({v}) : ({f}) -> {t}"),
-            _ => return None,
+            8 => format!("llvm.call_intrinsic \"llvm.x86.{narrow}\"({v}) : ({f}) -> {t}"),
+            _ => format!("llvm.call_intrinsic \"llvm.x86.sse2.{sse}\"({v}) : ({f}) -> {t}"),
         };
         Some(self.op_lanes("v", i32_ty, v.lanes, &call))
     }

@@ -107,6 +107,41 @@ impl Emitter {
         (self.splat(a, lanes), self.splat(b, lanes))
     }
 
+    /// `vector.shuffle`: the lanes of `a` followed by those of `b`, picked by `indices` (a
+    /// vector of `indices.len()` lanes of their type).
+    pub fn shuffle(&mut self, a: &V, b: &V, indices: &[usize]) -> V {
+        let list: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
+        self.op_lanes(
+            "sh",
+            a.ty,
+            indices.len(),
+            &format!(
+                "vector.shuffle {a}, {b} [{}] : {}, {}",
+                list.join(", "),
+                a.mlir_ty(),
+                b.mlir_ty()
+            ),
+        )
+    }
+
+    /// Four vectors of bytes interleaved into one: byte `4k + j` of the result is byte `k` of
+    /// `rows[j]`, the groups of four bytes `vpdpbusd` multiplies (`dot_u8_i8`), as i32 lanes.
+    pub fn interleave_bytes(&mut self, rows: &[V; 4]) -> V {
+        let lanes = rows[0].lanes;
+        let halves: Vec<usize> = (0..2 * lanes).collect();
+        let low = self.shuffle(&rows[0], &rows[1], &halves);
+        let high = self.shuffle(&rows[2], &rows[3], &halves);
+        let order: Vec<usize> = (0..4 * lanes).map(|b| (b % 4) * lanes + b / 4).collect();
+        let bytes = self.shuffle(&low, &high, &order);
+        let to = type_with_lanes(Ty::Int { bits: 32, signed: true }, lanes);
+        self.op_lanes(
+            "b",
+            Ty::Int { bits: 32, signed: true },
+            lanes,
+            &format!("vector.bitcast {bytes} : {} to {to}", bytes.mlir_ty()),
+        )
+    }
+
     /// A mask of `lanes` lanes whose first `n` are set (a constant, hoisted).
     pub fn first_lanes(&mut self, n: usize, lanes: usize) -> V {
         let ty = format!("vector<{lanes}xi1>");

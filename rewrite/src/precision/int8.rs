@@ -12,14 +12,14 @@
 //! - **Weights**, per output channel, symmetric s8: `scale = max |w| / 127`, zero point 0,
 //!   the integers computed here, once.
 //! - **Which ops**: the kinds asked for (conv, matmul, gemm), where mxc has an integer kernel
-//!   for them: a 2-D convolution of one group with constant weights, a product by a constant
-//!   2-D matrix, a Linear layer (`gemm` with `trans_b`, bias, alpha = beta = 1). Any other op
-//!   stays f32 (a depthwise convolution, a product of two activations): quantising it would
-//!   round its operands for no faster kernel. The bias stays f32, added in the epilogue.
+//!   for them: a 2-D convolution of one group or a depthwise one, with constant weights; a
+//!   product by a constant 2-D matrix; a Linear layer (`gemm` with `trans_b`, bias, alpha =
+//!   beta = 1). Any other op stays f32 (a grouped convolution, a product of two activations):
+//!   quantising it would round its operands for no faster kernel. The bias stays f32, added in the epilogue.
 
 use super::Rebuild;
 use mxc_dialects::{eval, Attr, Attrs, DType, Def, Graph, IrError, Op, OpKind, Tensor, Trait, ValueId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The op kinds int8 quantisation can make integer.
 pub const QUANTISABLE: [OpKind; 3] = [OpKind::Conv, OpKind::MatMul, OpKind::Gemm];
@@ -156,8 +156,13 @@ fn integer_form(graph: &Graph, op: &Op) -> Option<Channels> {
             // few channels: read by kernel rows, whose bytes (`kw * C`) pad to whole groups
             let undilated_rows = op.attrs.dims("dilations").is_ok_and(|d| d.get(1) == Some(&1));
             let kernel_rows = b.len() == 4 && undilated_rows && (b[1] * b[3]) % 4 != 0;
-            (a.len() == 4 && b.len() == 4 && int("group", 1) == 1 && (a[1] % 4 == 0 || pointwise || kernel_rows))
-                .then_some(Channels::Filters)
+            let group = int("group", 1);
+            let dense = group == 1 && (a[1] % 4 == 0 || pointwise || kernel_rows);
+            // depthwise: `conv_nhwc_integer_depthwise` (a channel per group, windows of at
+            // most 22 x 22 taps, as `depthwise-conv-integer` asks)
+            let depthwise =
+                group > 1 && group as usize == a[1] && b[0] == a[1] && b[1] == 1 && b[2] <= 22 && b[3] <= 22;
+            (a.len() == 4 && b.len() == 4 && (dense || depthwise)).then_some(Channels::Filters)
         }
         OpKind::MatMul => (a.len() >= 2 && b.len() == 2 && b[0] <= MAX_DEPTH).then_some(Channels::Columns),
         OpKind::Gemm => {
@@ -206,7 +211,13 @@ impl Folded {
     }
 }
 
-/// `graph` with the chosen ops' operands quantised by `calibrated`'s ranges.
+/// `graph` with the chosen ops' operands quantised by `calibrated`'s ranges. A residual join
+/// (`Add`) of a value that the quantised ops' kernels compute (`integer_stream`) and another
+/// reads quantised adds that value's quantised form, as onnxruntime's quantiser has it:
+/// MobileNetV2's block output is the next block's image and its residual, and adding its
+/// floats would have the program compute it twice, once to bytes and once to floats (a kernel
+/// has one result). A join of another value (BERT's layer norm, read by quantised products)
+/// keeps its floats: computed once either way, they lose nothing to rounding.
 pub fn quantize(graph: &Graph, kinds: &Option<Vec<OpKind>>, calibrated: &Calibrated) -> Result<Graph, IrError> {
     if Calibrated::fingerprint_of(graph) != calibrated.fingerprint {
         return Err(int8_error(
@@ -222,24 +233,44 @@ pub fn quantize(graph: &Graph, kinds: &Option<Vec<OpKind>>, calibrated: &Calibra
         })
         .map(|c| (c.op, c))
         .collect();
+    // values the integer kernels compute that another reads quantised: a residual join adds
+    // their quantised form (see `quantize`'s comment)
+    let computed = integer_stream(graph, &candidates);
+    let rejoined: HashSet<ValueId> = (candidates.values())
+        .map(|c| c.activation)
+        .filter(|v| computed.contains(v))
+        .collect();
     let mut r = Rebuild::new(graph);
     let mut activations: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut quantise = |r: &mut Rebuild, v: ValueId| -> Result<ValueId, IrError> {
+        if let Some(&q) = activations.get(&v) {
+            return Ok(q);
+        }
+        let (lo, hi) = calibrated.ranges[&v];
+        let x = r.get(unclipped(graph, v, activation_params(lo, hi)));
+        let q = quantised_activation(&mut r.new, x, lo, hi)?;
+        activations.insert(v, q);
+        Ok(q)
+    };
     for (i, op) in graph.ops.iter().enumerate() {
         let Some(c) = candidates.get(&i) else {
-            let results = r.copy(op);
+            if op.kind != OpKind::Add || !op.operands.iter().any(|v| rejoined.contains(v)) {
+                let results = r.copy(op);
+                r.set(&op.results, &results);
+                continue;
+            }
+            let mut operands = Vec::with_capacity(op.operands.len());
+            for &v in &op.operands {
+                operands.push(match rejoined.contains(&v) {
+                    true => quantise(&mut r, v)?,
+                    false => r.get(v),
+                });
+            }
+            let results = r.new.build(op.kind, operands, op.attrs.clone())?;
             r.set(&op.results, &results);
             continue;
         };
-        let a = match activations.get(&c.activation) {
-            Some(&q) => q,
-            None => {
-                let (lo, hi) = calibrated.ranges[&c.activation];
-                let x = r.get(c.activation);
-                let q = quantised_activation(&mut r.new, x, lo, hi)?;
-                activations.insert(c.activation, q);
-                q
-            }
-        };
+        let a = quantise(&mut r, c.activation)?;
         let w = quantised_weight(&mut r.new, &c.weight, c.channels)?;
         let mut operands = vec![a, w];
         operands.extend(op.operands[2..].iter().map(|v| r.get(*v)));
@@ -247,6 +278,23 @@ pub fn quantize(graph: &Graph, kinds: &Option<Vec<OpKind>>, calibrated: &Calibra
         r.set(&op.results, &results);
     }
     r.finish()
+}
+
+/// The values the quantised ops' kernels compute: their results, joins (`Add`) of such values
+/// and ReLUs or clips of them (a residual network's stream between its blocks).
+fn integer_stream(graph: &Graph, candidates: &HashMap<usize, Candidate>) -> HashSet<ValueId> {
+    let mut stream = HashSet::new();
+    for (i, op) in graph.ops.iter().enumerate() {
+        let joined = match op.kind {
+            OpKind::Add => op.operands.iter().all(|v| stream.contains(v)),
+            OpKind::Relu | OpKind::Clip => stream.contains(&op.operands[0]),
+            _ => candidates.contains_key(&i),
+        };
+        if joined {
+            stream.extend(op.results.iter().copied());
+        }
+    }
+    stream
 }
 
 pub(super) fn int8_error(message: String) -> IrError {
@@ -265,6 +313,29 @@ pub fn activation_params(lo: f32, hi: f32) -> (f32, u8) {
     let scale = (hi - lo) / 255.0;
     let zero = (-lo / scale).round_ties_even().clamp(0.0, 255.0);
     (scale, zero as u8)
+}
+
+/// What `x` clips (`clip` or `relu` with constant bounds) where the quantisation `(scale,
+/// zero)` saturates at those bounds anyway: the bounds quantise to 0 and 255, and quantising
+/// is monotonic, so quantising the clip's operand gives the same bytes for every value (NaN
+/// included), and the clip need not stay in float before the integer kernel (ReLU6 before a
+/// quantised convolution; onnxruntime's QDQ graphs drop it the same way). Else `x`.
+fn unclipped(graph: &Graph, x: ValueId, (scale, zero): (f32, u8)) -> ValueId {
+    let quantised = |v: f32| ((v / scale).round_ties_even() + zero as f32).clamp(0.0, 255.0);
+    let bound = |v: ValueId| match graph.constant_value(v).map(|t| t.to_f64_vec()) {
+        Some(values) if values.len() == 1 => Some(values[0] as f32),
+        _ => None,
+    };
+    let Some(op) = graph.producer(x) else { return x };
+    let (lo, hi) = match op.kind {
+        OpKind::Relu => (Some(0.0), Some(f32::INFINITY)),
+        OpKind::Clip => (bound(op.operands[1]), bound(op.operands[2])),
+        _ => (None, None),
+    };
+    match (lo, hi) {
+        (Some(lo), Some(hi)) if quantised(lo) == 0.0 && quantised(hi) == 255.0 => op.operands[0],
+        _ => x,
+    }
 }
 
 /// `dequantize_linear(quantize_linear(x))` per tensor in u8, as `QuantizeLinear` and

@@ -4,7 +4,7 @@
 use super::{f32s, op};
 use crate::precision::int8::{self, activation_params, Calibrated};
 use crate::precision::{int8_kinds, Calibration, Int8, Precision};
-use mxc_dialects::{eval, verify, Attr, Attrs, DType, Graph, OpKind, Tensor, ValueId};
+use mxc_dialects::{eval, verify, Attr, Attrs, DType, Graph, Op, OpKind, Tensor, ValueId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,18 +25,31 @@ fn weights(shape: &[usize]) -> Tensor {
     Tensor::from_f64s(DType::F32, shape.to_vec(), &values)
 }
 
-/// x [1, 8, 6, 6] -> conv 3x3 (8 -> 4, bias) -> depthwise conv (group 4) -> matmul by a
-/// constant [6, 5] -> matmul of the result by itself transposed (two activations).
-fn model() -> (Graph, ValueId, ValueId) {
+/// The values a test calibrates: the 3x3 convolution's image, the depthwise convolution's (the
+/// first's result) and the product's left operand (a ReLU6 of the depthwise result plus its
+/// image: a residual join).
+struct Observed {
+    x: ValueId,
+    image: ValueId,
+    relu6: ValueId,
+}
+
+/// x [1, 8, 6, 6] -> conv 3x3 (8 -> 4, bias) -> depthwise conv (group 4), added to its image
+/// -> clip to [0, 6] -> matmul by a constant [6, 5] -> matmul of the result by itself
+/// transposed (two activations).
+fn model() -> (Graph, Observed) {
     let mut g = Graph::new("m");
     let x = g.add_input("x", f32s(&[1, 8, 6, 6]));
     let w = g.constant(weights(&[4, 8, 3, 3]));
     let b = g.constant(Tensor::from_f32s(vec![4], &[0.5, -0.5, 0.25, 0.0]));
-    let c = op(&mut g, OpKind::Conv, &[x, w, b], conv_attrs(1));
+    let image = op(&mut g, OpKind::Conv, &[x, w, b], conv_attrs(1));
     let dw = g.constant(weights(&[4, 1, 3, 3]));
-    let d = op(&mut g, OpKind::Conv, &[c, dw], conv_attrs(4));
+    let d = op(&mut g, OpKind::Conv, &[image, dw], conv_attrs(4));
+    let joined = op(&mut g, OpKind::Add, &[d, image], Attrs::new());
+    let bounds = [0.0, 6.0].map(|v| g.constant(Tensor::from_f32s(vec![], &[v])));
+    let relu6 = op(&mut g, OpKind::Clip, &[joined, bounds[0], bounds[1]], Attrs::new());
     let m = g.constant(weights(&[6, 5]));
-    let p = op(&mut g, OpKind::MatMul, &[d, m], Attrs::new());
+    let p = op(&mut g, OpKind::MatMul, &[relu6, m], Attrs::new());
     let t = op(
         &mut g,
         OpKind::Transpose,
@@ -45,7 +58,7 @@ fn model() -> (Graph, ValueId, ValueId) {
     );
     let q = op(&mut g, OpKind::MatMul, &[p, t], Attrs::new());
     g.add_output("y", q);
-    (g, x, d)
+    (g, Observed { x, image, relu6 })
 }
 
 fn calibrated(g: &Graph, ranges: &[(ValueId, (f32, f32))]) -> Calibrated {
@@ -74,45 +87,55 @@ fn activation_scales_split_the_range_holding_zero_into_255_steps() {
 
 #[test]
 fn only_ops_with_an_integer_kernel_are_observed() {
-    let (g, x, d) = model();
+    let (g, o) = model();
     let all = int8::observed(&g, &None);
-    // the 3x3 convolution's image and the product's left operand; the depthwise convolution
-    // and the product of two activations have no integer kernel
-    assert_eq!(all, vec![x, d]);
-    assert_eq!(int8::counts(&g, &None), (4, 2));
+    // the convolutions' images and the product's left operand; the product of two
+    // activations has no integer kernel
+    assert_eq!(all, vec![o.x, o.image, o.relu6]);
+    assert_eq!(int8::counts(&g, &None), (4, 3));
     let convs = int8_kinds(&["convolution"]).unwrap();
-    assert_eq!(int8::observed(&g, &convs), vec![x]);
-    assert_eq!(int8::counts(&g, &convs), (2, 1));
+    assert_eq!(int8::observed(&g, &convs), vec![o.x, o.image]);
+    assert_eq!(int8::counts(&g, &convs), (2, 2));
     assert!(int8_kinds(&["add"]).unwrap_err().contains("no int8 form"));
     assert_eq!(int8_kinds(&["dot"]).unwrap(), Some(vec![OpKind::MatMul, OpKind::Gemm]));
 }
 
-#[test]
-fn quantised_ops_read_dequantised_u8_activations_and_s8_weights_per_channel() {
-    let (g, x, d) = model();
+/// `g` quantised with `ranges`.
+fn quantised(g: &Graph, ranges: &[(ValueId, (f32, f32))]) -> Graph {
     let precision = Precision {
         int8: Some(Int8 {
             ops: None,
-            calibration: Calibration::Ranges(Arc::new(calibrated(&g, &[(x, (-1.0, 3.0)), (d, (0.5, 2.0))]))),
+            calibration: Calibration::Ranges(Arc::new(calibrated(g, ranges))),
         }),
         ..Precision::default()
     };
-    let q = precision.apply(&g).unwrap();
+    let q = precision.apply(g).unwrap();
     verify(&q).unwrap();
+    q
+}
+
+/// The convolution of `group` groups in `q`.
+fn conv(q: &Graph, group: i64) -> &Op {
+    q.ops
+        .iter()
+        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(group))
+        .unwrap()
+}
+
+#[test]
+fn quantised_ops_read_dequantised_u8_activations_and_s8_weights_per_channel() {
+    let (g, o) = model();
+    let q = quantised(&g, &[(o.x, (-1.0, 3.0)), (o.image, (-2.0, 2.0)), (o.relu6, (0.0, 6.0))]);
     assert_eq!(q.ty(q.outputs[0].value), g.ty(g.outputs[0].value));
     let dequantised: Vec<_> = q.ops.iter().filter(|o| o.kind == OpKind::DequantizeLinear).collect();
-    assert_eq!(dequantised.len(), 4, "two activations and two weights");
-    let conv = q
-        .ops
-        .iter()
-        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1))
-        .unwrap();
-    let image = q.producer(conv.operands[0]).unwrap();
+    assert_eq!(dequantised.len(), 6, "three activations and three weights");
+    let dense = conv(&q, 1);
+    let image = q.producer(dense.operands[0]).unwrap();
     assert_eq!(image.kind, OpKind::DequantizeLinear);
     assert_eq!(q.ty(image.operands[0]).dtype, DType::U8);
     assert_eq!(q.constant_value(image.operands[2]).unwrap().get_i64(0), 64);
     // the weights: s8 integers, a scale per filter that maps its largest magnitude to 127
-    let filter = q.producer(conv.operands[1]).unwrap();
+    let filter = q.producer(dense.operands[1]).unwrap();
     let ints = q.constant_value(filter.operands[0]).unwrap();
     let scales = q.constant_value(filter.operands[1]).unwrap();
     assert_eq!(ints.dtype(), DType::I8);
@@ -139,40 +162,89 @@ fn quantised_ops_read_dequantised_u8_activations_and_s8_weights_per_channel() {
     {
         assert!((a - b).abs() <= scales.get_f64(i / 72) / 2.0 + 1e-6, "{i}: {a} {b}");
     }
-    // the product's weights have a scale per column; the depthwise convolution and the
-    // product of two activations are as they were
+    // the depthwise filters have a scale each too, the product's weights one per column; the
+    // product of two activations is as it was
+    let depthwise = q.producer(conv(&q, 4).operands[1]).unwrap();
+    assert_eq!(q.constant_value(depthwise.operands[1]).unwrap().shape(), &[4, 1, 1, 1]);
     let product = q
         .ops
         .iter()
         .find(|o| o.kind == OpKind::MatMul && q.producer(o.operands[1]).unwrap().kind == OpKind::DequantizeLinear);
     let columns = q.producer(product.unwrap().operands[1]).unwrap();
     assert_eq!(q.constant_value(columns.operands[1]).unwrap().shape(), &[5]);
-    let depthwise = q
-        .ops
+    let last = q.producer(q.outputs[0].value).unwrap();
+    assert!(last
+        .operands
         .iter()
-        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(4))
+        .all(|v| q.producer(*v).unwrap().kind != OpKind::DequantizeLinear));
+}
+
+/// The value `quantised` divides by its scale (the start of `QuantizeLinear`'s ops) to give
+/// the dequantised `v`.
+fn quantised_from(q: &Graph, v: ValueId) -> ValueId {
+    let mut at = q.producer(v).unwrap().operands[0];
+    loop {
+        let op = q.producer(at).unwrap();
+        if op.kind == OpKind::Div {
+            return op.operands[0];
+        }
+        at = op.operands[0];
+    }
+}
+
+#[test]
+fn a_clip_the_quantisation_saturates_at_anyway_is_left_out_and_a_join_adds_the_quantised_value() {
+    let (g, o) = model();
+    // [0, 6] in 255 steps: 0 and 6 quantise to 0 and 255, where the bytes saturate anyway
+    let q = quantised(&g, &[(o.x, (-1.0, 3.0)), (o.image, (-2.0, 2.0)), (o.relu6, (0.0, 6.0))]);
+    let product = (q.ops.iter())
+        .find(|op| op.kind == OpKind::MatMul && q.producer(op.operands[1]).unwrap().kind == OpKind::DequantizeLinear)
         .unwrap();
-    assert_eq!(q.producer(depthwise.operands[1]).unwrap().kind, OpKind::Constant);
+    let from = quantised_from(&q, product.operands[0]);
+    assert_eq!(
+        q.producer(from).unwrap().kind,
+        OpKind::Add,
+        "the clip's operand is quantised"
+    );
+    // the residual join adds the image the depthwise convolution reads as bytes (the first
+    // convolution's result), dequantised, not its floats
+    let image = conv(&q, 4).operands[0];
+    let join = q.producer(from).unwrap();
+    assert!(join.operands.contains(&image), "{q:?}");
+    // [0, 8]: 6 quantises to 191, so the clip stays
+    let q = quantised(&g, &[(o.x, (-1.0, 3.0)), (o.image, (-2.0, 2.0)), (o.relu6, (0.0, 8.0))]);
+    let product = (q.ops.iter())
+        .find(|op| op.kind == OpKind::MatMul && q.producer(op.operands[1]).unwrap().kind == OpKind::DequantizeLinear)
+        .unwrap();
+    assert_eq!(
+        q.producer(quantised_from(&q, product.operands[0])).unwrap().kind,
+        OpKind::Clip
+    );
 }
 
 #[test]
 fn an_op_without_a_finite_range_stays_f32() {
-    let (g, x, d) = model();
-    let c = calibrated(&g, &[(x, (f32::NEG_INFINITY, 1.0)), (d, (0.0, 1.0))]);
+    let (g, o) = model();
+    let c = calibrated(
+        &g,
+        &[
+            (o.x, (f32::NEG_INFINITY, 1.0)),
+            (o.image, (0.0, 1.0)),
+            (o.relu6, (0.0, 1.0)),
+        ],
+    );
     let q = int8::quantize(&g, &None, &c).unwrap();
-    let conv = q
-        .ops
-        .iter()
-        .find(|o| o.kind == OpKind::Conv && o.attrs.int("group") == Ok(1))
-        .unwrap();
-    assert!(q.producer(conv.operands[0]).is_none(), "the image is the input itself");
-    assert_eq!(q.ops.iter().filter(|o| o.kind == OpKind::DequantizeLinear).count(), 2);
+    assert!(
+        q.producer(conv(&q, 1).operands[0]).is_none(),
+        "the image is the input itself"
+    );
+    assert_eq!(q.ops.iter().filter(|o| o.kind == OpKind::DequantizeLinear).count(), 4);
 }
 
 #[test]
 fn ranges_of_another_graph_are_refused() {
-    let (g, x, _) = model();
-    let c = calibrated(&g, &[(x, (0.0, 1.0))]);
+    let (g, o) = model();
+    let c = calibrated(&g, &[(o.x, (0.0, 1.0))]);
     let mut other = g.clone();
     let extra = other.constant(Tensor::from_f32s(vec![], &[1.0]));
     other.add_output("extra", extra);

@@ -176,3 +176,53 @@ fn a_depthwise_kernel_applies_a_long_epilogue_to_each_row_after_its_sums() {
     check_in_order(&m[rows_done..], &["vector.load %out0", "arith.divf", "vector.store"]);
     assert_eq!(m.matches("arith.divf").count(), 5, "{m}");
 }
+
+/// `conv_nhwc_integer_depthwise` of a 7 x 7 image of `channels` bytes, 3 x 3, padded by 1,
+/// for `isa`.
+fn integer_depthwise(isa: super::VectorIsa, channels: usize) -> String {
+    let taps_attrs = attrs(&[
+        ("dilations", ints(&[1, 1])),
+        ("kernel", ints(&[3, 3])),
+        ("pads", ints(&[1; 4])),
+        ("strides", ints(&[1, 1])),
+    ]);
+    lower_one_for(
+        isa,
+        OpKind::ConvNhwcIntegerDepthwise,
+        &[
+            t(DType::U8, &[1, 7, 7, channels]),
+            t(DType::I8, &[channels.div_ceil(16), 9, 16]),
+            t(DType::U8, &[]),
+        ],
+        taps_attrs,
+    )
+}
+
+#[test]
+fn an_integer_depthwise_kernel_on_vnni_sums_three_kernel_rows_per_vpdpbusd() {
+    let vnni = super::VectorIsa { vnni: true, ..AVX512 };
+    let m = integer_depthwise(vnni, 32);
+    // the preamble interleaves each kernel column's three rows of weights (and a row of
+    // zeros) into words, before the parallel loop
+    let parallel = m.find("the parallel loop").unwrap();
+    assert!(m[..parallel].contains("vector.shuffle"), "{m}");
+    assert!(m[..parallel].contains("memref<2x3x16xi32>"), "{m}");
+    // inside the image, the 5 middle pixels of a row: per input column its three rows of
+    // bytes interleaved once, then one vpdpbusd for each pixel reading it with a kernel
+    // column (15 for the 5 pixels' 3 columns each), a block of both vectors of channels;
+    // no byte is converted to f32 there
+    let inside = &m[m[parallel..].find("scf.if").unwrap() + parallel..m.find("} else {").unwrap()];
+    let first = inside.find("vpdpbusd").unwrap();
+    let block = &inside[inside[..first].rfind("scf.for").unwrap()..];
+    let block = &block[..block.find("vector.store").unwrap()];
+    assert_eq!(block.matches("vpdpbusd").count(), 2 * 15, "{block}");
+    assert_eq!(block.matches("vector.shuffle").count(), 2 * 7 * 3, "{block}");
+    assert!(!block.contains("math.fma"), "{block}");
+    // the border pixels keep the f32 lanes; and without VNNI, so does every pixel
+    assert!(m.contains("math.fma"), "{m}");
+    let plain = integer_depthwise(AVX512, 32);
+    assert!(
+        !plain.contains("vpdpbusd") && !plain.contains("vector.shuffle"),
+        "{plain}"
+    );
+}
