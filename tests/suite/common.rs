@@ -102,6 +102,14 @@ pub fn read_pb(path: &Path) -> Result<(String, Tensor), String> {
 }
 
 /// The generated convnet and its test data set.
+/// Whether this machine's cpu kernels sum bytes with VNNI (`vpdpbusd`): the cost model makes
+/// quantised products and convolutions integer kernels only then (without it their exact
+/// integer form is slower than f32: `FlopCost::integer`), so a test of which kernels a
+/// quantised program holds asks this first, and checks the outputs either way.
+pub fn integer_kernels_pay() -> bool {
+    mxc_codegen::vector_isa(mxc_codegen::Target::Cpu, mxc_codegen::OptLevel::O2).is_some_and(|isa| isa.vnni)
+}
+
 pub fn convnet_case() -> (PathBuf, PathBuf) {
     let dir = cache_dir("models/convnet");
     (dir.join("model.onnx"), dir.join("test_data_set_0"))

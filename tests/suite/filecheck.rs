@@ -1,7 +1,8 @@
 //! FileCheck-style test files (the rule tests in `tests/rules/`, docs/rules.md): an mx program
-//! with `// RUN:` (the arguments of `mxc opt` after the file) and `// CHECK:`, `// CHECK-NEXT:`
-//! and `// CHECK-NOT:` lines, checked against what `mxc opt` printed; and blessing, which
-//! rewrites a file's CHECK and CHECK-NEXT lines from that output.
+//! with `// RUN:` (the arguments of `mxc opt` after the file), optionally `// REQUIRES:` (what
+//! the machine must have for the output to be the one the file expects: `vnni`), and
+//! `// CHECK:`, `// CHECK-NEXT:` and `// CHECK-NOT:` lines, checked against what `mxc opt`
+//! printed; and blessing, which rewrites a file's CHECK and CHECK-NEXT lines from that output.
 //!
 //! Each pattern is the text after the directive's colon, spaces trimmed, and a line matches it
 //! when it contains it. In the file's order, `CHECK` matches the first line after the previous
@@ -12,6 +13,9 @@
 use std::fmt::Write;
 
 const RUN: &str = "// RUN:";
+const REQUIRES: &str = "// REQUIRES:";
+/// What a `REQUIRES` line may name.
+pub const MACHINE_FEATURES: [&str; 1] = ["vnni"];
 const CHECK_PREFIX: &str = "// CHECK";
 /// How much of each output line a failure lists (the resources' hex lines are long).
 const LISTED_CHARS: usize = 300;
@@ -45,6 +49,8 @@ pub struct Directive {
 #[derive(Debug)]
 pub struct TestFile {
     pub args: Vec<String>,
+    /// The machine features the expected output depends on (`MACHINE_FEATURES`).
+    pub requires: Vec<String>,
     pub directives: Vec<Directive>,
 }
 
@@ -77,9 +83,20 @@ fn directive(text: &str, line: usize) -> Result<Option<Directive>, String> {
 /// `CHECK-NEXT` before the first `CHECK`.
 pub fn parse(text: &str) -> Result<TestFile, String> {
     let mut args = None;
+    let mut requires = Vec::new();
     let mut directives = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if let Some(run) = line.trim_start().strip_prefix(RUN) {
+        if let Some(names) = line.trim_start().strip_prefix(REQUIRES) {
+            for name in names.split(',').map(str::trim) {
+                if !MACHINE_FEATURES.contains(&name) {
+                    return Err(format!(
+                        "line {}: REQUIRES `{name}`, which is no machine feature (vnni)",
+                        i + 1
+                    ));
+                }
+                requires.push(name.to_string());
+            }
+        } else if let Some(run) = line.trim_start().strip_prefix(RUN) {
             if args.is_some() {
                 return Err(format!("line {}: a second RUN line", i + 1));
             }
@@ -94,6 +111,7 @@ pub fn parse(text: &str) -> Result<TestFile, String> {
     }
     Ok(TestFile {
         args: args.ok_or("no `// RUN:` line (the arguments of `mxc opt` after the file)")?,
+        requires,
         directives,
     })
 }
@@ -220,8 +238,10 @@ fn malformed_test_files_are_refused() {
     assert!(err("// RUN:\n// CHECK-NXT: x\n").starts_with("line 2: `// CHECK-NXT: x` is no directive"));
     assert!(err("// RUN:\n// CHECK:   \n").starts_with("line 2: CHECK with nothing to match"));
     assert!(err("// RUN:\n// CHECK-NEXT: x\n").starts_with("line 2: CHECK-NEXT before any CHECK"));
-    let file = parse("// RUN: --target cpu --no-fusion\n// CHECK: x\n").unwrap();
+    assert!(err("// RUN:\n// REQUIRES: avx9\n// CHECK: x\n").starts_with("line 2: REQUIRES `avx9`"));
+    let file = parse("// RUN: --target cpu --no-fusion\n// REQUIRES: vnni\n// CHECK: x\n").unwrap();
     assert_eq!(file.args, ["--target", "cpu", "--no-fusion"]);
+    assert_eq!(file.requires, ["vnni"]);
 }
 
 #[test]
