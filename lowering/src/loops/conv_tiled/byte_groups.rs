@@ -56,7 +56,6 @@ impl PackedConv<'_> {
         let left = e.lin(&[(first, window.strides[1] as i64)], -window.pad_begin(1));
         for_channel_blocks(e, self.x.shape[3], (vectors, lanes), &|e, block| {
             let width = block.columns.len();
-            let mut acc: Vec<V> = Vec::with_capacity(pixels * width);
             let starts: Vec<V> = (0..width)
                 .map(|j| {
                     let mask = block.mask(e, j);
@@ -64,14 +63,10 @@ impl PackedConv<'_> {
                     e.convert(&start, I32)
                 })
                 .collect();
-            for _ in 0..pixels {
-                acc.extend(starts.iter().cloned());
-            }
+            // pixel p's sums for vector j at p * width + j
+            let mut acc: Vec<V> = (0..pixels).flat_map(|_| starts.iter().cloned()).collect();
             let panels: Vec<(V, V)> = (block.columns.iter())
-                .map(|col| {
-                    let (p, off) = (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64));
-                    (p, off)
-                })
+                .map(|col| (e.div_idx(col, PANEL as i64), e.rem_idx(col, PANEL as i64)))
                 .collect();
             for g in 0..kernel[0].div_ceil(GROUP) {
                 let weights: Vec<Vec<V>> = (0..kernel[1])
@@ -114,7 +109,7 @@ impl PackedConv<'_> {
     fn row_bytes(&self, e: &mut Emitter, n: &V, (rows, iw): (&[Option<V>], &V), block: &ChannelBlock, j: usize) -> V {
         let lanes = self.isa.lanes;
         let mask = block.mask(e, j);
-        let read: Vec<V> = rows
+        let read: [V; GROUP] = rows
             .iter()
             .map(|row| match row {
                 Some(ih) => {
@@ -126,7 +121,9 @@ impl PackedConv<'_> {
                     e.splat(&zero, lanes)
                 }
             })
-            .collect();
-        e.interleave_bytes(&[read[0].clone(), read[1].clone(), read[2].clone(), read[3].clone()])
+            .collect::<Vec<V>>()
+            .try_into()
+            .expect("a group of four rows");
+        e.interleave_bytes(&read)
     }
 }
