@@ -418,7 +418,7 @@ fn algorithm(egraph: &MxEGraph, selection: &Selection, node: &Mx) -> Option<&'st
         MatMulPacked => "tiled product on packed weights",
         MatMulIntegerPacked => "u8 x i8 product summed in i32 on packed weights",
         ConvNhwcIntegerPacked => "implicit GEMM, u8 x i8 summed in i32 on packed weights",
-        ConvNhwcIntegerDepthwise => "depthwise, u8 x i8 summed exactly in f32 lanes across channels",
+        ConvNhwcIntegerDepthwise => "depthwise, u8 x i8 summed exactly (VNNI: four kernel rows a vpdpbusd)",
         Gemm if attr_int("trans_b").unwrap_or(0) != 0 => "direct loops",
         MatMul | Gemm => "tiled product, B where it lies",
         Attention => "fused attention, tiled over keys",
