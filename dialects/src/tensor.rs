@@ -183,6 +183,21 @@ impl Tensor {
         }
     }
 
+    /// A tensor of `ty` (not of strings) whose elements are `value()` in order, each stored as
+    /// `from_f64s` stores it; `None` when its bytes cannot be allocated (no intermediate
+    /// vector of f64: a model's input may be as large as the memory allows).
+    pub fn try_from_fn(ty: TensorType, mut value: impl FnMut() -> f64) -> Option<Tensor> {
+        let mut data = Vec::new();
+        data.try_reserve_exact(ty.num_bytes()).ok()?;
+        for _ in 0..ty.num_elements() {
+            encode_f64(ty.dtype, value(), &mut data);
+        }
+        Some(Tensor {
+            ty,
+            data: Data::owned(data),
+        })
+    }
+
     /// Builds a tensor of `dtype` from integer values.
     pub fn from_i64s(dtype: DType, shape: Vec<usize>, values: &[i64]) -> Tensor {
         let ty = TensorType::new(dtype, shape);

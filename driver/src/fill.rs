@@ -79,18 +79,16 @@ pub fn value_of(ty: &TensorType, fill: Fill, rng: &mut SplitMix64) -> Result<Ten
         };
         return Ok(Tensor::from_strings(ty.shape.clone(), (0..n).map(text).collect()));
     }
-    Ok(match (fill, ty.dtype.is_float()) {
-        (Fill::Constant(c), true) => Tensor::from_f64s(ty.dtype, ty.shape.clone(), &vec![c; n]),
-        (Fill::Constant(c), false) => Tensor::from_i64s(ty.dtype, ty.shape.clone(), &vec![c as i64; n]),
-        (Fill::Seeded(_), true) => {
-            let v: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
-            Tensor::from_f64s(ty.dtype, ty.shape.clone(), &v)
-        }
-        (Fill::Seeded(_), false) => {
-            let v: Vec<i64> = (0..n).map(|_| (rng.next_u64() & 1) as i64).collect();
-            Tensor::from_i64s(ty.dtype, ty.shape.clone(), &v)
-        }
-    })
+    // integer types truncate a constant toward zero (`from_f64s`)
+    let float = ty.dtype.is_float();
+    let made = match fill {
+        Fill::Constant(c) => Tensor::try_from_fn(ty.clone(), || c),
+        Fill::Seeded(_) => Tensor::try_from_fn(ty.clone(), || match float {
+            true => rng.unit() * 2.0 - 1.0,
+            false => (rng.next_u64() & 1) as f64,
+        }),
+    };
+    made.ok_or_else(|| invalid(format!("cannot allocate {} bytes for a value of {ty}", ty.num_bytes())))
 }
 
 /// A small, well-mixed generator (SplitMix64); reproducible across runs and platforms.

@@ -293,3 +293,34 @@ fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
         );
     }
 }
+
+/// An input as large as the address-space limit (`ulimit -v` 8 GiB, an input of 2^31 f32: 8
+/// GiB, within the tensor-size limit that ulimit sets) cannot be made for `mxc run`: it is
+/// refused with an error naming the input, not an abort. `mxc run` once built the random
+/// values as f64 first, twice the input's bytes (an outside fuzzer's finding: `memory
+/// allocation of 17179869184 bytes failed`); it now writes them straight into the tensor's
+/// bytes, allocated fallibly (`Tensor::try_from_fn`).
+#[test]
+fn an_input_as_large_as_the_address_space_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write_model(
+        dir.path(),
+        &["2147483648"],
+        &["2147483648"],
+        vec![node("act", "Relu", &["x"], &["y"])],
+        vec![],
+    );
+    let script = "ulimit -v 8388608 && exec \"$0\" run \"$1\"";
+    let out = Command::new("sh")
+        .args(["-c", script, env!("CARGO_BIN_EXE_mxc"), &model])
+        .env_remove("MXC_MAX_TENSOR_BYTES")
+        .output()
+        .expect("sh runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(message.contains("input `x`"), "{message}");
+    assert!(
+        message.contains("cannot allocate") || message.contains("tensor-size limit"),
+        "{message}"
+    );
+}
