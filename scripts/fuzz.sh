@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-ALL_TARGETS=(onnx_import mxr_decode rules_parse mx_text)
+ALL_TARGETS=(onnx_import onnx_graph mxr_decode rules_parse mx_text)
 say() { printf 'fuzz: %s\n' "$*"; }
 die() { printf 'fuzz: error: %s\n' "$*" >&2; exit 1; }
 
@@ -73,6 +73,15 @@ make_seeds() {
         say "no .cache/onnx-backend-tests (scripts/setup.sh fetches it): fewer ONNX seeds"
     fi
     for f in "${models[@]}"; do seed onnx_import "$f"; done
+
+    # onnx_graph reads its bytes as choices (arbitrary), not as a format: random bytes of a
+    # fixed seed are as good a start as any.
+    .cache/venv/bin/python -c '
+import random, sys
+r = random.Random(36)
+for i in range(64):
+    open(f"{sys.argv[1]}/random{i}", "wb").write(r.randbytes(r.randrange(16, 1024)))' "$dir/onnx_graph" \
+        || die "making the onnx_graph seeds failed"
 
     # mx text: what `mxc read` prints for the examples and every 4th node-suite case that
     # passes (imported, and rewritten for cpu for a few).

@@ -342,6 +342,7 @@ fn encode_i64(dtype: DType, v: i64, out: &mut Vec<u8>) {
             let (bits, signed) = dtype.narrow_int().expect("a narrow integer type");
             out.push(wrap_int(v, bits, signed) as u8)
         }
+        DType::Str => panic!("a string tensor holds no numbers"),
         _ => encode_f64(dtype, v as f64, out),
     }
 }

@@ -129,14 +129,30 @@ impl Ctx<'_> {
             .ok_or_else(|| format!("missing input \"{name}\""))
     }
 
-    /// Like `const_input`, for an optional input: `None` when the node leaves it out.
+    /// Like `const_input`, for an optional input: `None` when the node leaves it out. The
+    /// values are read as numbers: strings are refused.
     pub fn opt_const_input(&self, i: usize, name: &str) -> Result<Option<Tensor>, String> {
-        match self.opt_input(i) {
-            None => Ok(None),
-            Some(v) => self
-                .known(v)
-                .map(Some)
-                .ok_or_else(|| format!("input \"{name}\" must be known at compile time")),
+        let Some(v) = self.opt_input(i) else {
+            return Ok(None);
+        };
+        let t = (self.known(v)).ok_or_else(|| format!("input \"{name}\" must be known at compile time"))?;
+        if t.dtype() == DType::Str {
+            return Err(format!("input \"{name}\" holds strings, not numbers"));
+        }
+        Ok(Some(t))
+    }
+
+    /// Input `i` as one compile-time number: a tensor of a single element.
+    pub fn const_number(&self, i: usize, name: &str) -> Result<Tensor, String> {
+        self.opt_const_number(i, name)?
+            .ok_or_else(|| format!("missing input \"{name}\""))
+    }
+
+    /// Like `const_number`, for an optional input: `None` when the node leaves it out.
+    pub fn opt_const_number(&self, i: usize, name: &str) -> Result<Option<Tensor>, String> {
+        match self.opt_const_input(i, name)? {
+            Some(t) if t.len() != 1 => Err(format!("{name} must be a single value, got shape {:?}", t.shape())),
+            t => Ok(t),
         }
     }
 

@@ -15,10 +15,10 @@ use super::error::node_label;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
-use super::registry::{Registry, NEWEST_OPSET};
+use super::registry::{takes_strings, Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
-use mxc_dialects::{Attrs, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -287,6 +287,15 @@ impl Importer {
                     .ok_or_else(|| node_err(&label, format!("input \"{name}\" is not defined before this node"))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let is_string = |v: &Option<ValueId>| v.is_some_and(|v| self.graph.ty(v).dtype == DType::Str);
+        let strings = (inputs.iter().enumerate()).find(|&(k, v)| is_string(v) && !takes_strings(domain, op, k));
+        if let Some((k, _)) = strings {
+            let message = format!(
+                "input #{k} (\"{}\") holds strings; {op} takes numbers there",
+                node.input[k]
+            );
+            return Err(node_err(&label, message));
+        }
         let composite_inputs = node
             .input
             .iter()

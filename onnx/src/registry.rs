@@ -25,6 +25,98 @@ struct Entry {
     parse: ParseFn,
 }
 
+/// The inputs that may hold strings, by op (the ONNX schemas' type constraints): the domain,
+/// the op type, the positions, and the position from which every input may (a variadic
+/// input). A string tensor given to any other input is refused before the op's parser sees
+/// it, since parsers make numbers of such inputs.
+#[rustfmt::skip]
+const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
+    // the default domain
+    ("", "Cast", &[0], None),
+    ("", "CastLike", &[0, 1], None),
+    ("", "CenterCropPad", &[0], None),
+    ("", "Col2Im", &[0], None),
+    ("", "Compress", &[0], None),
+    ("", "Concat", &[], Some(0)),
+    ("", "ConcatFromSequence", &[0], None),
+    ("", "DepthToSpace", &[0], None),
+    ("", "Equal", &[0, 1], None),
+    ("", "Expand", &[0], None),
+    ("", "Flatten", &[0], None),
+    ("", "Gather", &[0], None),
+    ("", "GatherElements", &[0], None),
+    ("", "GatherND", &[0], None),
+    ("", "GridSample", &[0], None),
+    ("", "Identity", &[0], None),
+    ("", "Loop", &[], Some(2)),
+    ("", "NonZero", &[0], None),
+    ("", "OneHot", &[2], None),
+    ("", "Optional", &[0], None),
+    ("", "OptionalGetElement", &[0], None),
+    ("", "OptionalHasElement", &[0], None),
+    ("", "Pad", &[0, 2], None),
+    ("", "RandomNormalLike", &[0], None),
+    ("", "RandomUniformLike", &[0], None),
+    ("", "RegexFullMatch", &[0], None),
+    ("", "Reshape", &[0], None),
+    ("", "Resize", &[0], None),
+    ("", "ReverseSequence", &[0], None),
+    ("", "Scan", &[], Some(0)),
+    ("", "Scatter", &[0, 2], None),
+    ("", "ScatterElements", &[0, 2], None),
+    ("", "ScatterND", &[0, 2], None),
+    ("", "SequenceAt", &[0], None),
+    ("", "SequenceConstruct", &[], Some(0)),
+    ("", "SequenceErase", &[0], None),
+    ("", "SequenceInsert", &[0, 1], None),
+    ("", "SequenceLength", &[0], None),
+    ("", "SequenceMap", &[0], Some(1)),
+    ("", "Shape", &[0], None),
+    ("", "Size", &[0], None),
+    ("", "Slice", &[0], None),
+    ("", "SpaceToDepth", &[0], None),
+    ("", "Split", &[0], None),
+    ("", "SplitToSequence", &[0], None),
+    ("", "Squeeze", &[0], None),
+    ("", "StringConcat", &[0, 1], None),
+    ("", "StringNormalizer", &[0], None),
+    ("", "StringSplit", &[0], None),
+    ("", "TensorScatter", &[0, 1], None),
+    ("", "TfIdfVectorizer", &[0], None),
+    ("", "Tile", &[0], None),
+    ("", "Transpose", &[0], None),
+    ("", "Trilu", &[0], None),
+    ("", "Unique", &[0], None),
+    ("", "Unsqueeze", &[0], None),
+    ("", "Upsample", &[0], None),
+    ("", "Where", &[1, 2], None),
+    // ai.onnx.ml
+    ("ai.onnx.ml", "ArrayFeatureExtractor", &[0], None),
+    ("ai.onnx.ml", "CastMap", &[0], None),
+    ("ai.onnx.ml", "CategoryMapper", &[0], None),
+    ("ai.onnx.ml", "DictVectorizer", &[0], None),
+    ("ai.onnx.ml", "LabelEncoder", &[0], None),
+    ("ai.onnx.ml", "OneHotEncoder", &[0], None),
+];
+
+/// Whether input `i` of `op` of `domain` may hold strings (`STRING_INPUTS`).
+pub fn takes_strings(domain: &str, op: &str, i: usize) -> bool {
+    STRING_INPUTS
+        .iter()
+        .find(|(d, o, _, _)| *d == domain && *o == op)
+        .is_some_and(|(_, _, at, rest)| at.contains(&i) || rest.is_some_and(|r| i >= r))
+}
+
+/// An op mxc imports: its domain (`""` for the default one), op type and the opset versions
+/// (`since..=until`; `until` is `LATEST` for an open range) its parser covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpSupport {
+    pub domain: &'static str,
+    pub op_type: &'static str,
+    pub since: i64,
+    pub until: i64,
+}
+
 /// Parsers by op type, then domain (the default domain is `""`) and opset range.
 #[derive(Default)]
 pub struct Registry {
@@ -57,6 +149,23 @@ impl Registry {
         self.add("", op, 1, LATEST, parse);
     }
 
+    /// Every op a parser is registered for: its domain, op type and first and last opset
+    /// version, sorted.
+    pub fn ops(&self) -> Vec<OpSupport> {
+        let mut ops: Vec<OpSupport> = (self.parsers.iter())
+            .flat_map(|(op, entries)| {
+                entries.iter().map(|e| OpSupport {
+                    domain: e.domain,
+                    op_type: op,
+                    since: e.since,
+                    until: e.until,
+                })
+            })
+            .collect();
+        ops.sort_by_key(|o| (o.domain, o.op_type, o.since));
+        ops
+    }
+
     /// The parser of `op` in `domain` at `opset`.
     pub fn find(&self, domain: &str, op: &str, opset: i64) -> Option<ParseFn> {
         let entries = self.parsers.get(op)?;
@@ -73,6 +182,26 @@ mod tests {
 
     fn none(_: &mut Ctx) -> Result<Vec<ValueId>, String> {
         Ok(vec![])
+    }
+
+    #[test]
+    fn strings_are_taken_only_where_the_schema_allows_them() {
+        assert!(takes_strings("", "Gather", 0) && !takes_strings("", "Gather", 1));
+        assert!(takes_strings("", "Concat", 5), "every input of a variadic list");
+        assert!(!takes_strings("", "Loop", 1) && takes_strings("", "Loop", 3));
+        assert!(!takes_strings("", "Where", 0) && takes_strings("", "Where", 2));
+        assert!(!takes_strings("", "Add", 0) && !takes_strings("ai.onnx.ml", "Gather", 0));
+        assert!(takes_strings("ai.onnx.ml", "LabelEncoder", 0));
+    }
+
+    #[test]
+    fn the_standard_ops_are_listed_once_each_in_order() {
+        let ops = Registry::standard().ops();
+        assert!(ops.iter().any(|o| o.domain.is_empty() && o.op_type == "Conv"));
+        assert!(ops.iter().any(|o| o.domain == "com.microsoft"));
+        assert!(ops
+            .windows(2)
+            .all(|w| (w[0].domain, w[0].op_type, w[0].since) < (w[1].domain, w[1].op_type, w[1].since)));
     }
 
     #[test]

@@ -53,6 +53,15 @@ pub fn require_dtype(code: i32) -> Result<DType, String> {
     dtype_of(code).ok_or_else(|| format!("element type {} is not supported", type_name(code)))
 }
 
+/// The element type of ONNX code `code` for a value that holds numbers (or bools): strings
+/// are refused.
+pub fn require_numeric_dtype(code: i32) -> Result<DType, String> {
+    match require_dtype(code)? {
+        DType::Str => Err("element type string is not supported here: the values are numbers".into()),
+        dtype => Ok(dtype),
+    }
+}
+
 /// Checks that a tensor of `shape` could exist (its byte count fits in memory addresses), so
 /// that element counts computed from it cannot overflow.
 pub fn check_size(shape: &[usize]) -> Result<(), String> {

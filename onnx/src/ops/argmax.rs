@@ -60,7 +60,7 @@ fn position_of(ctx: &mut Ctx, x: ValueId, axis: usize, extreme: Extreme, last: b
     let n = ty.shape[axis];
     let top = ctx.reduce(OpKind::ReduceMax, x, &[axis], true)?;
     let marked = ctx.op(OpKind::Equal, &[x, top])?;
-    let ramp = ctx.ramp(n, axis, ty.rank(), DType::I64);
+    let ramp = ctx.ramp(n, axis, ty.rank(), DType::I64)?;
     if last {
         let none = ctx.scalar(DType::I64, -1.0);
         let candidates = ctx.op(OpKind::Where, &[marked, ramp, none])?;
@@ -80,11 +80,7 @@ fn top_k(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let k = if ctx.opset < 10 {
         ctx.node.opt_int("k")?.ok_or("missing attribute `k`")?
     } else {
-        let k = ctx.const_input(1, "k")?;
-        if k.len() != 1 {
-            return Err(format!("k must be a single value, got shape {:?}", k.shape()));
-        }
-        k.get_i64(0)
+        ctx.const_number(1, "k")?.get_i64(0)
     };
     let n = ty.shape[axis];
     let k = usize::try_from(k)
@@ -104,7 +100,7 @@ fn top_k(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     }
     let keys = if largest { x } else { ctx.op(OpKind::Neg, &[x])? };
     let lowest = ctx.constant(limits(ty.dtype, true).0);
-    let ramp = ctx.ramp(n, axis, ty.rank(), DType::I64);
+    let ramp = ctx.ramp(n, axis, ty.rank(), DType::I64)?;
     let mut taken: Option<ValueId> = None;
     let (mut values, mut indices) = (Vec::new(), Vec::new());
     for _ in 0..k {
@@ -164,7 +160,7 @@ fn hardmax(ctx: &mut Ctx, legacy: bool) -> Result<Vec<ValueId>, String> {
     };
     let vt = ctx.ty(v).clone();
     let index = position_of(ctx, v, axis, Extreme::Max, false)?;
-    let ramp = ctx.ramp(vt.shape[axis], axis, vt.rank(), DType::I64);
+    let ramp = ctx.ramp(vt.shape[axis], axis, vt.rank(), DType::I64)?;
     let hot = ctx.op(OpKind::Equal, &[index, ramp])?;
     let y = ctx.cast(hot, ty.dtype)?;
     Ok(vec![reshape(ctx, y, &ty.shape)?])

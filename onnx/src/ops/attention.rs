@@ -9,11 +9,11 @@
 use super::super::ctx::Ctx;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::tensor::dtype_of;
+use super::super::tensor::{check_constant, dtype_of};
 use super::axes;
 use super::layout::concat_values;
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     // opset 25 adds sliding windows (`left_window_size`, `right_window_size`)
@@ -409,6 +409,7 @@ fn mask_bias(ctx: &mut Ctx, mask: ValueId, keys: usize, dtype: DType) -> Result<
     }
     let mut pad_shape = t.shape.clone();
     *pad_shape.last_mut().unwrap() = keys - given;
+    check_constant(&TensorType::new(dtype, pad_shape.clone()))?;
     let count = pad_shape.iter().product();
     let pad = ctx.constant(Tensor::from_f64s(dtype, pad_shape, &vec![f64::NEG_INFINITY; count]));
     concat_values(ctx, vec![additive, pad], t.rank() - 1)
@@ -436,14 +437,14 @@ fn frontier_bias(
     dtype: DType,
 ) -> Result<ValueId, String> {
     let end = if causal {
-        let query = ctx.ramp(queries, 0, 2, DType::I64);
+        let query = ctx.ramp(queries, 0, 2, DType::I64)?;
         let last = ctx.scalar(DType::I64, queries as f64 - 1.0);
         let before_last = ctx.op(OpKind::Sub, &[query, last])?;
         ctx.op(OpKind::Add, &[end, before_last])?
     } else {
         end
     };
-    let key = ctx.ramp(keys, 1, 2, DType::I64);
+    let key = ctx.ramp(keys, 1, 2, DType::I64)?;
     let seen = ctx.op(OpKind::Less, &[key, end])?;
     let (zero, lowest) = (ctx.scalar(dtype, 0.0), neg_inf(ctx, dtype));
     ctx.op(OpKind::Where, &[seen, zero, lowest])

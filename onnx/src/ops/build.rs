@@ -3,8 +3,9 @@
 //! type computations run in.
 
 use super::super::ctx::Ctx;
+use super::super::tensor::check_constant;
 use super::axes;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 /// The type a float computation on `dtype` runs in: f64 stays, every other type (the
 /// half-precision floats, integers) is computed in f32.
@@ -49,11 +50,12 @@ impl Ctx<'_> {
 
     /// The indices `0..n` of `dtype` laid along `axis` of a rank-`rank` shape whose other
     /// dims are 1, so that they broadcast against a tensor with `n` entries on that axis.
-    pub fn ramp(&mut self, n: usize, axis: usize, rank: usize, dtype: DType) -> ValueId {
+    pub fn ramp(&mut self, n: usize, axis: usize, rank: usize, dtype: DType) -> Result<ValueId, String> {
         let mut shape = vec![1; rank];
         shape[axis] = n;
+        check_constant(&TensorType::new(dtype, shape.clone()))?;
         let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        self.constant(Tensor::from_f64s(dtype, shape, &values))
+        Ok(self.constant(Tensor::from_f64s(dtype, shape, &values)))
     }
 
     /// `v` where it is not negative, `v + extent` where it is: an ONNX index counted from the

@@ -68,6 +68,11 @@ fn conversion_rules(ctx: &Ctx, dtype: DType) -> Result<bool, String> {
 /// `saturate` applies (see the module comment).
 pub fn onnx_cast(ctx: &mut Ctx, x: ValueId, dtype: DType, saturate: bool) -> Result<ValueId, String> {
     let from = ctx.ty(x).dtype;
+    if (from == DType::Str) != (dtype == DType::Str) {
+        return Err(format!(
+            "a cast from {from} to {dtype} is not supported (numbers are not formatted or parsed)"
+        ));
+    }
     let max = match dtype.minifloat() {
         Some(format) if saturate && format.specials != Specials::Finite && from != dtype => format.max(),
         _ => return ctx.cast(x, dtype),

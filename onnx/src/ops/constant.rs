@@ -4,7 +4,7 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
-use super::super::tensor::{check_constant, require_dtype};
+use super::super::tensor::{check_constant, require_numeric_dtype};
 use super::random;
 use mxc_dialects::{DType, Tensor, TensorType, ValueId};
 
@@ -74,7 +74,7 @@ fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let ty = ctx.ty(x).clone();
     let dtype = match ctx.node.opt_int("dtype")? {
-        Some(code) => require_dtype(code as i32)?,
+        Some(code) => require_numeric_dtype(code as i32)?,
         None => ty.dtype,
     };
     let [rows, cols] = ty.shape[..] else {
@@ -157,10 +157,10 @@ fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     ctx.node.without_effect(&["ratio", "is_test"]);
     if ctx.opset >= 12
         && ctx
-            .opt_const_input(2, "training_mode")?
+            .opt_const_number(2, "training_mode")?
             .is_some_and(|t| t.get_i64(0) != 0)
     {
-        let ratio = ctx.opt_const_input(1, "ratio")?.map_or(0.5, |t| t.get_f64(0));
+        let ratio = ctx.opt_const_number(1, "ratio")?.map_or(0.5, |t| t.get_f64(0));
         if ratio != 0.0 {
             return random::training_dropout(ctx, x, ratio);
         }

@@ -72,7 +72,7 @@ fn eliminate(ctx: &mut Ctx, a: ValueId, n: usize) -> Result<(ValueId, ValueId), 
     // a column holding NaN marks every row, so the top row is kept and the NaN goes on
     let below = ctx.op(OpKind::Less, &[magnitude, largest])?;
     let marked = ctx.op(OpKind::Not, &[below])?;
-    let ramp = ctx.ramp(n, rows, rank, DType::I64);
+    let ramp = ctx.ramp(n, rows, rank, DType::I64)?;
     let choice = first_marked(ctx, marked, ramp, n, rows)?;
     let chosen = ctx.op(OpKind::Equal, &[ramp, choice])?;
 

@@ -6,10 +6,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::tensor::check_constant;
 use super::axes;
 use super::shape::reshape;
 use mxc_dialects::mx::SCATTER_REDUCTIONS;
-use mxc_dialects::{strides_of, Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{strides_of, Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("GatherElements", gather_elements);
@@ -83,9 +84,10 @@ fn flat_positions(
     let stride = ctx.scalar(DType::I64, strides[axis] as f64);
     let mut flat = ctx.op(OpKind::Mul, &[along, stride])?;
     for d in (0..rank).filter(|&d| d != axis) {
-        let offsets: Vec<i64> = (0..extents[d]).map(|k| (k * strides[d]) as i64).collect();
         let mut shape = vec![1; rank];
         shape[d] = extents[d];
+        check_constant(&TensorType::new(DType::I64, shape.clone()))?;
+        let offsets: Vec<i64> = (0..extents[d]).map(|k| (k * strides[d]) as i64).collect();
         let ramp = ctx.constant(Tensor::from_i64s(DType::I64, shape, &offsets));
         flat = ctx.op(OpKind::Add, &[flat, ramp])?;
     }
@@ -221,7 +223,7 @@ fn scatter_nd(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let starts = reshape(ctx, rows.index, &column)?;
     let w = ctx.scalar(DType::I64, width as f64);
     let starts = ctx.op(OpKind::Mul, &[starts, w])?;
-    let ramp = ctx.ramp(width, column.len() - 1, column.len(), DType::I64);
+    let ramp = ctx.ramp(width, column.len() - 1, column.len(), DType::I64)?;
     let positions = ctx.op(OpKind::Add, &[starts, ramp])?;
     Ok(vec![scatter_flat(ctx, data, positions, updates, &reduction)?])
 }
@@ -248,7 +250,7 @@ fn tensor_scatter(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
             "update {update_shape:?} does not fit cache {cache_shape:?} along axis {axis}"
         ));
     }
-    let mut along = ctx.ramp(update_shape[axis], axis, rank, DType::I64);
+    let mut along = ctx.ramp(update_shape[axis], axis, rank, DType::I64)?;
     if let Some(w) = ctx.opt_input(2) {
         let mut shape = vec![1; rank];
         shape[0] = cache_shape[0];
@@ -289,7 +291,7 @@ fn reverse_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     along_batch[batch] = shape[batch];
     let lengths = ctx.cast(lengths, DType::I64)?;
     let lengths = reshape(ctx, lengths, &along_batch)?;
-    let t = ctx.ramp(shape[time], time, rank, DType::I64);
+    let t = ctx.ramp(shape[time], time, rank, DType::I64)?;
     let inside = ctx.op(OpKind::Less, &[t, lengths])?;
     let one = ctx.scalar(DType::I64, 1.0);
     let end = ctx.op(OpKind::Sub, &[lengths, one])?;
@@ -307,11 +309,7 @@ fn reverse_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// indices (of any numeric type, truncated) may count from the end.
 fn one_hot(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let (indices, values) = (ctx.input(0)?, ctx.input(2)?);
-    let depth = ctx.const_input(1, "depth")?;
-    if depth.len() != 1 {
-        return Err(format!("depth must be a single value, got shape {:?}", depth.shape()));
-    }
-    let depth = depth.get_f64(0);
+    let depth = ctx.const_number(1, "depth")?.get_f64(0);
     if !(depth >= 1.0 && depth.is_finite()) {
         return Err(format!("depth must be at least 1, got {depth}"));
     }
@@ -330,7 +328,7 @@ fn one_hot(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let mut shape = index_shape.clone();
     shape.insert(axis, 1);
     let i = reshape(ctx, i, &shape)?;
-    let ramp = ctx.ramp(depth, axis, rank, DType::I64);
+    let ramp = ctx.ramp(depth, axis, rank, DType::I64)?;
     let hot = ctx.op(OpKind::Equal, &[i, ramp])?;
     let flat_values = reshape(ctx, values, &[2])?;
     let pick = |ctx: &mut Ctx, k: i64| {

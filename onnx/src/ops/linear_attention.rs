@@ -263,8 +263,8 @@ fn closed_form(ctx: &mut Ctx, d: &Dims, x: &Inputs) -> Result<(ValueId, ValueId)
     let kt = ctx.transpose(k, &[0, 1, 3, 2])?;
     let shared_kt = repeat_heads(ctx, kt, d.q_heads)?;
     let scores = ctx.op(OpKind::MatMul, &[q, shared_kt])?;
-    let query = ctx.ramp(d.tokens, 0, 2, DType::I64);
-    let key = ctx.ramp(d.tokens, 1, 2, DType::I64);
+    let query = ctx.ramp(d.tokens, 0, 2, DType::I64)?;
+    let key = ctx.ramp(d.tokens, 1, 2, DType::I64)?;
     let later = ctx.op(OpKind::Less, &[query, key])?;
     let zero = ctx.scalar(COMPUTE, 0.0);
     let causal = ctx.op(OpKind::Where, &[later, zero, scores])?;

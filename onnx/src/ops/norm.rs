@@ -7,10 +7,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
+use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("BatchNormalization", batch_norm);
@@ -129,7 +130,7 @@ fn group_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let grouped_shape = [
         ty.shape[0],
         groups as usize,
-        ty.num_elements() / ty.shape[0] / groups as usize,
+        ty.shape[1..].iter().product::<usize>() / groups as usize,
     ];
     let grouped = reshape(ctx, x, &grouped_shape)?;
     let grouped = ctx.cast(grouped, stash)?;
@@ -203,26 +204,30 @@ fn local_response_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         ctx.node.float("bias", 1.0)? as f64,
     );
     let size = size as usize;
-    let (before, after) = ((size - 1) / 2, size / 2);
+    // a window reaching past every channel sums zeros there: it is cut to the channels (the
+    // scale keeps the given size)
+    let reach = ty.shape[1].saturating_sub(1);
+    let (before, after) = (((size - 1) / 2).min(reach), (size / 2).min(reach));
     let squares = ctx.op(OpKind::Mul, &[x, x])?;
     let zeros = |ctx: &mut Ctx, n: usize| {
         let mut shape = ty.shape.clone();
         shape[1] = n;
-        let count = shape.iter().product();
-        ctx.constant(Tensor::from_f64s(ty.dtype, shape, &vec![0.0; count]))
+        let ty = TensorType::new(ty.dtype, shape);
+        check_constant(&ty)?;
+        Ok::<_, String>(ctx.constant(Tensor::zeros(ty)))
     };
     let mut parts = Vec::new();
     if before > 0 {
-        parts.push(zeros(ctx, before));
+        parts.push(zeros(ctx, before)?);
     }
     parts.push(squares);
     if after > 0 {
-        parts.push(zeros(ctx, after));
+        parts.push(zeros(ctx, after)?);
     }
     let padded = concat_values(ctx, parts, 1)?;
     let channels = ty.shape[1] as i64;
     let mut sum = None;
-    for k in 0..size as i64 {
+    for k in 0..(before + after + 1) as i64 {
         let window = slice_value(
             ctx,
             padded,
@@ -240,7 +245,7 @@ fn local_response_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
             Some(s) => ctx.op(OpKind::Add, &[s, window])?,
         });
     }
-    let sum = sum.expect("size is at least 1");
+    let sum = sum.expect("the window holds at least its own channel");
     let scale = ctx.scalar(ty.dtype, alpha / size as f64);
     let scaled = ctx.op(OpKind::Mul, &[sum, scale])?;
     let bias = ctx.scalar(ty.dtype, bias);

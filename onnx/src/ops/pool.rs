@@ -108,7 +108,7 @@ fn max_pool_with_indices(
     let below = ctx.op(OpKind::Less, &[values, top])?;
     let reached = ctx.op(OpKind::Not, &[below])?;
     let marked = ctx.op(OpKind::Where, &[inside, reached, inside])?;
-    let ramp = ctx.ramp(size, 2, 3, DType::I64);
+    let ramp = ctx.ramp(size, 2, 3, DType::I64)?;
     let first = first_marked(ctx, marked, ramp, size, 2)?;
     let hit = ctx.op(OpKind::Equal, &[ramp, first])?;
     let none = ctx.scalar(DType::I64, -1.0);
@@ -295,19 +295,16 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     }
     let mut unpooled = shape[..2].to_vec();
     for d in 0..n {
-        let full = (shape[d + 2] - 1) * strides[d] + kernel[d];
-        unpooled.push(
-            full.checked_sub(pads[d] + pads[d + n])
-                .ok_or("the pads exceed the unpooled extent")?,
-        );
+        let full = (shape[d + 2].saturating_sub(1).checked_mul(strides[d]))
+            .and_then(|v| v.checked_add(kernel[d]))
+            .ok_or_else(|| format!("the unpooled extent of spatial dim {d} overflows"))?;
+        let pad = pads[d].checked_add(pads[d + n]).ok_or("the pads overflow")?;
+        unpooled.push(full.checked_sub(pad).ok_or("the pads exceed the unpooled extent")?);
     }
-    let count = unpooled.iter().product();
     let dtype = ctx.ty(x).dtype;
-    let zeros = ctx.constant(mxc_dialects::Tensor::from_f64s(
-        dtype,
-        unpooled.clone(),
-        &vec![0.0; count],
-    ));
+    let ty = TensorType::new(dtype, unpooled.clone());
+    check_constant(&ty)?;
+    let zeros = ctx.constant(Tensor::zeros(ty));
     let mut y = super::index::scatter_flat(ctx, zeros, positions, x, "none")?;
     if let Some(t) = ctx.opt_const_input(2, "output_shape")? {
         let wanted = super::padding::sizes("output_shape", &t.to_i64_vec(), 0)?;

@@ -23,7 +23,7 @@ use super::super::ctx::Ctx;
 use super::super::node::NodeView;
 use super::super::proto::attribute_proto::AttributeType;
 use super::super::registry::{Registry, LATEST};
-use super::super::tensor::{check_constant, require_dtype};
+use super::super::tensor::{check_constant, require_numeric_dtype};
 use super::build::float_compute_type;
 use super::layout::{slice_value, DimSlice};
 use super::scan::cumulative_sum;
@@ -138,7 +138,7 @@ fn drawn_type(dtype: DType, what: &str) -> Result<DType, String> {
 fn dtype_attr(ctx: &Ctx) -> Result<Option<DType>, String> {
     ctx.node
         .opt_int("dtype")?
-        .map(|code| require_dtype(code as i32))
+        .map(|code| require_numeric_dtype(code as i32))
         .transpose()
 }
 

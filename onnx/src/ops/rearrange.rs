@@ -87,7 +87,10 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         })
         .collect();
     let mask = ctx.constant(Tensor::from_i64s(DType::Bool, vec![rows, cols], &keep));
-    let zero = ctx.scalar(ty.dtype, 0.0);
+    let zero = match ty.dtype {
+        DType::Str => ctx.constant(Tensor::from_strings(vec![], vec![String::new()])),
+        dtype => ctx.scalar(dtype, 0.0),
+    };
     Ok(vec![ctx.build1(OpKind::Where, vec![mask, x, zero], Attrs::new())?])
 }
 

@@ -16,13 +16,7 @@ pub fn register(r: &mut Registry) {
 
 fn running(ctx: &mut Ctx, combine: OpKind, identity: f64) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    let axis_value = ctx.const_input(1, "axis")?;
-    if axis_value.len() != 1 {
-        return Err(format!(
-            "axis must be a single value, got shape {:?}",
-            axis_value.shape()
-        ));
-    }
+    let axis_value = ctx.const_number(1, "axis")?;
     let ty = ctx.ty(x).clone();
     if ty.dtype == mxc_dialects::DType::Bool {
         return Err("a running total of a bool tensor is not defined".into());

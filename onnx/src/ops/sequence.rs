@@ -63,7 +63,7 @@ fn sequence_construct(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// The position input `i`, made non-negative: `None` when absent. `len` is the sequence's
 /// length; insertion may also name the end (`len` itself).
 fn position(ctx: &Ctx, i: usize, len: usize, insert: bool) -> Result<Option<usize>, String> {
-    ctx.opt_const_input(i, "position")?
+    ctx.opt_const_number(i, "position")?
         .map(|p| resolve(p.get_i64(0), len, insert))
         .transpose()
 }
@@ -112,8 +112,8 @@ fn sequence_length(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 fn sequence_at(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let s = ctx.sequence_input(0)?.clone();
     let p = ctx.input(1)?;
-    if let Some(known) = ctx.known(p) {
-        let at = resolve(known.get_i64(0), s.elements.len(), false)?;
+    if ctx.known(p).is_some() {
+        let at = resolve(ctx.const_number(1, "position")?.get_i64(0), s.elements.len(), false)?;
         return Ok(vec![s.elements[at]]);
     }
     let Some(&first) = s.elements.first() else {
@@ -141,6 +141,9 @@ fn sequence_at(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     )?])
 }
 
+/// The most tensors a sequence made at import may hold: each is a value of the graph.
+const MAX_ELEMENTS: usize = 1 << 16;
+
 /// `SplitToSequence`: pieces of the sizes `split` gives (one size: pieces of it, the last
 /// smaller), or without it, every entry of the axis (`keepdims = 0` drops the axis then).
 fn split_to_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -163,12 +166,18 @@ fn split_to_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
                 .into_iter()
                 .map(|n| usize::try_from(n).map_err(|_| format!("split size {n} is negative")))
                 .collect::<Result<Vec<_>, _>>()?;
-            if sizes.iter().sum::<usize>() != dim {
+            if sizes.iter().try_fold(0usize, |n, &s| n.checked_add(s)) != Some(dim) {
                 return Err(format!("split sizes {sizes:?} do not add up to axis {ax}'s {dim}"));
             }
             sizes
         }
     };
+    if sizes.len() > MAX_ELEMENTS {
+        return Err(format!(
+            "splitting into {} tensors: a sequence holds at most {MAX_ELEMENTS} (its elements are values of the graph)",
+            sizes.len()
+        ));
+    }
     let mut elements = Vec::with_capacity(sizes.len());
     let mut start = 0;
     for size in sizes {

@@ -6,11 +6,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
-use super::super::tensor::require_dtype;
+use super::super::tensor::{check_constant, require_numeric_dtype};
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 use std::f64::consts::PI;
 
 pub fn register(r: &mut Registry) {
@@ -36,11 +36,7 @@ enum Transform {
 
 /// A single integer from a compile-time input.
 fn const_int(ctx: &Ctx, i: usize, name: &str) -> Result<i64, String> {
-    let t = ctx.const_input(i, name)?;
-    if t.len() != 1 {
-        return Err(format!("{name} must be a single value, got shape {:?}", t.shape()));
-    }
-    Ok(t.get_i64(0))
+    Ok(ctx.const_number(i, name)?.get_i64(0))
 }
 
 fn dft(ctx: &mut Ctx, axis_input: bool) -> Result<Vec<ValueId>, String> {
@@ -277,8 +273,9 @@ fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 fn window(ctx: &mut Ctx, coefficients: &[f64]) -> Result<Vec<ValueId>, String> {
     let size = const_int(ctx, 0, "size")?;
     let size = usize::try_from(size).map_err(|_| format!("size {size} is negative"))?;
-    let dtype = require_dtype(ctx.node.int("output_datatype", 1)? as i32)?;
+    let dtype = require_numeric_dtype(ctx.node.int("output_datatype", 1)? as i32)?;
     let periodic = ctx.node.int("periodic", 1)? != 0;
+    check_constant(&TensorType::new(dtype, vec![size]))?;
     let denominator = if periodic { size as f64 } else { size as f64 - 1.0 };
     let values: Vec<f64> = (0..size)
         .map(|n| {
@@ -299,15 +296,16 @@ fn mel_weight_matrix(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let bands = const_int(ctx, 0, "num_mel_bins")?;
     let dft_length = const_int(ctx, 1, "dft_length")?;
     let rate = const_int(ctx, 2, "sample_rate")? as f64;
-    let low = ctx.const_input(3, "lower_edge_hertz")?.get_f64(0);
-    let high = ctx.const_input(4, "upper_edge_hertz")?.get_f64(0);
-    let dtype = require_dtype(ctx.node.int("output_datatype", 1)? as i32)?;
+    let low = ctx.const_number(3, "lower_edge_hertz")?.get_f64(0);
+    let high = ctx.const_number(4, "upper_edge_hertz")?.get_f64(0);
+    let dtype = require_numeric_dtype(ctx.node.int("output_datatype", 1)? as i32)?;
     if bands < 1 || dft_length < 1 || rate <= 0.0 || !(0.0 <= low && low < high) {
         return Err(format!(
             "num_mel_bins {bands}, dft_length {dft_length}, sample_rate {rate} and edges {low}..{high} make no filters"
         ));
     }
     let (bands, bins) = (bands as usize, dft_length as usize / 2 + 1);
+    check_constant(&TensorType::new(dtype, vec![bins, bands]))?;
     let mel = |hz: f64| 2595.0 * (1.0 + hz / 700.0).log10();
     let hz = |m: f64| 700.0 * (10f64.powf(m / 2595.0) - 1.0);
     let (low_mel, high_mel) = (mel(low), mel(high));

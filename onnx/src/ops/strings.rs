@@ -210,7 +210,7 @@ fn label_encoder(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let keys = ctx.constant(keys);
     let eq = ctx.op(OpKind::Equal, &[x_column, keys])?;
     let hits = ctx.cast(eq, DType::I64)?;
-    let ramp = ctx.ramp(n, rank, rank + 1, DType::I64);
+    let ramp = ctx.ramp(n, rank, rank + 1, DType::I64)?;
     let weighted = ctx.op(OpKind::Mul, &[hits, ramp])?;
     let index = ctx.reduce(OpKind::ReduceSum, weighted, &[rank], false)?;
     let found = ctx.reduce(OpKind::ReduceMax, hits, &[rank], false)?;

@@ -16,9 +16,10 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
+use super::super::tensor::check_constant;
 use super::layout::concat_values;
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 use std::collections::{BTreeMap, HashMap};
 
 pub fn register(r: &mut Registry) {
@@ -142,7 +143,8 @@ fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let Some(&last) = indexes.iter().max() else {
         return Err("ngram_indexes is empty".into());
     };
-    let outputs = usize::try_from(last + 1).map_err(|_| format!("ngram_indexes {indexes:?} are negative"))?;
+    let outputs = (last.checked_add(1).and_then(|n| usize::try_from(n).ok()))
+        .ok_or_else(|| format!("ngram_indexes {indexes:?} are negative or too large"))?;
     if mode != "TF" && !weights.is_empty() && weights.len() < outputs {
         return Err(format!(
             "weights has {} entries, fewer than the {outputs} outputs",
@@ -162,6 +164,11 @@ fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         // unigrams at distance 1 only; a distance past the row's width finds no window
         let farthest = if size == 1 { 1 } else { width as i64 };
         let distances = 1..=max_skip.saturating_add(1).min(farthest);
+        // the windows' starts and distances, and the tables gathering them, as large
+        let count = (distances.clone()).fold(0usize, |n, d| {
+            n.saturating_add(width.saturating_sub((size - 1).saturating_mul(d as usize)))
+        });
+        check_constant(&TensorType::new(DType::I64, vec![count, 2]))?;
         let mut windows = Vec::new();
         for d in distances.map(|d| d as usize) {
             let span = (size - 1) * d;
@@ -194,6 +201,8 @@ fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         found.push(ctx.reduce(OpKind::ReduceSum, hits, &[1], false)?);
         found_at.extend(grams.iter().map(|g| g.out));
     }
+    // the counts, one per output position, placed by tables as large
+    check_constant(&TensorType::new(DType::F32, vec![rows, outputs]))?;
     let y = place(ctx, found, &found_at, rows, outputs)?;
     // weights by output position (1 where there are none)
     let w = (!weights.is_empty()).then(|| ctx.constant(Tensor::from_f32s(vec![1, outputs], &weights[..outputs])));

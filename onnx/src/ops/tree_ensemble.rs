@@ -295,7 +295,7 @@ fn tree_ensemble(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         let shape = ctx.ty(t).shape.clone();
         let t = reshape(ctx, t, &[shape[0], shape[1], 1])?;
         let w = reshape(ctx, w, &[shape[0], shape[1], 1])?;
-        let ramp = ctx.ramp(n_targets, 2, 3, DType::I64);
+        let ramp = ctx.ramp(n_targets, 2, 3, DType::I64)?;
         let mine = ctx.op(OpKind::Equal, &[t, ramp])?;
         let other = ctx.scalar(compute, neutral);
         ctx.op(OpKind::Where, &[mine, w, other])?

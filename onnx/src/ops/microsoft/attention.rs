@@ -114,7 +114,9 @@ pub(super) fn multi_head_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>, String
 /// `x` cut along its last axis into three parts of `sizes` (which must cover it).
 fn split_last(ctx: &mut Ctx, x: ValueId, sizes: &[usize]) -> Result<[ValueId; 3], String> {
     let shape = ctx.ty(x).shape.clone();
-    let (axis, width) = (shape.len() - 1, shape[shape.len() - 1]);
+    let Some((axis, &width)) = shape.iter().enumerate().next_back() else {
+        return Err("the packed Q, K and V input is a scalar".into());
+    };
     if sizes.len() != 3 || sizes.iter().sum::<usize>() != width {
         return Err(format!("Q, K and V sizes {sizes:?} do not split a width of {width}"));
     }
@@ -178,8 +180,8 @@ fn mask_bias(ctx: &mut Ctx, opts: &Options, scores: ValueId, mask: Option<ValueI
                 "unidirectional with {queries} queries and {keys} keys is not supported"
             ));
         }
-        let query = ctx.ramp(queries, 0, 2, DType::I64);
-        let key = ctx.ramp(keys, 1, 2, DType::I64);
+        let query = ctx.ramp(queries, 0, 2, DType::I64)?;
+        let key = ctx.ramp(keys, 1, 2, DType::I64)?;
         let later = ctx.op(OpKind::Greater, &[key, query])?;
         let lowest = ctx.scalar(dtype, f32::MIN as f64);
         let otherwise = bias.unwrap_or(zero);
@@ -207,7 +209,7 @@ fn kept_keys(ctx: &mut Ctx, mask: ValueId, batch: usize, queries: usize, keys: u
         }
         [n] if n == batch || n == 2 * batch => {
             let bounds = reshape(ctx, mask, &[n, 1, 1, 1])?;
-            let key = ctx.ramp(keys, 3, 4, dtype);
+            let key = ctx.ramp(keys, 3, 4, dtype)?;
             let ends = batch_rows(ctx, bounds, 0, batch)?;
             let before_end = ctx.op(OpKind::Less, &[key, ends])?;
             if n == batch {

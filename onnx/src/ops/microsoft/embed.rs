@@ -33,7 +33,7 @@ pub(super) fn embed_layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let words = rows(ctx, WORD_EMBEDDING, ids)?;
     let positions = match ctx.opt_input(POSITION_IDS) {
         Some(p) => p,
-        None => ctx.ramp(seq, 1, 2, ctx.ty(ids).dtype),
+        None => ctx.ramp(seq, 1, 2, ctx.ty(ids).dtype)?,
     };
     let positions = rows(ctx, POSITION_EMBEDDING, positions)?;
     let mut sum = ctx.op(OpKind::Add, &[words, positions])?;

@@ -31,6 +31,11 @@ pub(super) fn skip_layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     Ok(outputs)
 }
 
+/// The last axis of `v`, which must have one.
+fn last_axis(ctx: &Ctx, v: ValueId) -> Result<usize, String> {
+    (ctx.ty(v).rank().checked_sub(1)).ok_or_else(|| "the input is a scalar: it has no axis to normalise over".into())
+}
+
 /// `mx.layer_norm` of `x` over its last axis with the node's `epsilon` (default
 /// `FUSED_EPSILON`): y, mean and inv_std_var.
 pub(super) fn layer_norm_last(
@@ -39,7 +44,7 @@ pub(super) fn layer_norm_last(
     gamma: ValueId,
     beta: Option<ValueId>,
 ) -> Result<Vec<ValueId>, String> {
-    let axis = ctx.ty(x).rank() - 1;
+    let axis = last_axis(ctx, x)?;
     let mut operands = vec![x, gamma];
     operands.extend(beta);
     let attrs = Attrs::new()
@@ -56,7 +61,7 @@ pub(super) fn skip_simplified_layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, 
         return Err("the mean output is not supported (RMS normalisation computes none)".into());
     }
     let sum = residual_sum(ctx, 3)?;
-    let axis = ctx.ty(sum).rank() - 1;
+    let axis = last_axis(ctx, sum)?;
     let epsilon = ctx.node.float("epsilon", FUSED_EPSILON)? as f64;
     let (normalised, inv_std) = rms_normalise(ctx, sum, &[axis], epsilon)?;
     let y = ctx.op(OpKind::Mul, &[normalised, ctx.input(2)?])?;

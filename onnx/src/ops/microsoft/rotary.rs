@@ -23,7 +23,11 @@ pub(super) fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let interleaved = rotary::interleaved(ctx)?;
     let dim = ctx.node.int("rotary_embedding_dim", 0)?;
     let num_heads = match ctx.node.int("num_heads", 0)? {
-        0 if shape.len() == 3 && dim == 0 => Some((shape[2] / (2 * ctx.ty(cos).shape[1])) as i64),
+        0 if shape.len() == 3 && dim == 0 => {
+            let half = ctx.ty(cos).shape.get(1).copied().filter(|&w| w > 0);
+            let half = half.ok_or_else(|| format!("cos_cache {} is not [positions, rotary dim / 2]", ctx.ty(cos)))?;
+            Some((shape[2] / (2 * half)) as i64)
+        }
         0 => None,
         n => Some(n),
     };
@@ -44,7 +48,7 @@ fn position_ids(ctx: &mut Ctx, seq: usize) -> Result<ValueId, String> {
     match ctx.ty(ids).shape[..] {
         [_, s] if s == seq => Ok(ids),
         [1] => {
-            let ramp = ctx.ramp(seq, 1, 2, ctx.ty(ids).dtype);
+            let ramp = ctx.ramp(seq, 1, 2, ctx.ty(ids).dtype)?;
             ctx.op(OpKind::Add, &[ramp, ids])
         }
         ref other => Err(format!(

@@ -6,7 +6,7 @@
 
 use super::super::super::ctx::Ctx;
 use super::super::axes;
-use super::{is_nonzero, known_input, take};
+use super::{known_input, nonzero_positions, take};
 use mxc_dialects::{DType, ValueId};
 
 pub(super) fn compress(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -18,7 +18,7 @@ pub(super) fn compress(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let ty = ctx.ty(x).clone();
     let axis = compress_axis(ctx, ty.rank())?;
     let extent = axis.map_or(ty.num_elements(), |a| ty.shape[a]);
-    let picks: Vec<usize> = (0..condition.len()).filter(|&i| is_nonzero(&condition, i)).collect();
+    let picks = nonzero_positions(&condition, "condition")?;
     if let Some(&beyond) = picks.iter().find(|&&p| p >= extent) {
         return Err(format!(
             "condition is true at #{beyond}, past the {extent} slices of the input along the axis"

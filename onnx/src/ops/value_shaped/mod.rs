@@ -45,9 +45,13 @@ fn known_input(ctx: &Ctx, i: usize, name: &str) -> Result<Tensor, String> {
     opt_known_input(ctx, i, name)?.ok_or_else(|| format!("missing input \"{name}\""))
 }
 
-/// Whether element `i` of `t` is not zero (a NaN is not).
-fn is_nonzero(t: &Tensor, i: usize) -> bool {
-    t.get_f64(i) != 0.0
+/// The positions of the elements of `t` that are not zero (a NaN is not); `name` is the
+/// input's, for the refusal of strings.
+fn nonzero_positions(t: &Tensor, name: &str) -> Result<Vec<usize>, String> {
+    if t.dtype() == DType::Str {
+        return Err(format!("input \"{name}\" holds strings, not numbers"));
+    }
+    Ok((0..t.len()).filter(|&i| t.get_f64(i) != 0.0).collect())
 }
 
 /// An order of floats that is total: numeric, `-0.0` equal to `0.0`, NaN after every number

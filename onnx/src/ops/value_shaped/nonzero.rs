@@ -2,12 +2,12 @@
 //! int64 in row-major order (NaN counts as nonzero; a scalar gives `[0, count]`).
 
 use super::super::super::ctx::Ctx;
-use super::{is_nonzero, known_input};
+use super::{known_input, nonzero_positions};
 use mxc_dialects::{DType, Tensor, ValueId};
 
 pub(super) fn non_zero(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = known_input(ctx, 0, "X")?;
-    let found: Vec<usize> = (0..x.len()).filter(|&i| is_nonzero(&x, i)).collect();
+    let found = nonzero_positions(&x, "X")?;
     let coordinates = coordinates(x.shape(), &found);
     let shape = vec![x.shape().len(), found.len()];
     Ok(vec![ctx.constant(Tensor::from_i64s(DType::I64, shape, &coordinates))])
