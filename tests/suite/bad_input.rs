@@ -1,7 +1,7 @@
 //! Bad input: each case gives a one-line error that names the thing, a non-zero exit, and
 //! no panic.
 
-use crate::common::{float_value, model_bytes, mxc, repo, stderr};
+use crate::common::{float_value, model_bytes, mxc, mxc_under_address_limit, repo, stderr};
 use mxc_dialects::{DType, Tensor};
 use mxc_onnx::proto;
 use std::path::Path;
@@ -156,15 +156,34 @@ fn missing_or_escaping_external_data() {
     );
 }
 
-/// The models the ONNX fuzz target once crashed on (`fuzz/regressions/onnx_import`, replayed
-/// by `scripts/fuzz.sh` too) are refused by `mxc read` with one line naming the node.
+/// The models that once crashed the ONNX fuzz targets or a mutation fuzzer
+/// (`fuzz/regressions/onnx_import`, replayed by `scripts/fuzz.sh` too) are refused by `mxc
+/// read`, `params` and `compile` with one line naming the node, under an 8 GiB address-space
+/// limit as the fuzzers ran them.
 #[test]
-fn models_the_fuzzer_crashed_on_are_refused_naming_the_node() {
+fn models_the_fuzzers_crashed_on_are_refused_naming_the_node() {
     let dir = repo().join("fuzz/regressions/onnx_import");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    assert!(files.len() >= 2, "{} holds {files:?}", dir.display());
+    assert!(files.len() >= 30, "{} holds {files:?}", dir.display());
+    let tmp = tempfile::tempdir().unwrap();
+    let mxr = tmp.path().join("out.mxr");
     for file in files {
-        fails_naming(&["read", file.to_str().unwrap()], &["node #"]);
+        let model = file.to_str().unwrap();
+        for command in [
+            &["read", model][..],
+            &["params", model],
+            &["compile", "-q", "--no-cache", model, "-o", mxr.to_str().unwrap()],
+        ] {
+            let out = mxc_under_address_limit(8 << 20, command);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "mxc {command:?} did not exit with 1: {err}");
+            assert!(
+                !err.contains("panicked") && err.trim_end().lines().count() == 1,
+                "mxc {command:?}: {err}"
+            );
+            assert!(err.contains("node #"), "mxc {command:?} does not name the node: {err}");
+        }
+        assert!(!mxr.exists(), "a refused compile of {model} left {}", mxr.display());
     }
 }

@@ -45,6 +45,19 @@ pub fn mxc_with_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
         .expect("the mxc binary runs")
 }
 
+/// `mxc` under an address-space limit of `kib` KiB (`ulimit -v`), without
+/// `MXC_MAX_TENSOR_BYTES`, so that the limit it knows is the one the process has.
+pub fn mxc_under_address_limit(kib: u64, args: &[&str]) -> Output {
+    let script = format!("ulimit -v {kib} && exec \"$@\"");
+    Command::new("sh")
+        .args(["-c", &script, "mxc", env!("CARGO_BIN_EXE_mxc")])
+        .args(args)
+        .env("MXC_CACHE_DIR", kernel_cache())
+        .env_remove("MXC_MAX_TENSOR_BYTES")
+        .output()
+        .expect("sh runs")
+}
+
 /// `mxc run MODEL --target TARGET --input INPUT -o OUT_DIR`, which must succeed.
 pub fn mxc_run_to(model: &str, target: &str, input: &str, out_dir: &Path) {
     let out = mxc(&[

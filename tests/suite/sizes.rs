@@ -2,7 +2,7 @@
 //! tensor-size limit, are one-line errors naming the input or node, never a wrapped size, a
 //! panic or an abort.
 
-use crate::common::{float_value, model_bytes, mxc, stderr};
+use crate::common::{float_value, model_bytes, mxc, mxc_under_address_limit, stderr};
 use mxc_kernels::mxr;
 use mxc_onnx::proto;
 use std::path::Path;
@@ -272,17 +272,9 @@ fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
         vec![node("big", "Expand", &["x", "shape"], &["big"]), max],
         vec![i64_init("shape", &[1 << 28, 4])],
     );
-    let limited = |cmd: &str| {
-        let script = format!("ulimit -v 3145728 && exec \"$0\" {cmd} \"$1\"");
-        Command::new("sh")
-            .args(["-c", &script, env!("CARGO_BIN_EXE_mxc"), &model])
-            .env_remove("MXC_MAX_TENSOR_BYTES")
-            .output()
-            .expect("sh runs")
-    };
     for cmd in ["read", "run"] {
         failed_naming(
-            &limited(cmd),
+            &mxc_under_address_limit(3 << 20, &[cmd, &model]),
             cmd,
             &[
                 "\"big\" (Expand)",
@@ -310,12 +302,7 @@ fn an_input_as_large_as_the_address_space_is_refused_by_name() {
         vec![node("act", "Relu", &["x"], &["y"])],
         vec![],
     );
-    let script = "ulimit -v 8388608 && exec \"$0\" run \"$1\"";
-    let out = Command::new("sh")
-        .args(["-c", script, env!("CARGO_BIN_EXE_mxc"), &model])
-        .env_remove("MXC_MAX_TENSOR_BYTES")
-        .output()
-        .expect("sh runs");
+    let out = mxc_under_address_limit(8 << 20, &["run", &model]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let message = stderr(&out);
     assert!(message.contains("input `x`"), "{message}");

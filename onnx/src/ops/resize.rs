@@ -448,6 +448,10 @@ fn resize_axes(
     mut plans: Vec<AxisPlan>,
 ) -> Result<ValueId, String> {
     plans.sort_by(|a, b| (a.output * b.input).cmp(&(b.output * a.input)));
+    // each axis's taps are a table of its output size: sized before they are made
+    for p in &plans {
+        check_constant(&TensorType::new(DType::F64, vec![p.output]))?;
+    }
     let mut x = x;
     for p in &plans {
         let taps = interpolation.taps(p);
