@@ -7,8 +7,12 @@
 
 use std::path::Path;
 
-/// Where the cgroup file systems are mounted.
+/// Where the cgroup file systems are mounted, unless `CGROUP_ROOT_VAR` says elsewhere.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The environment variable naming another mount point of the cgroup file systems (a
+/// container that mounts them elsewhere; a test that fakes a limit).
+const CGROUP_ROOT_VAR: &str = "MXC_CGROUP_ROOT";
 
 /// What bounds the memory of this process, each bound that is known: `(what, bytes)`.
 pub fn memory_bounds() -> Vec<(&'static str, usize)> {
@@ -21,7 +25,8 @@ pub fn memory_bounds() -> Vec<(&'static str, usize)> {
         bounds.extend(process_limits(&text));
     }
     if let Some(text) = read("/proc/self/cgroup") {
-        if let Some(bytes) = cgroup_limit(Path::new(CGROUP_ROOT), &text) {
+        let root = std::env::var_os(CGROUP_ROOT_VAR).unwrap_or_else(|| CGROUP_ROOT.into());
+        if let Some(bytes) = cgroup_limit(Path::new(&root), &text) {
             bounds.push(("the cgroup's memory limit", bytes));
         }
     }

@@ -73,13 +73,15 @@ pub fn check_size(shape: &[usize]) -> Result<(), String> {
     }
 }
 
-/// The largest constant the importer makes from a shape (not from data in the model).
+/// The largest constant the importer makes from a shape (not from data in the model), counted
+/// at 8 bytes an element whatever its type: such constants are computed as `f64` or `i64`
+/// values first.
 const MAX_CONSTANT_BYTES: usize = 1 << 30;
 
 /// Checks that a constant of `ty` is small enough to make.
 pub fn check_constant(ty: &TensorType) -> Result<(), String> {
     check_size(&ty.shape)?;
-    if ty.num_bytes() > MAX_CONSTANT_BYTES {
+    if ty.num_elements().saturating_mul(8) > MAX_CONSTANT_BYTES {
         return Err(format!("a constant {ty} is too large to make"));
     }
     Ok(())

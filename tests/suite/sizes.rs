@@ -2,7 +2,7 @@
 //! tensor-size limit, are one-line errors naming the input or node, never a wrapped size, a
 //! panic or an abort.
 
-use crate::common::{float_value, model_bytes, mxc, mxc_under_address_limit, stderr};
+use crate::common::{float_value, model_bytes, mxc, mxc_under_address_limit, mxc_with_env, stderr};
 use mxc_kernels::mxr;
 use mxc_onnx::proto;
 use std::path::Path;
@@ -250,14 +250,9 @@ fn a_compiled_program_with_a_huge_output_writes_no_npy() {
     assert!(!out_dir.join("y.npy").exists(), "an .npy is written");
 }
 
-/// Under an address-space limit (`ulimit -v`, 3 GiB), a model needing a 4 GiB temporary (an
-/// Expand of a [1, 4] input to [2^28, 4], reduced to [1, 4]) is refused at compile time with
-/// one error naming the node and its bytes: the tensor-size limit is the smallest of the
-/// process's limits and the machine's memory (`dialects/src/memory.rs`). Without the ulimit
-/// the same model is accepted on a machine of more than 4 GiB.
-#[test]
-fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
-    let dir = tempfile::tempdir().unwrap();
+/// A model needing a 4 GiB temporary: an Expand of a [1, 4] input to [2^28, 4], reduced to
+/// [1, 4].
+fn model_with_a_4_gib_temporary(dir: &Path) -> String {
     let mut max = node("max", "ReduceMax", &["big"], &["y"]);
     max.attribute.push(proto::AttributeProto {
         name: Some("axes".into()),
@@ -265,24 +260,66 @@ fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
         ints: vec![0],
         ..Default::default()
     });
-    let model = write_model(
-        dir.path(),
+    write_model(
+        dir,
         &["1", "4"],
         &["1", "4"],
         vec![node("big", "Expand", &["x", "shape"], &["big"]), max],
         vec![i64_init("shape", &[1 << 28, 4])],
+    )
+}
+
+/// The one-line refusal of `model_with_a_4_gib_temporary` by `cmd`, under a limit of 3 GiB.
+fn refused_as_over_3_gib(out: &Output, cmd: &str) {
+    failed_naming(
+        out,
+        cmd,
+        &[
+            "\"big\" (Expand)",
+            "[268435456, 4]",
+            "4294967296 bytes",
+            "tensor-size limit of 3221225472 bytes",
+        ],
     );
+}
+
+/// Under an address-space limit (`ulimit -v`, 3 GiB), a model needing a 4 GiB temporary is
+/// refused at compile time with one error naming the node and its bytes: the tensor-size limit
+/// is the smallest of the process's limits and the machine's memory (`dialects/src/memory.rs`).
+/// Without the ulimit the same model is accepted on a machine of more than 4 GiB.
+#[test]
+fn an_address_space_limit_bounds_the_tensors_a_model_may_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_with_a_4_gib_temporary(dir.path());
     for cmd in ["read", "run"] {
-        failed_naming(
-            &mxc_under_address_limit(3 << 20, &[cmd, &model]),
-            cmd,
-            &[
-                "\"big\" (Expand)",
-                "[268435456, 4]",
-                "4294967296 bytes",
-                "tensor-size limit",
-            ],
-        );
+        refused_as_over_3_gib(&mxc_under_address_limit(3 << 20, &[cmd, &model]), cmd);
+    }
+}
+
+/// The same inside a cgroup whose memory limit is 3 GiB: the cgroup file systems are faked
+/// under a folder (`MXC_CGROUP_ROOT`) holding, for the cgroup `/proc/self/cgroup` names, a v2
+/// `memory.max` and a v1 `memory.limit_in_bytes` of 3 GiB.
+#[test]
+fn a_cgroup_memory_limit_bounds_the_tensors_a_model_may_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_with_a_4_gib_temporary(dir.path());
+    let root = dir.path().join("cgroup");
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").expect("/proc/self/cgroup");
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next().unwrap(), fields.next().unwrap(), fields.next().unwrap());
+        let (folder, file) = match controllers {
+            "" => (root.clone(), "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => (root.join("memory"), "memory.limit_in_bytes"),
+            _ => continue,
+        };
+        let folder = folder.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(file), "3221225472\n").unwrap();
+    }
+    for cmd in ["read", "run"] {
+        let out = mxc_with_env(&[cmd, &model], &[("MXC_CGROUP_ROOT", root.to_str().unwrap())]);
+        refused_as_over_3_gib(&out, cmd);
     }
 }
 

@@ -232,7 +232,7 @@ fn graph_from(u: &mut Unstructured, depth: u32, opsets: &mut Vec<(String, i64)>)
         }
         graph.node.push(node);
     }
-    // the last node's outputs, or any values, as the graph's outputs, types left to inference
+    // one or two of the values as the graph's outputs, their types left to inference
     for _ in 0..u.int_in_range(1..=2)? {
         let name = u.choose(&values)?.clone();
         graph.output.push(ValueInfoProto {

@@ -48,6 +48,14 @@ impl Ctx<'_> {
         self.build1(OpKind::Transpose, vec![v], Attrs::new().with("perm", axes::ints(perm)))
     }
 
+    /// The zero of `dtype` as a scalar constant: the empty string for strings.
+    pub fn zero(&mut self, dtype: DType) -> ValueId {
+        match dtype {
+            DType::Str => self.constant(Tensor::from_strings(vec![], vec![String::new()])),
+            dtype => self.scalar(dtype, 0.0),
+        }
+    }
+
     /// The indices `0..n` of `dtype` laid along `axis` of a rank-`rank` shape whose other
     /// dims are 1, so that they broadcast against a tensor with `n` entries on that axis.
     pub fn ramp(&mut self, n: usize, axis: usize, rank: usize, dtype: DType) -> Result<ValueId, String> {

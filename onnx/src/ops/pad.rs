@@ -94,7 +94,7 @@ fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if list.len() != targets.len() {
         return Err(format!("shape {targets:?} has not one entry per axis of {list:?}"));
     }
-    let zero = ctx.scalar(ty.dtype, 0.0);
+    let zero = ctx.zero(ty.dtype);
     for (&a, &target) in list.iter().zip(&targets) {
         let axis = axes::axis(a, ty.rank())?;
         if target < 0 {
@@ -118,6 +118,9 @@ fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 fn pad_value(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
     let dtype = ctx.ty(x).dtype;
     if ctx.opset < 11 {
+        if dtype == DType::Str {
+            return Err(format!("Pad {} takes numbers (strings from opset 11)", ctx.opset));
+        }
         let v = ctx.node.float("value", 0.0)? as f64;
         return Ok(ctx.scalar(dtype, v));
     }
@@ -127,7 +130,7 @@ fn pad_value(ctx: &mut Ctx, x: ValueId) -> Result<ValueId, String> {
             "constant_value must be a scalar, got shape {:?}",
             ctx.ty(v).shape
         )),
-        None => Ok(ctx.scalar(dtype, 0.0)),
+        None => Ok(ctx.zero(dtype)),
     }
 }
 

@@ -87,10 +87,7 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         })
         .collect();
     let mask = ctx.constant(Tensor::from_i64s(DType::Bool, vec![rows, cols], &keep));
-    let zero = match ty.dtype {
-        DType::Str => ctx.constant(Tensor::from_strings(vec![], vec![String::new()])),
-        dtype => ctx.scalar(dtype, 0.0),
-    };
+    let zero = ctx.zero(ty.dtype);
     Ok(vec![ctx.build1(OpKind::Where, vec![mask, x, zero], Attrs::new())?])
 }
 

@@ -5,9 +5,10 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
-use mxc_dialects::{OpKind, Tensor, ValueId};
+use mxc_dialects::{OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("CumSum", |ctx| running(ctx, OpKind::Add, 0.0));
@@ -74,6 +75,7 @@ impl Scan {
         let by = by.min(self.n);
         let mut fill_shape = ty.shape.clone();
         fill_shape[self.axis] = by;
+        check_constant(&TensorType::new(ty.dtype, fill_shape.clone()))?;
         let count = fill_shape.iter().product();
         let fill = ctx.constant(Tensor::from_f64s(ty.dtype, fill_shape, &vec![self.identity; count]));
         if by == self.n {
