@@ -150,10 +150,7 @@ impl Ctx<'_> {
 
     /// Like `const_number`, for an optional input: `None` when the node leaves it out.
     pub fn opt_const_number(&self, i: usize, name: &str) -> Result<Option<Tensor>, String> {
-        match self.opt_const_input(i, name)? {
-            Some(t) if t.len() != 1 => Err(format!("{name} must be a single value, got shape {:?}", t.shape())),
-            t => Ok(t),
-        }
+        self.opt_const_input(i, name)?.map(|t| one_number(t, name)).transpose()
     }
 
     /// A tensor attribute (`Constant`'s `value`, `ConstantOfShape`'s `value`).
@@ -322,5 +319,13 @@ impl Known<'_> {
         };
         self.seen.insert(v, known.clone());
         known
+    }
+}
+
+/// `t`, which must hold a single element (input `name`).
+pub fn one_number(t: Tensor, name: &str) -> Result<Tensor, String> {
+    match t.len() {
+        1 => Ok(t),
+        _ => Err(format!("{name} must be a single value, got shape {:?}", t.shape())),
     }
 }

@@ -26,7 +26,7 @@ mod value;
 pub use error::ImportError;
 pub use input_dims::{model_input_dims, model_input_types};
 pub use model::{import_bytes, import_file, model_input_kinds, read_tensor_file, ImportOptions};
-pub use registry::{OpSupport, LATEST as LATEST_OPSET, NEWEST_OPSET};
+pub use registry::{OpSupport, NEWEST_OPSET};
 
 /// Every op the importer has a parser for, sorted by domain and op type.
 pub fn supported_ops() -> Vec<OpSupport> {

@@ -9,11 +9,11 @@
 use super::super::ctx::Ctx;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::tensor::{check_constant, dtype_of};
+use super::super::tensor::dtype_of;
 use super::axes;
 use super::layout::concat_values;
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     // opset 25 adds sliding windows (`left_window_size`, `right_window_size`)
@@ -409,9 +409,7 @@ fn mask_bias(ctx: &mut Ctx, mask: ValueId, keys: usize, dtype: DType) -> Result<
     }
     let mut pad_shape = t.shape.clone();
     *pad_shape.last_mut().unwrap() = keys - given;
-    check_constant(&TensorType::new(dtype, pad_shape.clone()))?;
-    let count = pad_shape.iter().product();
-    let pad = ctx.constant(Tensor::from_f64s(dtype, pad_shape, &vec![f64::NEG_INFINITY; count]));
+    let pad = ctx.filled(TensorType::new(dtype, pad_shape), f64::NEG_INFINITY)?;
     concat_values(ctx, vec![additive, pad], t.rank() - 1)
 }
 

@@ -48,6 +48,14 @@ impl Ctx<'_> {
         self.build1(OpKind::Transpose, vec![v], Attrs::new().with("perm", axes::ints(perm)))
     }
 
+    /// A constant of `ty` whose every element is `value`, sized before it is made
+    /// (`check_constant`).
+    pub fn filled(&mut self, ty: TensorType, value: f64) -> Result<ValueId, String> {
+        check_constant(&ty)?;
+        let values = vec![value; ty.num_elements()];
+        Ok(self.constant(Tensor::from_f64s(ty.dtype, ty.shape, &values)))
+    }
+
     /// The zero of `dtype` as a scalar constant: the empty string for strings.
     pub fn zero(&mut self, dtype: DType) -> ValueId {
         match dtype {

@@ -7,11 +7,10 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
-use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("BatchNormalization", batch_norm);
@@ -212,9 +211,7 @@ fn local_response_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let zeros = |ctx: &mut Ctx, n: usize| {
         let mut shape = ty.shape.clone();
         shape[1] = n;
-        let ty = TensorType::new(ty.dtype, shape);
-        check_constant(&ty)?;
-        Ok::<_, String>(ctx.constant(Tensor::zeros(ty)))
+        ctx.filled(TensorType::new(ty.dtype, shape), 0.0)
     };
     let mut parts = Vec::new();
     if before > 0 {

@@ -302,9 +302,7 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         unpooled.push(full.checked_sub(pad).ok_or("the pads exceed the unpooled extent")?);
     }
     let dtype = ctx.ty(x).dtype;
-    let ty = TensorType::new(dtype, unpooled.clone());
-    check_constant(&ty)?;
-    let zeros = ctx.constant(Tensor::zeros(ty));
+    let zeros = ctx.filled(TensorType::new(dtype, unpooled.clone()), 0.0)?;
     let mut y = super::index::scatter_flat(ctx, zeros, positions, x, "none")?;
     if let Some(t) = ctx.opt_const_input(2, "output_shape")? {
         let wanted = super::padding::sizes("output_shape", &t.to_i64_vec(), 0)?;

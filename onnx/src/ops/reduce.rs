@@ -6,7 +6,6 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{ParseFn, Registry};
-use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
 use super::shape::reshape;
@@ -89,8 +88,7 @@ fn reduce_prod(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let mut v = reshape(ctx, moved, &[rows, n])?;
     while n > 1 {
         if n % 2 == 1 {
-            check_constant(&TensorType::new(ty.dtype, vec![rows, 1]))?;
-            let one = ctx.constant(Tensor::from_f64s(ty.dtype, vec![rows, 1], &vec![1.0; rows]));
+            let one = ctx.filled(TensorType::new(ty.dtype, vec![rows, 1]), 1.0)?;
             v = concat_values(ctx, vec![v, one], 1)?;
             n += 1;
         }

@@ -5,10 +5,9 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
-use super::super::tensor::check_constant;
 use super::axes;
 use super::layout::{concat_values, slice_value, DimSlice};
-use mxc_dialects::{OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{OpKind, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("CumSum", |ctx| running(ctx, OpKind::Add, 0.0));
@@ -75,9 +74,7 @@ impl Scan {
         let by = by.min(self.n);
         let mut fill_shape = ty.shape.clone();
         fill_shape[self.axis] = by;
-        check_constant(&TensorType::new(ty.dtype, fill_shape.clone()))?;
-        let count = fill_shape.iter().product();
-        let fill = ctx.constant(Tensor::from_f64s(ty.dtype, fill_shape, &vec![self.identity; count]));
+        let fill = ctx.filled(TensorType::new(ty.dtype, fill_shape), self.identity)?;
         if by == self.n {
             return Ok(fill);
         }

@@ -8,7 +8,7 @@
 //! whose length would change at run time (in an `mx.loop`) is not supported; a `Loop` carrying
 //! one is unrolled at import (`control/unroll.rs`).
 
-use super::super::ctx::Ctx;
+use super::super::ctx::{one_number, Ctx};
 use super::super::importer::{OnnxValue, Sequence};
 use super::super::registry::Registry;
 use super::super::tensor::{dtype_of, require_dtype};
@@ -112,8 +112,8 @@ fn sequence_length(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 fn sequence_at(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let s = ctx.sequence_input(0)?.clone();
     let p = ctx.input(1)?;
-    if ctx.known(p).is_some() {
-        let at = resolve(ctx.const_number(1, "position")?.get_i64(0), s.elements.len(), false)?;
+    if let Some(known) = ctx.known(p) {
+        let at = resolve(one_number(known, "position")?.get_i64(0), s.elements.len(), false)?;
         return Ok(vec![s.elements[at]]);
     }
     let Some(&first) = s.elements.first() else {

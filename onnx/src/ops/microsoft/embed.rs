@@ -3,9 +3,8 @@
 //! tokens per sequence as `mask_index`.
 
 use super::super::super::ctx::Ctx;
-use super::super::super::tensor::check_constant;
 use super::norm::layer_norm_last;
-use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::{Attr, Attrs, DType, OpKind, TensorType, ValueId};
 
 const INPUT_IDS: usize = 0;
 const SEGMENT_IDS: usize = 1;
@@ -63,9 +62,6 @@ fn mask_index(ctx: &mut Ctx, batch: usize) -> Result<ValueId, String> {
             let mask = ctx.cast(mask, DType::I32)?;
             ctx.reduce(OpKind::ReduceSum, mask, &[1], false)
         }
-        None => {
-            check_constant(&TensorType::new(DType::I32, vec![batch]))?;
-            Ok(ctx.constant(Tensor::from_i64s(DType::I32, vec![batch], &vec![0; batch])))
-        }
+        None => ctx.filled(TensorType::new(DType::I32, vec![batch]), 0.0),
     }
 }

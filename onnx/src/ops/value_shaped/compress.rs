@@ -18,7 +18,7 @@ pub(super) fn compress(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let ty = ctx.ty(x).clone();
     let axis = compress_axis(ctx, ty.rank())?;
     let extent = axis.map_or(ty.num_elements(), |a| ty.shape[a]);
-    let picks = nonzero_positions(&condition, "condition")?;
+    let picks = nonzero_positions(&condition);
     if let Some(&beyond) = picks.iter().find(|&&p| p >= extent) {
         return Err(format!(
             "condition is true at #{beyond}, past the {extent} slices of the input along the axis"

@@ -26,18 +26,23 @@ pub fn register(r: &mut Registry) {
 }
 
 /// Input `i` (named `name` in the op's schema), whose values the output's shape depends on:
-/// `None` when the node leaves it out, an error when it is known only at run time.
+/// `None` when the node leaves it out, an error when it is known only at run time or holds
+/// strings (the values are read as numbers).
 fn opt_known_input(ctx: &Ctx, i: usize, name: &str) -> Result<Option<Tensor>, String> {
     let Some(v) = ctx.opt_input(i) else {
         return Ok(None);
     };
-    ctx.known(v).map(Some).ok_or_else(|| {
+    let t = ctx.known(v).ok_or_else(|| {
         format!(
             "{}'s output shape depends on the values of input \"{name}\", known only at run \
              time: not supported without dynamic shapes",
             ctx.node.proto.op_type()
         )
-    })
+    })?;
+    if t.dtype() == DType::Str {
+        return Err(format!("input \"{name}\" holds strings, not numbers"));
+    }
+    Ok(Some(t))
 }
 
 /// `opt_known_input` for an input the op requires.
@@ -45,13 +50,9 @@ fn known_input(ctx: &Ctx, i: usize, name: &str) -> Result<Tensor, String> {
     opt_known_input(ctx, i, name)?.ok_or_else(|| format!("missing input \"{name}\""))
 }
 
-/// The positions of the elements of `t` that are not zero (a NaN is not); `name` is the
-/// input's, for the refusal of strings.
-fn nonzero_positions(t: &Tensor, name: &str) -> Result<Vec<usize>, String> {
-    if t.dtype() == DType::Str {
-        return Err(format!("input \"{name}\" holds strings, not numbers"));
-    }
-    Ok((0..t.len()).filter(|&i| t.get_f64(i) != 0.0).collect())
+/// The positions of the elements of `t` that are not zero (a NaN is not).
+fn nonzero_positions(t: &Tensor) -> Vec<usize> {
+    (0..t.len()).filter(|&i| t.get_f64(i) != 0.0).collect()
 }
 
 /// An order of floats that is total: numeric, `-0.0` equal to `0.0`, NaN after every number

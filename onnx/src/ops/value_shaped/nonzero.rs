@@ -7,7 +7,7 @@ use mxc_dialects::{DType, Tensor, ValueId};
 
 pub(super) fn non_zero(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = known_input(ctx, 0, "X")?;
-    let found = nonzero_positions(&x, "X")?;
+    let found = nonzero_positions(&x);
     let coordinates = coordinates(x.shape(), &found);
     let shape = vec![x.shape().len(), found.len()];
     Ok(vec![ctx.constant(Tensor::from_i64s(DType::I64, shape, &coordinates))])

@@ -13,9 +13,6 @@ use std::cmp::Ordering;
 
 pub(super) fn unique(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = known_input(ctx, 0, "X")?;
-    if x.dtype() == DType::Str {
-        return Err("Unique of strings is not supported".into());
-    }
     let sorted = match ctx.node.int("sorted", 1)? {
         0 => false,
         1 => true,
