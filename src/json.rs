@@ -80,6 +80,15 @@ fn attr(a: &Attr) -> String {
         Attr::Int(v) => v.to_string(),
         Attr::Float(v) => number(*v),
         Attr::Ints(v) => list(v.iter().map(|x| x.to_string()).collect()),
+        // a symbolic size as its expression with its symbols' constraints
+        Attr::Sizes(v) => list(
+            v.iter()
+                .map(|d| match d.as_constant() {
+                    Some(n) => n.to_string(),
+                    None => string(&d.to_string()),
+                })
+                .collect(),
+        ),
         Attr::Floats(v) => list(v.iter().map(|x| number(*x)).collect()),
         Attr::Str(s) => string(s),
         Attr::DType(d) => format!("\"{}\"", d.name()),

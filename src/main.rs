@@ -418,6 +418,38 @@ struct Shapes {
 }
 
 impl Shapes {
+    /// Import options for `mxc read`: fixed shapes as every command takes them, or, where a
+    /// shape given is symbolic, every tensor input of the model with its symbolic dimensions
+    /// (the model's `dim_param`s shared between inputs), imported as symbolic types.
+    fn read_options(&self, model: &Path) -> Result<ImportOptions> {
+        let (shapes, structures) = inputs::parse_shapes(&self.shapes)?;
+        if shapes.values().flatten().all(|d| d.as_constant().is_some()) {
+            return Ok(inputs::with_model_dims(model, self.import_options("read")?)?);
+        }
+        let dims = mxc_onnx::model_input_dims(model, &shapes)?;
+        let (mut input_shapes, mut symbolic_shapes) = (HashMap::new(), HashMap::new());
+        for (name, dims) in dims.inputs() {
+            match dims
+                .iter()
+                .map(|d| d.as_constant().map(|n| n as usize))
+                .collect::<Option<Vec<_>>>()
+            {
+                Some(shape) => {
+                    input_shapes.insert(name.clone(), shape);
+                }
+                None => {
+                    symbolic_shapes.insert(name.clone(), dims.clone());
+                }
+            }
+        }
+        Ok(ImportOptions {
+            input_shapes,
+            symbolic_shapes,
+            structures,
+            ..ImportOptions::default()
+        })
+    }
+
     /// Import options with the shapes given, which must be fixed for `command`.
     /// The fixed shapes given, for `command` (`with_model_dims` completes them for a model).
     fn import_options(&self, command: &str) -> Result<ImportOptions> {
@@ -450,10 +482,7 @@ fn run(cli: Cli) -> Result<()> {
             shapes,
             rules,
         } => {
-            let graph = import_file(
-                &model,
-                &inputs::with_model_dims(&model, shapes.import_options("read")?)?,
-            )?;
+            let graph = import_file(&model, &shapes.read_options(&model)?)?;
             let options = rules.compile_options()?;
             let graph = mxc_codegen::with_precision(&graph, &options.precision)?.unwrap_or(graph);
             let shown = match target {

@@ -1,5 +1,6 @@
 //! Op attributes: named compile-time parameters (strides, axes, constant values, ...).
 
+use crate::dim::Dim;
 use crate::{DType, Graph, Tensor};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +11,9 @@ pub enum Attr {
     Int(i64),
     Float(f64),
     Ints(Vec<i64>),
+    /// Sizes some of which are symbolic (a reshape's or an expand's result shape in a graph of
+    /// symbolic types); fixed sizes are `Ints`.
+    Sizes(Vec<Dim>),
     Floats(Vec<f64>),
     Str(String),
     DType(DType),
@@ -100,12 +104,28 @@ impl Attrs {
         })
     }
 
-    /// A list of non-negative integers as `usize`.
+    /// A list of non-negative integers as `usize`; symbolic sizes at their cost point.
     pub fn dims(&self, name: &str) -> Result<Vec<usize>, String> {
+        if let Some(Attr::Sizes(sizes)) = self.get(name) {
+            return Ok(sizes.iter().map(|d| d.at_cost_point() as usize).collect());
+        }
         self.ints(name)?
             .iter()
             .map(|&v| usize::try_from(v).map_err(|_| format!("attribute `{name}` must not be negative, got {v}")))
             .collect()
+    }
+
+    /// A list of sizes as dimensions: symbolic ones as they are, fixed ones as constants.
+    pub fn sizes(&self, name: &str) -> Result<Vec<Dim>, String> {
+        match self.get(name) {
+            Some(Attr::Sizes(sizes)) => Ok(sizes.clone()),
+            _ => Ok(self.dims(name)?.into_iter().map(|d| Dim::constant(d as u64)).collect()),
+        }
+    }
+
+    /// Whether some attribute holds symbolic sizes.
+    pub fn has_symbolic_sizes(&self) -> bool {
+        self.0.values().any(|a| matches!(a, Attr::Sizes(_)))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The mx IR: tensor types, constant tensors, attributes, the graph of SSA values and ops,
 //! the `mx` dialect's type rules and verifier, and the textual form (print and parse back);
-//! symbolic dimensions (`dim`), which the types do not carry yet.
+//! symbolic dimensions (`dim`), which types may carry, and a symbolic graph at given sizes
+//! (`specialise`).
 
 mod attr;
 pub mod dim;
@@ -14,6 +15,7 @@ pub mod mx;
 pub mod narrow;
 mod op;
 pub mod program;
+pub mod specialise;
 pub mod tensor;
 pub mod text;
 mod ty;
@@ -24,7 +26,7 @@ pub use dtype::DType;
 pub use graph::{Def, Graph, Op, Port, ValueId};
 pub use op::{OpKind, Trait};
 pub use tensor::{SharedBytes, Tensor};
-pub use ty::{max_tensor_bytes, strides_of, SizeError, TensorType, LIMIT_VAR};
+pub use ty::{dim_text, max_tensor_bytes, strides_of, SizeError, TensorType, LIMIT_VAR};
 pub use verify::verify;
 
 /// Errors of IR construction, verification and parsing.

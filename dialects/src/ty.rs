@@ -1,5 +1,9 @@
-//! Tensor types: an element type and a static shape, with checked size arithmetic.
+//! Tensor types: an element type and a shape, with checked size arithmetic. A shape is fixed
+//! sizes, or symbolic: dimensions that are expressions over named sizes (`dim::Dim`), kept
+//! beside the sizes they take at the cost point, where code that needs numbers (the cost model,
+//! estimates) reads them.
 
+use crate::dim::Dim;
 use crate::DType;
 use std::fmt;
 
@@ -7,7 +11,12 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorType {
     pub dtype: DType,
+    /// The sizes; of a symbolic type, the sizes at its symbols' cost point (each symbol at its
+    /// first optimal size, else the middle of its range: `Dim::cost_point`).
     pub shape: Vec<usize>,
+    /// The dimensions as expressions, where some dimension is symbolic; `None` for a fixed
+    /// type (so a fixed type is one way only).
+    pub symbolic: Option<Vec<Dim>>,
 }
 
 /// Why a tensor type is refused: its size is not a number of bytes memory can have, or it is
@@ -51,7 +60,56 @@ pub fn max_tensor_bytes() -> Result<usize, SizeError> {
 
 impl TensorType {
     pub fn new(dtype: DType, shape: Vec<usize>) -> Self {
-        TensorType { dtype, shape }
+        TensorType {
+            dtype,
+            shape,
+            symbolic: None,
+        }
+    }
+
+    /// The type of dimensions `dims`: fixed where every one is a constant, else symbolic with
+    /// its sizes at the cost point.
+    pub fn of_dims(dtype: DType, dims: Vec<Dim>) -> Self {
+        let shape = dims.iter().map(|d| d.at_cost_point() as usize).collect();
+        let symbolic = dims.iter().any(|d| d.as_constant().is_none()).then_some(dims);
+        TensorType { dtype, shape, symbolic }
+    }
+
+    /// Whether some dimension is symbolic.
+    pub fn is_symbolic(&self) -> bool {
+        self.symbolic.is_some()
+    }
+
+    /// The dimensions as expressions (constants for a fixed type).
+    pub fn dims(&self) -> Vec<Dim> {
+        match &self.symbolic {
+            Some(dims) => dims.clone(),
+            None => self.shape.iter().map(|&d| Dim::constant(d as u64)).collect(),
+        }
+    }
+
+    /// The sizes, where every dimension is fixed.
+    pub fn fixed_shape(&self) -> Option<&[usize]> {
+        self.symbolic.is_none().then_some(&self.shape[..])
+    }
+
+    /// The size of dimension `axis`, where it is fixed (a symbolic type may have fixed ones).
+    pub fn fixed_dim(&self, axis: usize) -> Option<usize> {
+        match &self.symbolic {
+            Some(dims) => dims.get(axis)?.as_constant().map(|d| d as usize),
+            None => self.shape.get(axis).copied(),
+        }
+    }
+
+    /// The largest sizes its dimensions take in range (its sizes, for a fixed type).
+    pub fn largest_shape(&self) -> Vec<usize> {
+        match &self.symbolic {
+            Some(dims) => dims
+                .iter()
+                .map(|d| usize::try_from(d.bounds().1).unwrap_or(usize::MAX))
+                .collect(),
+            None => self.shape.clone(),
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -72,13 +130,14 @@ impl TensorType {
     /// The byte count, or `None` when the shape's extent (the product of its dims, a zero dim
     /// counted as one) in bytes exceeds `isize::MAX`: then strides and offsets inside a tensor
     /// of an accepted type never overflow, even when it has no elements.
+    /// A symbolic type is measured at its largest sizes.
     pub fn checked_num_bytes(&self) -> Option<usize> {
-        let extent = self
-            .shape
+        let largest = self.largest_shape();
+        let extent = largest
             .iter()
             .try_fold(self.dtype.size(), |bytes, &d| bytes.checked_mul(d.max(1)))
             .filter(|&bytes| bytes <= isize::MAX as usize)?;
-        Some(if self.shape.contains(&0) { 0 } else { extent })
+        Some(if largest.contains(&0) { 0 } else { extent })
     }
 
     /// The element count, or `None` where `checked_num_bytes` is.
@@ -90,7 +149,7 @@ impl TensorType {
     pub fn check_size(&self) -> Result<usize, SizeError> {
         self.checked_num_bytes().ok_or_else(|| SizeError::Overflow {
             dtype: self.dtype,
-            shape: self.shape.clone(),
+            shape: self.largest_shape(),
         })
     }
 
@@ -100,7 +159,7 @@ impl TensorType {
         if bytes > limit {
             return Err(SizeError::OverLimit {
                 dtype: self.dtype,
-                shape: self.shape.clone(),
+                shape: self.largest_shape(),
                 bytes,
                 limit,
             });
@@ -108,13 +167,35 @@ impl TensorType {
         Ok(bytes)
     }
 
+    /// The same shape (symbolic or not) of element type `dtype`.
     pub fn with_dtype(&self, dtype: DType) -> TensorType {
-        TensorType::new(dtype, self.shape.clone())
+        TensorType { dtype, ..self.clone() }
     }
 
+    /// A fixed type of this element type.
     pub fn with_shape(&self, shape: Vec<usize>) -> TensorType {
         TensorType::new(self.dtype, shape)
     }
+}
+
+/// `expr` in parentheses, unless it is one parenthesised whole already (`(h + 1) / 2` is
+/// written `((h + 1) / 2)`, and so is the atom `((h + 1) / 2)`).
+fn parenthesised(expr: &str) -> String {
+    let mut depth = 0;
+    for (i, c) in expr.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 {
+            return match i + 1 == expr.len() && c == ')' {
+                true => expr.to_string(),
+                false => format!("({expr})"),
+            };
+        }
+    }
+    format!("({expr})")
 }
 
 /// Row-major strides (in elements) of a shape; they saturate like `num_elements`.
@@ -126,14 +207,33 @@ pub fn strides_of(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// Prints as `tensor<2x3xf32>` (a scalar is `tensor<f32>`).
+/// Prints as `tensor<2x3xf32>` (a scalar is `tensor<f32>`), a symbolic dimension as its
+/// expression in parentheses with bare names (`tensor<(b)x(s * 2)xf32>`): the mx text
+/// declares the symbols' constraints once per graph.
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("tensor<")?;
-        for d in &self.shape {
-            write!(f, "{d}x")?;
+        match &self.symbolic {
+            Some(dims) => {
+                for d in dims {
+                    write!(f, "{}x", dim_text(d))?;
+                }
+            }
+            None => {
+                for d in &self.shape {
+                    write!(f, "{d}x")?;
+                }
+            }
         }
         write!(f, "{}>", self.dtype)
+    }
+}
+
+/// A dimension as a type writes it: a size, or its expression in parentheses (`(s * 2)`).
+pub fn dim_text(d: &Dim) -> String {
+    match d.as_constant() {
+        Some(n) => n.to_string(),
+        None => parenthesised(&d.expression()),
     }
 }
 

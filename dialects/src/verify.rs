@@ -1,8 +1,9 @@
 //! The verifier: a graph is valid when every operand is defined before use, every op's
 //! recorded result types are the ones its type rule gives, and the ports are well formed.
 
-use crate::{mx, Def, Graph, IrError, Op, OpKind};
-use std::collections::HashSet;
+use crate::dim::{Dim, Symbol};
+use crate::{mx, Def, Graph, IrError, Op, OpKind, ValueId};
+use std::collections::{HashMap, HashSet};
 
 pub fn verify(g: &Graph) -> Result<(), IrError> {
     let mut defined = vec![false; g.num_values()];
@@ -37,6 +38,7 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             defined[v.index()] = true;
         }
     }
+    check_symbols(g)?;
     let mut names = HashSet::new();
     for p in &g.outputs {
         if !names.insert(&p.name) {
@@ -44,6 +46,29 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         }
         if !defined.get(p.value.index()).copied().unwrap_or(false) {
             return Err(IrError::Graph(format!("output `{}` is not defined", p.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a graph whose types use one symbol name with different constraints: a name is one
+/// size wherever it appears.
+fn check_symbols(g: &Graph) -> Result<(), IrError> {
+    let mut seen: HashMap<&str, &Symbol> = HashMap::new();
+    for v in 0..g.num_values() {
+        let dims = g.ty(ValueId(v as u32)).symbolic.iter().flatten();
+        for s in dims.flat_map(Dim::symbols) {
+            match seen.insert(&s.name, s) {
+                Some(before) if before != s => {
+                    return Err(IrError::Graph(format!(
+                        "symbol {} is {} in one type and {} in another",
+                        s.name,
+                        Dim::symbol(before.clone()),
+                        Dim::symbol(s.clone())
+                    )))
+                }
+                _ => {}
+            }
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ use super::error::node_label;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
-use super::registry::{takes_strings, Registry, NEWEST_OPSET};
+use super::registry::{imports_symbolic, takes_strings, Registry, NEWEST_OPSET};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
@@ -227,7 +227,10 @@ impl Importer {
             input: port.to_string(),
             message,
         };
-        let ty = input_type(vi, opts.input_shapes.get(port)).map_err(err)?;
+        let ty = match opts.symbolic_shapes.get(port) {
+            Some(dims) => symbolic_input_type(vi, dims).map_err(err)?,
+            None => input_type(vi, opts.input_shapes.get(port)).map_err(err)?,
+        };
         ty.check_limit(self.max_tensor_bytes).map_err(|e| err(e.to_string()))?;
         let v = self.graph.add_input(port, ty.clone());
         if let Some(t) = opts.specialize.get(port) {
@@ -293,6 +296,14 @@ impl Importer {
             let message = format!(
                 "input #{k} (\"{}\") holds strings; {op} takes numbers there",
                 node.input[k]
+            );
+            return Err(node_err(&label, message));
+        }
+        let symbolic = inputs.iter().flatten().find(|v| self.graph.ty(**v).is_symbolic());
+        if let Some(&v) = symbolic.filter(|_| !imports_symbolic(domain, op)) {
+            let message = format!(
+                "reads a value of symbolic dimensions ({}); importing {op} over symbolic sizes is not supported yet",
+                self.graph.ty(v)
             );
             return Err(node_err(&label, message));
         }
@@ -537,8 +548,8 @@ impl Importer {
             dims.len() == ty.rank()
                 && dims
                     .iter()
-                    .zip(&ty.shape)
-                    .all(|(d, &s)| d.is_none_or(|d| d as usize == s))
+                    .enumerate()
+                    .all(|(i, d)| d.is_none_or(|d| ty.fixed_dim(i) == Some(d as usize)))
         });
         if dtype_ok && dims_ok {
             return Ok(());
@@ -565,6 +576,27 @@ fn show_declared(vi: &ValueInfoProto) -> String {
 /// `given` (the shape the user gave for this input).
 fn input_type(vi: &ValueInfoProto, given: Option<&Vec<usize>>) -> Result<TensorType, String> {
     let ty = declared_input_type(vi, given)?;
+    ty.check_size().map_err(|e| e.to_string())?;
+    Ok(ty)
+}
+
+/// The type of a graph input given symbolic dimensions `dims`: the declared element type, and
+/// `dims`, each declared fixed size given as that size.
+fn symbolic_input_type(vi: &ValueInfoProto, dims: &[mxc_dialects::dim::Dim]) -> Result<TensorType, String> {
+    let at_cost_point: Vec<usize> = dims.iter().map(|d| d.at_cost_point() as usize).collect();
+    let fixed = declared_input_type(vi, Some(&at_cost_point))?;
+    if let Some((_, Some(declared))) = declared(vi.r#type.as_ref()) {
+        let symbolic_where_fixed =
+            (declared.iter().zip(dims)).position(|(d, given)| d.is_some() && given.as_constant().is_none());
+        if let Some(i) = symbolic_where_fixed {
+            return Err(format!(
+                "dimension {i} is declared {} and given the symbolic {}",
+                show_declared(vi),
+                dims[i]
+            ));
+        }
+    }
+    let ty = TensorType::of_dims(fixed.dtype, dims.to_vec());
     ty.check_size().map_err(|e| e.to_string())?;
     Ok(ty)
 }

@@ -18,6 +18,10 @@ pub struct ImportOptions {
     /// Shapes of graph inputs (by name), for inputs whose declared shape has named or
     /// missing dims; a shape given here replaces the declared one (they must agree).
     pub input_shapes: HashMap<String, Vec<usize>>,
+    /// Inputs (by name) imported with symbolic dimensions (`mxc read --shape x=nx3x224x224`):
+    /// their types are symbolic, and a node reading a symbolic value must be one whose parser
+    /// imports symbolic sizes (`registry::imports_symbolic`).
+    pub symbolic_shapes: HashMap<String, Vec<mxc_dialects::dim::Dim>>,
     /// Values of graph inputs that may be used where an op needs a compile-time value (the
     /// shape of a `Reshape`, the starts of a `Slice`, ...). The inputs stay graph inputs.
     pub specialize: HashMap<String, Tensor>,

@@ -275,7 +275,7 @@ impl<'g> Rebuild<'g> {
         let mut map = vec![None; old.num_values()];
         for p in &old.inputs {
             let ty = old.ty(p.value);
-            let ty = mxc_dialects::TensorType::new(input_type(ty.dtype), ty.shape.clone());
+            let ty = ty.with_dtype(input_type(ty.dtype));
             map[p.value.index()] = Some(new.add_input(&p.name, ty));
         }
         Rebuild {

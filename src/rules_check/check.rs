@@ -4,7 +4,7 @@
 
 use super::generate::{self, Gen};
 use super::instance::{self, Hints, Instance, LeafKind};
-use super::oracle;
+use super::{oracle, symbolic};
 use anyhow::{bail, Context, Result};
 use mxc_dialects::{Graph, Tensor};
 use mxc_rewrite::rules::ast::Pat;
@@ -21,12 +21,16 @@ const FIRED_POOL: usize = 40;
 const FIRED_RUN: usize = 10;
 /// Input draws run per instance.
 pub const INPUT_DRAWS: usize = 4;
+/// Instances the rule fired on (and that agreed) whose symbolic forms are checked too.
+const SYMBOLIC_RUN: usize = 3;
 
 /// What checking a rule found.
 pub enum Verdict {
-    /// The rule changed `fired` instances and each gave the same outputs on every draw.
+    /// The rule changed `fired` instances and each gave the same outputs on every draw;
+    /// `symbolic` of their symbolic forms (`symbolic.rs`) too, at every size tried.
     Sound {
         fired: usize,
+        symbolic: usize,
     },
     /// No instance of the `tried` distinct, well-typed ones was changed by the rule.
     NeverFired {
@@ -96,29 +100,27 @@ pub fn check_rule(rule: &Rule) -> Result<Checked> {
         }
     }
     let (mut fired, mut uncompilable) = (0, 0);
+    let mut agreed = Vec::new();
     for (inst, rewritten) in most_varied(fired_on) {
         match compare(&inst, &rewritten, &mut g)? {
-            Compared::Same => fired += 1,
-            Compared::Uncompilable => uncompilable += 1,
-            Compared::Differ {
-                inputs,
-                left,
-                right,
-                why,
-            } => {
-                let cex = Counterexample {
-                    instance: inst,
-                    rewritten: Some(rewritten),
-                    inputs,
-                    outputs: Some((left, right)),
-                    why,
-                };
-                return Ok(unsound(cex, uncompilable));
+            Compared::Same => {
+                fired += 1;
+                agreed.push(inst);
             }
+            Compared::Uncompilable => uncompilable += 1,
+            Compared::Differ(d) => return Ok(unsound(d.counterexample(inst, rewritten), uncompilable)),
+        }
+    }
+    let mut symbolic = 0;
+    for inst in agreed.iter().take(SYMBOLIC_RUN) {
+        match symbolic::check(rule, inst, &mut g)? {
+            symbolic::Outcome::Skipped => {}
+            symbolic::Outcome::Same => symbolic += 1,
+            symbolic::Outcome::Differs(cex) => return Ok(unsound(*cex, uncompilable)),
         }
     }
     let verdict = if fired > 0 {
-        Verdict::Sound { fired }
+        Verdict::Sound { fired, symbolic }
     } else {
         Verdict::NeverFired { tried }
     };
@@ -132,19 +134,34 @@ fn unsound(cex: Counterexample, uncompilable: usize) -> Checked {
     }
 }
 
-enum Compared {
+pub enum Compared {
     Same,
     Uncompilable,
-    Differ {
-        inputs: Vec<(String, Tensor)>,
-        left: Tensor,
-        right: Tensor,
-        why: String,
-    },
+    Differ(Box<Difference>),
+}
+
+/// Inputs on which an instance and its rewritten graph give different outputs.
+pub struct Difference {
+    inputs: Vec<(String, Tensor)>,
+    left: Tensor,
+    right: Tensor,
+    pub why: String,
+}
+
+impl Difference {
+    pub fn counterexample(self, instance: Instance, rewritten: Graph) -> Counterexample {
+        Counterexample {
+            instance,
+            rewritten: Some(rewritten),
+            inputs: self.inputs,
+            outputs: Some((self.left, self.right)),
+            why: self.why,
+        }
+    }
 }
 
 /// Runs the instance and its rewritten graph on the same seeded inputs, `INPUT_DRAWS` times.
-fn compare(inst: &Instance, rewritten: &Graph, g: &mut Gen) -> Result<Compared> {
+pub fn compare(inst: &Instance, rewritten: &Graph, g: &mut Gen) -> Result<Compared> {
     let (Some(left), Some(right)) = (oracle::compile_ref(&inst.graph), oracle::compile_ref(rewritten)) else {
         return Ok(Compared::Uncompilable);
     };
@@ -163,12 +180,12 @@ fn compare(inst: &Instance, rewritten: &Graph, g: &mut Gen) -> Result<Compared> 
             .collect();
         let (a, b) = (oracle::run(&left, &by_input)?, oracle::run(&right, &by_input)?);
         if let Some(why) = oracle::difference(&a, &b) {
-            return Ok(Compared::Differ {
+            return Ok(Compared::Differ(Box::new(Difference {
                 inputs,
                 left: a,
                 right: b,
                 why,
-            });
+            })));
         }
     }
     Ok(Compared::Same)

@@ -2,7 +2,7 @@
 //! soundness. Instances of the rule's left side are drawn (`instance`, from the generators in
 //! `generate`), the engine applies the rule alone to each (`oracle`), and every instance the
 //! rule changed is run against its rewritten graph on the `ref` target with seeded inputs
-//! (`check`). Each rule gets a line (`report`): ok, never fired (a warning), or UNSOUND with a
+//! (`check`), and a few of them again with a size made symbolic (`symbolic`). Each rule gets a line (`report`): ok, never fired (a warning), or UNSOUND with a
 //! counterexample. Everything is seeded, so the output is the same on every run.
 
 mod check;
@@ -11,6 +11,7 @@ mod instance;
 mod oracle;
 mod report;
 mod show;
+mod symbolic;
 
 use anyhow::Result;
 use mxc_rewrite::rules::load_rules;

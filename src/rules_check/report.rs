@@ -15,8 +15,15 @@ pub fn render(rule: &Rule, checked: &Checked) -> String {
         n => format!("; {n} instances skipped, the ref target cannot compile them"),
     };
     match &checked.verdict {
-        Verdict::Sound { fired } => {
-            let _ = writeln!(out, "ok ({fired} instances fired, {INPUT_DRAWS} inputs each{skipped})");
+        Verdict::Sound { fired, symbolic } => {
+            let over = match symbolic {
+                0 => "; at fixed sizes only".to_string(),
+                n => format!("; {n} also over a symbolic size"),
+            };
+            let _ = writeln!(
+                out,
+                "ok ({fired} instances fired, {INPUT_DRAWS} inputs each{over}{skipped})"
+            );
         }
         Verdict::NeverFired { tried } => {
             let _ = writeln!(

@@ -34,6 +34,7 @@ pub fn attr(a: &Attr) -> String {
         Attr::Int(v) => v.to_string(),
         Attr::Float(v) => format!("{v:?}"),
         Attr::Ints(v) => list(v.iter().map(i64::to_string).collect()),
+        Attr::Sizes(v) => mxc_dialects::dim::show(v),
         Attr::Floats(v) => list(v.iter().map(|x| format!("{x:?}")).collect()),
         Attr::Str(s) => format!("{s:?}"),
         Attr::DType(d) => d.to_string(),

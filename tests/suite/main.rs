@@ -35,6 +35,7 @@ mod rules_check;
 mod sequences;
 mod sizes;
 mod strings;
+mod symbolic;
 mod text;
 mod threads;
 mod trust;

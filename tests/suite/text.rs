@@ -103,3 +103,80 @@ fn narrow_element_types_round_trip() {
 "#,
     );
 }
+
+#[test]
+fn symbolic_types_round_trip_with_their_symbols_declared_once() {
+    round_trip(
+        r#"graph "block" symbols<b[1..8], s[1..512]{128, 512}> (%arg0: tensor<(b)x(s)x64xf32> "x", %arg1: tensor<64x32xf32> "w") {
+  %0 = mx.matmul %arg0, %arg1 : tensor<(b)x(s)x32xf32>
+  %1 = mx.reshape %0 {shape = sizes<(b * s)x32>} : tensor<(b * s)x32xf32>
+  %2 = mx.slice %arg1 {ends = [64, 1], starts = [0, 0], steps = [1, 1]} : tensor<64x1xf32>
+  %3 = mx.reshape %2 {shape = [2, 32]} : tensor<2x32xf32>
+  %4 = mx.concat %3, %1 {axis = 0} : tensor<(b * s + 2)x32xf32>
+  %5 = mx.reduce_max %4 {axes = [1], keepdims = 0} : tensor<(b * s + 2)xf32>
+  return "y" = %5
+}
+"#,
+    );
+    // sizes over h and w: floor divisions print inside their own parentheses
+    round_trip(
+        r#"graph "stem" symbols<h[32..640]{320}, w[32..640]> (%arg0: tensor<1x3x(h)x(w)xf32> "image", %arg1: tensor<8x3x3x3xf32> "k") {
+  %0 = mx.conv %arg0, %arg1 {dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [2, 2]} : tensor<1x8x((h + 1) / 2)x((w + 1) / 2)xf32>
+  return "y" = %0
+}
+"#,
+    );
+}
+
+#[test]
+fn symbols_are_declared_and_used_consistently() {
+    let undeclared = r#"graph "g" symbols<s[1..8]> (%arg0: tensor<(t)xf32> "x") {
+  return "y" = %arg0
+}
+"#;
+    assert_eq!(
+        parse_error(undeclared),
+        "line 1, column 36: in tensor<(t)xf32>: `t`, column 1: symbol `t` is not declared"
+    );
+    let constrained = r#"graph "g" symbols<s[1..8]> (%arg0: tensor<(s[1..4])xf32> "x") {
+  return "y" = %arg0
+}
+"#;
+    assert!(parse_error(constrained).contains("takes its constraints where it is declared"));
+    // sizes past any memory are refused as too large, never computed in wrapping arithmetic
+    let huge = r#"graph "g" symbols<s[1..4096]> (%arg0: tensor<(s * s * s * s * s * s * s)xf32> "x") {
+  return "y" = %arg0
+}
+"#;
+    assert!(parse_error(huge).contains("is too large"), "{}", parse_error(huge));
+    let twice = r#"graph "g" symbols<s[1..8], s[1..4]> (%arg0: tensor<(s)xf32> "x") {
+  return "y" = %arg0
+}
+"#;
+    assert!(parse_error(twice).contains("symbol `s` is declared twice"));
+    // a result type that holds at the cost point (s is 4 there) but not at every size
+    let fixed_result = r#"graph "g" symbols<s[1..8]{4}> (%arg0: tensor<(s)xf32> "x") {
+  %0 = mx.relu %arg0 : tensor<4xf32>
+  return "y" = %0
+}
+"#;
+    let err = parse_error(fixed_result);
+    assert!(
+        err.contains("result types (tensor<4xf32>) differ from the inferred (tensor<(s)xf32>)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn one_symbol_name_is_one_size_in_a_graph() {
+    let mut g = mxc_dialects::Graph::new("g");
+    let dim = |text: &str| mxc_dialects::dim::parse(text).unwrap();
+    let ty = |d: &str| mxc_dialects::TensorType::of_dims(mxc_dialects::DType::F32, vec![dim(d)]);
+    g.add_input("x", ty("s[1..8]"));
+    g.add_input("y", ty("s[1..4]"));
+    let err = mxc_dialects::verify(&g).unwrap_err().to_string();
+    assert!(
+        err.contains("symbol s is s[1..8] in one type and s[1..4] in another"),
+        "{err}"
+    );
+}

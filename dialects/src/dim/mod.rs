@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use inputs::{show, show_sizes, InputDims, Sizes, MAX_SPECIALISATIONS};
-pub use parse::parse;
+pub use parse::{parse, parse_declared};
 
 /// Where a symbol without a range of its own may lie: `[1..DEFAULT_MAX]`.
 pub const DEFAULT_MAX: u64 = 4096;
@@ -127,7 +127,7 @@ impl Symbol {
 }
 
 /// A dimension: a canonical expression and the symbols it uses.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Dim {
     expr: Poly,
     symbols: BTreeMap<String, Symbol>,
@@ -169,6 +169,18 @@ impl Dim {
             }
         }
         self
+    }
+
+    /// The expression with bare symbol names (`n * 3 + 1`): how the mx text writes a
+    /// dimension of a graph that declares its symbols.
+    pub fn expression(&self) -> String {
+        self.expr.render(&mut |n: &str| n.to_string())
+    }
+
+    /// Its size where each symbol is at its cost point (`cost_point`); `u64::MAX` where it is
+    /// no size there (too large for one: a type of it is refused as too large).
+    pub fn at_cost_point(&self) -> u64 {
+        self.eval(&self.cost_point()).unwrap_or(u64::MAX)
     }
 
     /// The symbols it uses, by name.
@@ -273,7 +285,7 @@ impl Dim {
                 )));
             }
         }
-        let v = self.expr.eval(&|name| values[name] as i64);
+        let v = self.expr.eval(&|name| i64::try_from(values[name]).unwrap_or(i64::MAX));
         u64::try_from(v).map_err(|_| DimError::Value(format!("{self} is {v} there")))
     }
 }

@@ -4,10 +4,22 @@
 //! a later bare `n` in the same expression is the same symbol). An error gives the column.
 
 use super::{Dim, DimError, Symbol};
+use std::collections::BTreeMap;
 
 /// Parses `text` into a dimension, refusing one that can be negative in range.
 pub fn parse(text: &str) -> Result<Dim, DimError> {
-    let mut p = Parser { text, at: 0 };
+    parse_in(text, None)
+}
+
+/// Parses `text`, an expression over the symbols `declared` (by name) written bare: each name
+/// takes the declared symbol's constraints, and a name not declared, or one given constraints
+/// here, is refused (the mx text declares a graph's symbols once, its types use them bare).
+pub fn parse_declared(text: &str, declared: &BTreeMap<String, Symbol>) -> Result<Dim, DimError> {
+    parse_in(text, Some(declared))
+}
+
+fn parse_in(text: &str, declared: Option<&BTreeMap<String, Symbol>>) -> Result<Dim, DimError> {
+    let mut p = Parser { text, at: 0, declared };
     let d = p.sum()?;
     p.skip_spaces();
     if p.at < text.len() {
@@ -24,6 +36,8 @@ struct Parser<'a> {
     text: &'a str,
     /// The byte offset of the next character.
     at: usize,
+    /// The symbols a bare name stands for, where the text uses declared symbols.
+    declared: Option<&'a BTreeMap<String, Symbol>>,
 }
 
 impl<'a> Parser<'a> {
@@ -145,6 +159,15 @@ impl<'a> Parser<'a> {
 
     /// A symbol named `name` (already read, at `at`) with the constraints and optimals after it.
     fn symbol(&mut self, name: &str, at: usize) -> Result<Dim, DimError> {
+        if let Some(declared) = self.declared {
+            if matches!(self.peek(), Some('[' | '{')) {
+                return Err(self.error("a declared symbol takes its constraints where it is declared"));
+            }
+            let symbol = declared
+                .get(name)
+                .ok_or_else(|| self.error_at(at, &format!("symbol `{name}` is not declared")))?;
+            return Ok(Dim::symbol(symbol.clone()));
+        }
         let mut ranges = Vec::new();
         while self.eat('[') {
             let lo = self.number()?;

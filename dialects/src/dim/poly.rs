@@ -121,12 +121,16 @@ impl Poly {
         names
     }
 
-    /// Its value where each symbol is `value(name)`.
-    pub fn eval(&self, value: &dyn Fn(&str) -> i64) -> i64 {
+    /// Its value where each symbol is `value(name)`, in i128 with saturating arithmetic (a
+    /// value past the i64 range stays past it, never wraps into it).
+    pub fn eval(&self, value: &dyn Fn(&str) -> i64) -> i128 {
         self.0
             .iter()
-            .map(|(m, c)| c * m.iter().map(|a| a.eval(value)).product::<i64>())
-            .sum()
+            .map(|(m, c)| {
+                let product = m.iter().fold(1i128, |p, a| p.saturating_mul(a.eval(value)));
+                product.saturating_mul(*c as i128)
+            })
+            .fold(0i128, i128::saturating_add)
     }
 
     /// The text of the expression: non-constant terms, then the constant; `name` writes each
@@ -169,10 +173,10 @@ impl Poly {
 }
 
 impl Atom {
-    fn eval(&self, value: &dyn Fn(&str) -> i64) -> i64 {
+    fn eval(&self, value: &dyn Fn(&str) -> i64) -> i128 {
         match self {
-            Atom::Sym(s) => value(s),
-            Atom::FloorDiv(p, k) => p.eval(value).div_euclid(*k),
+            Atom::Sym(s) => value(s) as i128,
+            Atom::FloorDiv(p, k) => p.eval(value).div_euclid(*k as i128),
             Atom::Min(a, b) => a.eval(value).min(b.eval(value)),
             Atom::Max(a, b) => a.eval(value).max(b.eval(value)),
         }

@@ -13,6 +13,7 @@ pub use linalg::depth_pairing;
 mod nn;
 mod reduce;
 pub mod strings;
+mod symbolic;
 pub mod winograd;
 
 pub use elementwise::broadcast_shapes;
@@ -21,9 +22,14 @@ pub use layout::SCATTER_REDUCTIONS;
 use crate::{Attrs, OpKind, TensorType};
 
 /// The result types of `kind` applied to operands of types `operands` with `attrs`; a result
-/// whose size overflows (`TensorType::check_size`) is refused.
+/// whose size overflows (`TensorType::check_size`, at its largest sizes) is refused. Where an
+/// operand or a size attribute is symbolic, the fixed-size rule checks the op at the cost
+/// point and `symbolic::results` gives the result dimensions at every size.
 pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
-    let results = infer_unchecked(kind, operands, attrs)?;
+    let mut results = infer_unchecked(kind, operands, attrs)?;
+    if operands.iter().any(TensorType::is_symbolic) || attrs.has_symbolic_sizes() {
+        results = symbolic::results(kind, operands, attrs, results)?;
+    }
     for t in &results {
         t.check_size().map_err(|e| format!("the result {e}"))?;
     }

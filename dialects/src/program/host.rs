@@ -28,10 +28,10 @@ impl Program {
             .attrs
             .0
             .iter()
-            .find(|(_, a)| matches!(a, Attr::Tensor(_) | Attr::Graph(_)))
+            .find(|(_, a)| matches!(a, Attr::Tensor(_) | Attr::Graph(_) | Attr::Sizes(_)))
         {
             return Err(at(format!(
-                "attribute `{name}` is a tensor or graph, not a plain value"
+                "attribute `{name}` is a tensor, graph or symbolic sizes, not a plain value"
             )));
         }
         let types = |buffers: &[usize]| -> Result<Vec<TensorType>, PlanError> {
@@ -127,6 +127,9 @@ mod tests {
         let err = refusal(|s| s.kind = OpKind::Loop);
         assert!(err.contains("not one the host evaluates"), "{err}");
         let err = refusal(|s| s.attrs.set("to", Attr::Tensor(Tensor::from_f32s(vec![1], &[1.0]))));
-        assert!(err.contains("attribute `to` is a tensor or graph"), "{err}");
+        assert!(
+            err.contains("attribute `to` is a tensor, graph or symbolic sizes"),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Tokens of the textual form, each with the line and column it starts at.
 
+use crate::dim::{self, Dim, Symbol};
 use crate::{DType, IrError, TensorType};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tok {
@@ -8,6 +10,12 @@ pub enum Tok {
     Str(String),
     Ident(String),
     Type(TensorType),
+    /// A tensor type with symbolic dimensions, as written inside `tensor<..>`: the parser reads
+    /// it against the graph's declared symbols.
+    SymType(String),
+    /// `sizes<..>` (symbolic sizes of an attribute) or `symbols<..>` (a graph's declared
+    /// symbols): the keyword and the text inside the brackets.
+    Angled(&'static str, String),
     Int(i128),
     Float(f64),
     Punct(char),
@@ -85,17 +93,20 @@ pub fn lex(src: &str) -> Result<Vec<Token>, IrError> {
         } else if c.is_ascii_alphabetic() || c == '_' {
             let j = word_end(i);
             let word: String = chars[i..j].iter().collect();
-            if word == "tensor" && chars.get(j) == Some(&'<') {
+            let angled = ["tensor", "sizes", "symbols"].into_iter().find(|&k| k == word);
+            if let (Some(keyword), Some('<')) = (angled, chars.get(j)) {
                 let close = chars[j..]
                     .iter()
                     .position(|&c| c == '>')
                     .map(|p| p + j)
-                    .ok_or_else(|| err(line, col, "unclosed `tensor<`".into()))?;
+                    .ok_or_else(|| err(line, col, format!("unclosed `{keyword}<`")))?;
                 let inner: String = chars[j + 1..close].iter().collect();
-                (
-                    Some(Tok::Type(tensor_type(&inner).map_err(|m| err(line, col, m))?)),
-                    close + 1,
-                )
+                let tok = match keyword {
+                    "tensor" if inner.contains('(') => Tok::SymType(inner),
+                    "tensor" => Tok::Type(tensor_type(&inner).map_err(|m| err(line, col, m))?),
+                    _ => Tok::Angled(keyword, inner),
+                };
+                (Some(tok), close + 1)
             } else if word == "inf" || word == "NaN" {
                 (Some(number(&word).expect("inf and NaN parse")), j)
             } else {
@@ -164,6 +175,45 @@ fn string(chars: &[char], open: usize) -> Result<(String, usize), String> {
             }
         }
     }
+}
+
+/// `1x(s)x768xf32`: a tensor type whose symbolic dimensions (in parentheses, bare names) are
+/// over the symbols `declared`.
+pub fn symbolic_tensor_type(inner: &str, declared: &BTreeMap<String, Symbol>) -> Result<TensorType, String> {
+    let mut parts = split_top_level(inner, 'x');
+    let dtype = parts.pop().expect("split yields one part");
+    let dtype = DType::from_name(dtype).ok_or_else(|| format!("unknown element type `{dtype}` in tensor<{inner}>"))?;
+    let dims = parts
+        .iter()
+        .map(|d| match d.strip_prefix('(').and_then(|d| d.strip_suffix(')')) {
+            Some(expr) => dim::parse_declared(expr, declared).map_err(|e| format!("in tensor<{inner}>: {e}")),
+            None => d
+                .parse::<u64>()
+                .map(Dim::constant)
+                .map_err(|_| format!("bad dimension `{d}` in tensor<{inner}>")),
+        })
+        .collect::<Result<Vec<Dim>, _>>()?;
+    let t = TensorType::of_dims(dtype, dims);
+    t.check_size().map_err(|e| format!("tensor<{inner}>: {e}"))?;
+    Ok(t)
+}
+
+/// `text` split at each `sep` outside parentheses, brackets and braces.
+pub fn split_top_level(text: &str, sep: char) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
 }
 
 /// `1x3x224x224xf32` (or just `f32` for a scalar).

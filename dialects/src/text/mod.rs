@@ -12,7 +12,7 @@
 //! Constants of more than `INLINE_LIMIT` elements are printed as `dense_resource<rN>` with
 //! their bytes in hex in a `resources { ... }` section after the graph.
 
-mod lexer;
+pub(crate) mod lexer;
 mod parse;
 mod print;
 

@@ -1,10 +1,11 @@
 //! Parsing the textual form back into a verified graph; an op that does not type-check is an
 //! error at its line.
 
-use super::lexer::{lex, Tok, Token};
+use super::lexer::{lex, split_top_level, symbolic_tensor_type, Tok, Token};
 use super::MAX_NESTING;
+use crate::dim::{self, Symbol};
 use crate::{verify, Attr, Attrs, DType, Graph, IrError, OpKind, Tensor, TensorType, ValueId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Parses one graph (and its resources section) and verifies it.
 pub fn parse(src: &str) -> Result<Graph, IrError> {
@@ -15,6 +16,7 @@ pub fn parse(src: &str) -> Result<Graph, IrError> {
         pending: Vec::new(),
         depth: 0,
         regions: Vec::new(),
+        symbols: BTreeMap::new(),
     };
     let mut g = p.graph()?;
     let resources = p.resources()?;
@@ -70,6 +72,8 @@ struct Parser {
     depth: usize,
     /// The regions being parsed, outermost first: (op index, attribute name).
     regions: Vec<(usize, String)>,
+    /// The symbols the outermost graph declares (`symbols<..>`), by name.
+    symbols: BTreeMap<String, Symbol>,
 }
 
 impl Parser {
@@ -101,6 +105,8 @@ impl Parser {
             Tok::Str(s) => format!("\"{s}\""),
             Tok::Ident(s) => format!("`{s}`"),
             Tok::Type(t) => format!("`{t}`"),
+            Tok::SymType(t) => format!("`tensor<{t}>`"),
+            Tok::Angled(k, t) => format!("`{k}<{t}>`"),
             Tok::Int(i) => format!("`{i}`"),
             Tok::Float(f) => format!("`{f:?}`"),
             Tok::Punct(c) => format!("`{c}`"),
@@ -147,6 +153,11 @@ impl Parser {
     fn ty(&mut self) -> Result<TensorType, IrError> {
         match self.peek().clone() {
             Tok::Type(t) => {
+                self.pos += 1;
+                Ok(t)
+            }
+            Tok::SymType(inner) => {
+                let t = symbolic_tensor_type(&inner, &self.symbols).or_else(|m| self.error(m))?;
                 self.pos += 1;
                 Ok(t)
             }
@@ -201,6 +212,13 @@ impl Parser {
     fn graph_here(&mut self) -> Result<Graph, IrError> {
         self.keyword("graph")?;
         let mut g = Graph::new(&self.string()?);
+        if let Tok::Angled("symbols", inner) = self.peek().clone() {
+            if self.depth > 1 {
+                return self.error("symbols are declared by the outermost graph");
+            }
+            self.symbols = self.declared_symbols(&inner)?;
+            self.pos += 1;
+        }
         self.expect('(')?;
         while !self.eat(')') {
             if !g.inputs.is_empty() {
@@ -311,6 +329,21 @@ impl Parser {
         Ok(body)
     }
 
+    /// The symbols of `symbols<s[1..512]{128}, b[1..8]>`, each a name with its constraints.
+    fn declared_symbols(&self, inner: &str) -> Result<BTreeMap<String, Symbol>, IrError> {
+        let mut symbols = BTreeMap::new();
+        for item in split_top_level(inner, ',') {
+            let d = dim::parse(item.trim()).or_else(|e| self.error(format!("in symbols<{inner}>: {e}")))?;
+            let Some(symbol) = d.as_symbol() else {
+                return self.error(format!("in symbols<{inner}>: `{}` is not a symbol", item.trim()));
+            };
+            if symbols.insert(symbol.name.clone(), symbol.clone()).is_some() {
+                return self.error(format!("symbol `{}` is declared twice", symbol.name));
+            }
+        }
+        Ok(symbols)
+    }
+
     /// The attribute dictionary after its `{`.
     fn attrs(&mut self, op: usize) -> Result<Attrs, IrError> {
         let mut attrs = Attrs::new();
@@ -341,6 +374,13 @@ impl Parser {
             Tok::Int(i) => Ok(Attr::Int(self.int(i)?)),
             Tok::Float(f) => Ok(Attr::Float(f)),
             Tok::Str(s) => Ok(Attr::Str(s)),
+            Tok::Angled("sizes", inner) if inner.trim().is_empty() => Ok(Attr::Sizes(Vec::new())),
+            Tok::Angled("sizes", inner) => {
+                let sizes = symbolic_tensor_type(&format!("{inner}xi64"), &self.symbols)
+                    .map(|t| t.dims())
+                    .or_else(|m| self.error(m))?;
+                Ok(Attr::Sizes(sizes))
+            }
             Tok::Punct('[') => {
                 let items = self.numbers(']')?;
                 if items.iter().any(|t| matches!(t, Tok::Float(_))) {

@@ -1,6 +1,7 @@
 //! Printing a graph in the textual form.
 
 use super::INLINE_LIMIT;
+use crate::dim::Dim;
 use crate::{Attr, DType, Def, Graph, Tensor, ValueId};
 use std::fmt::Write;
 
@@ -53,7 +54,12 @@ impl<'a> Printer<'a> {
             .iter()
             .map(|p| format!("{}: {} {}", self.name(p.value), g.ty(p.value), quote(&p.name)))
             .collect();
-        writeln!(self.out, "graph {} ({}) {{", quote(&g.name), inputs.join(", ")).unwrap();
+        // the outermost graph declares the symbols of every type and size in it and its bodies
+        let symbols = match indent.is_empty() {
+            true => declared_symbols(g),
+            false => String::new(),
+        };
+        writeln!(self.out, "graph {}{symbols} ({}) {{", quote(&g.name), inputs.join(", ")).unwrap();
         for op in &g.ops {
             let results: Vec<String> = op.results.iter().map(|r| self.name(*r)).collect();
             write!(self.out, "{indent}  {} = {}", results.join(", "), op.kind).unwrap();
@@ -111,6 +117,7 @@ impl<'a> Printer<'a> {
             Attr::Int(v) => v.to_string(),
             Attr::Float(v) => float(*v),
             Attr::Ints(v) => format!("[{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
+            Attr::Sizes(v) => sizes(v),
             Attr::Floats(v) => format!("[{}]", v.iter().map(|x| float(*x)).collect::<Vec<_>>().join(", ")),
             Attr::Str(s) => quote(s),
             Attr::DType(d) => d.name().to_string(),
@@ -140,6 +147,53 @@ impl<'a> Printer<'a> {
             }
         }
     }
+}
+
+/// ` symbols<b[1..8], s[1..512]{128, 512}>` for a graph whose types or sizes (in it, its
+/// regions and fused bodies) use symbols, else nothing. A name used with different
+/// constraints (the verifier refuses that) is declared as first seen.
+fn declared_symbols(g: &Graph) -> String {
+    let mut symbols = std::collections::BTreeMap::new();
+    collect_symbols(g, &mut symbols);
+    match symbols.is_empty() {
+        true => String::new(),
+        false => format!(" symbols<{}>", symbols.into_values().collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// Each symbol `g` (and the regions and bodies in it) uses, by name, as it is declared.
+fn collect_symbols(g: &Graph, symbols: &mut std::collections::BTreeMap<String, String>) {
+    let mut add = |dims: &[Dim]| {
+        for s in dims.iter().flat_map(Dim::symbols) {
+            symbols
+                .entry(s.name.clone())
+                .or_insert_with(|| Dim::symbol(s.clone()).to_string());
+        }
+    };
+    for v in 0..g.num_values() {
+        if let Some(dims) = &g.ty(ValueId(v as u32)).symbolic {
+            add(dims);
+        }
+    }
+    for op in &g.ops {
+        for a in op.attrs.0.values() {
+            if let Attr::Sizes(dims) = a {
+                add(dims);
+            }
+        }
+    }
+    for op in &g.ops {
+        op.body.iter().for_each(|body| collect_symbols(body, symbols));
+        op.attrs
+            .regions()
+            .for_each(|(_, region)| collect_symbols(region, symbols));
+    }
+}
+
+/// `sizes<(b)x(s)x12x64>`: sizes as a symbolic shape prints them.
+fn sizes(dims: &[Dim]) -> String {
+    let dims: Vec<String> = dims.iter().map(crate::dim_text).collect();
+    format!("sizes<{}>", dims.join("x"))
 }
 
 /// A float attribute always shows a `.`, an exponent, `inf` or `NaN`, so it never reads as an integer.

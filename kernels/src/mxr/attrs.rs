@@ -1,8 +1,8 @@
 //! A host step's attributes in an `.mxr` file (docs/mxr.md, *items*): a u64 count, then each
 //! attribute's name and a u32 tag with its value: `0` an i64, `1` an f64, `2` i64s, `3` f64s
-//! (each a u64 count and the values), `4` a string, `5` an element type by name. Tensors and
-//! graphs are no host step's (`Program::validate` refuses them); one written anyway has tag
-//! `255`, which reading refuses.
+//! (each a u64 count and the values), `4` a string, `5` an element type by name. Tensors,
+//! graphs and symbolic sizes are no host step's (`Program::validate` refuses them); one written
+//! anyway has tag `255`, which reading refuses.
 
 use super::{Reader, Writer};
 use mxc_dialects::{Attr, Attrs, DType};
@@ -38,7 +38,7 @@ pub(super) fn write_attrs(w: &mut Writer, attrs: &Attrs) {
                 w.u32(5);
                 w.str(d.name());
             }
-            Attr::Tensor(_) | Attr::Graph(_) => w.u32(255),
+            Attr::Tensor(_) | Attr::Graph(_) | Attr::Sizes(_) => w.u32(255),
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::super::ctx::Ctx;
 use super::super::registry::{ParseFn, Registry, LATEST};
 use super::axes;
-use super::shape::reshape;
+use super::shape::{product, reshape, reshape_dims};
 use mxc_dialects::narrow::Specials;
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, ValueId};
 
@@ -175,15 +175,15 @@ fn along_axis(
     along: fn(&mut Ctx, ValueId, usize) -> Result<ValueId, String>,
 ) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    let shape = ctx.ty(x).shape.clone();
-    let axis = axes::axis(ctx.node.int("axis", if legacy { 1 } else { -1 })?, shape.len())?;
-    if !legacy || axis + 1 == shape.len() {
+    let dims = ctx.ty(x).dims();
+    let axis = axes::axis(ctx.node.int("axis", if legacy { 1 } else { -1 })?, dims.len())?;
+    if !legacy || axis + 1 == dims.len() {
         return Ok(vec![along(ctx, x, axis)?]);
     }
-    let (outer, inner) = shape.split_at(axis);
-    let flat = reshape(ctx, x, &[outer.iter().product(), inner.iter().product()])?;
+    let (outer, inner) = dims.split_at(axis);
+    let flat = reshape_dims(ctx, x, &[product(outer)?, product(inner)?])?;
     let y = along(ctx, flat, 1)?;
-    Ok(vec![reshape(ctx, y, &shape)?])
+    Ok(vec![reshape_dims(ctx, y, &dims)?])
 }
 
 fn softmax(ctx: &mut Ctx, x: ValueId, axis: usize) -> Result<ValueId, String> {

@@ -5,7 +5,9 @@
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::axes::ints;
-use super::padding::{check_extents, explicit_pads, kernel_shape, per_dim, sizes, split_total, window};
+use super::padding::{
+    check_extents, check_symbolic_padding, explicit_pads, kernel_shape, per_dim, sizes, split_total, window,
+};
 use super::shape::reshape;
 use mxc_dialects::{Attr, Attrs, OpKind, Tensor, ValueId};
 
@@ -31,6 +33,7 @@ fn operands(ctx: &Ctx) -> Result<Operands, String> {
         ));
     }
     let kernel = kernel_shape(&ctx.node, Some(&ws[2..]))?;
+    check_symbolic_padding(&ctx.node, &ctx.ty(x).dims()[2..])?;
     let mut values = vec![x, w];
     values.extend(ctx.opt_input(2));
     Ok(Operands {

@@ -284,6 +284,9 @@ fn batch_norm_training(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if ty.rank() < 2 {
         return Err(format!("input must be N x C x ..., got shape {:?}", ty.shape));
     }
+    if ty.is_symbolic() {
+        return Err("training mode over symbolic sizes is not supported yet".into());
+    }
     let epsilon = ctx.node.float("epsilon", 1e-5)? as f64;
     let momentum = ctx.node.float("momentum", 0.9)? as f64;
     let over: Vec<usize> = (0..ty.rank()).filter(|&d| d != 1).collect();

@@ -4,6 +4,7 @@
 
 use super::super::node::NodeView;
 use super::axes::ints;
+use mxc_dialects::dim::Dim;
 use mxc_dialects::Attrs;
 
 /// A window over `n` spatial dims, attributes resolved.
@@ -80,6 +81,28 @@ pub fn split_total(total: usize, upper: bool) -> (usize, usize) {
         (total / 2, total - total / 2)
     } else {
         (total - total / 2, total / 2)
+    }
+}
+
+/// Refuses `auto_pad` `SAME_UPPER`/`SAME_LOWER` with a stride above 1 along a symbolic spatial
+/// extent: the pads it asks for depend on the extent there (`window` resolves them at the
+/// cost point, which holds at that size alone).
+pub fn check_symbolic_padding(node: &NodeView, spatial: &[Dim]) -> Result<(), String> {
+    let auto_pad = node.string("auto_pad", "NOTSET")?;
+    if !auto_pad.starts_with("SAME") {
+        return Ok(());
+    }
+    let strides = per_dim(node, "strides", spatial.len())?;
+    match spatial
+        .iter()
+        .zip(&strides)
+        .find(|(d, &s)| d.as_constant().is_none() && s > 1)
+    {
+        Some((d, s)) => Err(format!(
+            "auto_pad {auto_pad} with stride {s} over the symbolic extent {d}: its pads depend on the size, \
+             which is not supported (give the pads)"
+        )),
+        None => Ok(()),
     }
 }
 

@@ -9,7 +9,7 @@ use super::super::registry::Registry;
 use super::super::tensor::{check_constant, check_size};
 use super::argmax::first_marked;
 use super::axes::ints;
-use super::padding::{kernel_shape, window};
+use super::padding::{check_symbolic_padding, kernel_shape, window};
 use super::shape::reshape;
 use mxc_dialects::{mx, strides_of, Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
@@ -37,6 +37,7 @@ fn pool_attrs(ctx: &Ctx) -> Result<(ValueId, Attrs), String> {
             shape.len() - 2
         ));
     }
+    check_symbolic_padding(&ctx.node, &ctx.ty(x).dims()[2..])?;
     let attrs = window(&ctx.node, &shape[2..], &kernel)?
         .attrs()
         .with("kernel", ints(&kernel))
@@ -65,6 +66,9 @@ fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     if !ctx.wants_output(1) {
         let y = ctx.build1(OpKind::MaxPool, vec![pooled], attrs)?;
         return Ok(vec![ctx.cast(y, dtype)?]);
+    }
+    if ctx.ty(x).is_symbolic() {
+        return Err("the Indices output over symbolic sizes is not supported yet".into());
     }
     let (y, indices) = max_pool_with_indices(ctx, pooled, &attrs, column_major)?;
     Ok(vec![ctx.cast(y, dtype)?, indices])

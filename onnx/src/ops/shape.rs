@@ -6,6 +6,7 @@ use super::super::ctx::Ctx;
 use super::super::registry::Registry;
 use super::super::tensor::check_size;
 use super::axes;
+use mxc_dialects::dim::Dim;
 use mxc_dialects::{mx::broadcast_shapes, Attr, Attrs, DType, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -20,10 +21,31 @@ pub fn register(r: &mut Registry) {
 
 /// `v` reshaped to `shape` (no op when it already has it).
 pub fn reshape(ctx: &mut Ctx, v: ValueId, shape: &[usize]) -> Result<ValueId, String> {
-    if ctx.ty(v).shape == shape {
+    if ctx.ty(v).fixed_shape() == Some(shape) {
         return Ok(v);
     }
     ctx.build1(OpKind::Reshape, vec![v], Attrs::new().with("shape", axes::ints(shape)))
+}
+
+/// `v` reshaped to dimensions `dims`, symbolic or not (an `mx.reshape` to sizes).
+pub fn reshape_dims(ctx: &mut Ctx, v: ValueId, dims: &[Dim]) -> Result<ValueId, String> {
+    let fixed: Option<Vec<usize>> = dims.iter().map(|d| d.as_constant().map(|n| n as usize)).collect();
+    match fixed {
+        Some(shape) => reshape(ctx, v, &shape),
+        None if ctx.ty(v).dims() == dims => Ok(v),
+        None => ctx.build1(
+            OpKind::Reshape,
+            vec![v],
+            Attrs::new().with("shape", Attr::Sizes(dims.to_vec())),
+        ),
+    }
+}
+
+/// The product of dimensions (1 for none).
+pub fn product(dims: &[Dim]) -> Result<Dim, String> {
+    dims.iter()
+        .try_fold(Dim::constant(1), |acc, d| acc.mul(d))
+        .map_err(|e| e.to_string())
 }
 
 /// An ONNX shape list as sizes, each checked to be non-negative.
@@ -81,18 +103,15 @@ fn reshape_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 fn flatten(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    let shape = ctx.ty(x).shape.clone();
+    let dims = ctx.ty(x).dims();
     let a = ctx.node.int("axis", 1)?;
-    let axis = if a < 0 { a + shape.len() as i64 } else { a };
-    if !(0..=shape.len() as i64).contains(&axis) {
-        return Err(format!("axis {a} is out of range for rank {}", shape.len()));
+    let axis = if a < 0 { a + dims.len() as i64 } else { a };
+    if !(0..=dims.len() as i64).contains(&axis) {
+        return Err(format!("axis {a} is out of range for rank {}", dims.len()));
     }
-    let (outer, inner) = shape.split_at(axis as usize);
-    Ok(vec![reshape(
-        ctx,
-        x,
-        &[outer.iter().product(), inner.iter().product()],
-    )?])
+    let (outer, inner) = dims.split_at(axis as usize);
+    let matrix = [product(outer)?, product(inner)?];
+    Ok(vec![reshape_dims(ctx, x, &matrix)?])
 }
 
 /// The axes of `Squeeze`/`Unsqueeze`: an attribute before opset 13, an optional input after.

@@ -40,7 +40,7 @@ pub const FUNCS: &[Func] = &[
         params: &[Tensor],
         result: Ints,
         doc: "the dimensions",
-        eval: |a| Some(Value::Ints(ty(&a[0])?.shape.iter().map(|&d| d as i64).collect())),
+        eval: |a| Some(Value::Ints(fixed(&a[0])?.shape.iter().map(|&d| d as i64).collect())),
     },
     Func {
         name: "type",
@@ -54,7 +54,7 @@ pub const FUNCS: &[Func] = &[
         params: &[Tensor],
         result: Int,
         doc: "number of elements",
-        eval: |a| Some(Value::Int(ty(&a[0])?.num_elements() as i64)),
+        eval: |a| Some(Value::Int(fixed(&a[0])?.num_elements() as i64)),
     },
     Func {
         name: "const",
@@ -239,9 +239,8 @@ pub const FUNCS: &[Func] = &[
         result: Int,
         doc: "the size of one dimension (axis from 0)",
         eval: |a| {
-            let shape = &ty(&a[0])?.shape;
             let axis = usize::try_from(int(&a[1])?).ok()?;
-            Some(Value::Int(*shape.get(axis)? as i64))
+            Some(Value::Int(ty(&a[0])?.fixed_dim(axis)? as i64))
         },
     },
     Func {
@@ -250,7 +249,7 @@ pub const FUNCS: &[Func] = &[
         result: Ints,
         doc: "`[d0, rest]`: the tensor as a matrix of its first dimension's rows (conv weights `[M, kh, kw, C]` as `[M, kh * kw * C]`)",
         eval: |a| {
-            let t = ty(&a[0])?;
+            let t = fixed(&a[0])?;
             let rows = *t.shape.first()?;
             let cols = t.num_elements().checked_div(rows)?;
             Some(Value::Ints(vec![rows as i64, cols as i64]))
@@ -303,7 +302,7 @@ pub const FUNCS: &[Func] = &[
         result: Ints,
         doc: "`[rest, last]`: the tensor as a matrix of rows of its last dimension (an image `[N, H, W, C]` as its pixels, `[N * H * W, C]`)",
         eval: |a| {
-            let t = ty(&a[0])?;
+            let t = fixed(&a[0])?;
             let cols = *t.shape.last()?;
             let rows = t.num_elements().checked_div(cols)?;
             Some(Value::Ints(vec![rows as i64, cols as i64]))
@@ -314,7 +313,7 @@ pub const FUNCS: &[Func] = &[
         params: &[Tensor],
         result: Ints,
         doc: "`[1, numel]`: the tensor's values (in any shape) as one row, one per column of a matrix it scales",
-        eval: |a| Some(Value::Ints(vec![1, ty(&a[0])?.num_elements() as i64])),
+        eval: |a| Some(Value::Ints(vec![1, fixed(&a[0])?.num_elements() as i64])),
     },
     Func {
         name: "channels_shape",
@@ -322,7 +321,7 @@ pub const FUNCS: &[Func] = &[
         result: Ints,
         doc: "`[numel, 1, ..., 1]` of the rank: a vector of one value per channel (in any shape) made to broadcast along axis 1 of a result of one more dimension (`[M, 1, 1]` for an NCHW image)",
         eval: |a| {
-            let (t, rank) = (ty(&a[0])?, int(&a[1])?);
+            let (t, rank) = (fixed(&a[0])?, int(&a[1])?);
             let mut shape = vec![1; usize::try_from(rank).ok().filter(|&r| r >= 1)?];
             shape[0] = t.num_elements() as i64;
             Some(Value::Ints(shape))
@@ -333,7 +332,7 @@ pub const FUNCS: &[Func] = &[
         params: &[Tensor],
         result: Ints,
         doc: "`[kh, kw]` of channels-last conv weights `[M, kh, kw, C]`",
-        eval: |a| match ty(&a[0])?.shape[..] {
+        eval: |a| match fixed(&a[0])?.shape[..] {
             [_, kh, kw, _] => Some(Value::Ints(vec![kh as i64, kw as i64])),
             _ => None,
         },
@@ -354,7 +353,7 @@ pub const FUNCS: &[Func] = &[
         result: Ints,
         doc: "the result shape of a stride-1, dilation-1 `conv_nhwc` of the image with the weights and the pads",
         eval: |a| {
-            let (x, w) = (ty(&a[0])?, ty(&a[1])?);
+            let (x, w) = (fixed(&a[0])?, fixed(&a[1])?);
             let pads = ints(&a[2])?;
             let (&[n, h, wd, _], &[m, kh, kw, _], &[pt, pl, pb, pr]) = (&x.shape[..], &w.shape[..], pads) else {
                 return None;
@@ -387,6 +386,13 @@ fn facts(v: &Value) -> Option<&TensorFacts> {
 
 fn ty(v: &Value) -> Option<&mxc_dialects::TensorType> {
     facts(v)?.ty.as_ref()
+}
+
+/// The type where its sizes are fixed: the functions that compute on sizes give nothing for
+/// symbolic ones (their sizes at the cost point hold at one size only), so a rule that needs
+/// them does not apply there.
+fn fixed(v: &Value) -> Option<&mxc_dialects::TensorType> {
+    ty(v).filter(|t| !t.is_symbolic())
 }
 
 fn dtype(v: &Value) -> Option<mxc_dialects::DType> {
@@ -449,7 +455,7 @@ fn values_in(a: &[Value]) -> Option<Value> {
 
 /// The shape of a tensor of rank 4 (conv weights).
 fn weights_shape(v: &Value) -> Option<[usize; 4]> {
-    ty(v)?.shape.as_slice().try_into().ok()
+    fixed(v)?.shape.as_slice().try_into().ok()
 }
 
 fn finite_ratios(a: &[Value]) -> Option<Value> {
@@ -498,7 +504,7 @@ fn flip(a: &[Value]) -> Option<Value> {
 /// `[1, .., shape[axis], .., 1]`: a vector of `shape[axis]` values reshaped to broadcast along
 /// `axis` of the tensor.
 fn channel_shape(a: &[Value]) -> Option<Value> {
-    let shape = &ty(&a[0])?.shape;
+    let shape = &fixed(&a[0])?.shape;
     let axis = usize::try_from(int(&a[1])?).ok().filter(|&i| i < shape.len())?;
     let dims = (0..shape.len()).map(|i| if i == axis { shape[i] as i64 } else { 1 });
     Some(Value::Ints(dims.collect()))
@@ -506,7 +512,7 @@ fn channel_shape(a: &[Value]) -> Option<Value> {
 
 /// `[1, .., 1, shape...]` of length `rank` (not below the tensor's own rank).
 fn shape_at_rank(a: &[Value]) -> Option<Value> {
-    let shape = &ty(&a[0])?.shape;
+    let shape = &fixed(&a[0])?.shape;
     let ones = usize::try_from(int(&a[1])?).ok()?.checked_sub(shape.len())?;
     let dims = std::iter::repeat_n(1, ones).chain(shape.iter().map(|&d| d as i64));
     Some(Value::Ints(dims.collect()))

@@ -75,7 +75,9 @@ impl Value {
             AttrValue::Floats(v) => Value::Floats(v.iter().map(|b| f64::from_bits(*b)).collect()),
             AttrValue::DType(d) => Value::DType(*d),
             AttrValue::Str(s) => Value::Str(s.clone()),
-            AttrValue::Graph(_) => return None,
+            // symbolic sizes are no value rule expressions compute on: a rule that reads them
+            // does not apply (rules over symbolic shapes see fixed sizes only)
+            AttrValue::Graph(_) | AttrValue::Sizes(_) => return None,
         })
     }
 
