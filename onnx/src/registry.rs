@@ -102,17 +102,20 @@ const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
 /// The ops of the default domain whose parsers import values of symbolic dimensions: each
 /// builds mx ops whose type rules take symbolic types, and reads no size of its inputs to
 /// make a constant or an attribute unless it handles the size as a dimension (`Flatten`'s
-/// products, a legacy `Softmax`'s matrix) or refuses a symbolic one (`auto_pad` `SAME_*`
-/// over a stride, `MaxPool`'s indices, training-mode `BatchNormalization`). A node of any
+/// products, a legacy `Softmax`'s matrix, a `Reshape` target's `0` and `-1`, the axes
+/// `Squeeze` and `Unsqueeze` drop and insert) or refuses a symbolic one (`auto_pad` `SAME_*`
+/// over a stride, `MaxPool`'s indices, training-mode `BatchNormalization`, a `Gather`'s
+/// constant index past a symbolic axis's least size). A node of any
 /// other op reading a symbolic value is refused by name: its parser may compute with the
 /// sizes at the cost point (`Shape` would make them constants).
 #[rustfmt::skip]
 const SYMBOLIC_OPS: &[&str] = &[
     "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
-    "Equal", "Erf", "Exp", "Flatten", "Floor", "Gemm", "GlobalAveragePool", "Greater", "Identity",
-    "LeakyRelu", "Less", "Log", "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg", "Not", "Pow",
-    "Reciprocal", "Relu", "Round", "Sigmoid", "Sin", "Softmax", "Sqrt", "Sub", "Tanh", "Transpose",
-    "Where",
+    "Equal", "Erf", "Exp", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool", "Greater",
+    "Identity", "LayerNormalization", "LeakyRelu", "Less", "Log", "MatMul", "Max", "MaxPool", "Min",
+    "Mul", "Neg", "Not", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
+    "Reshape", "Round", "Sigmoid", "Sin", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose",
+    "Unsqueeze", "Where",
 ];
 
 /// Whether a node of `op` of `domain` may read values of symbolic dimensions (`SYMBOLIC_OPS`).

@@ -208,3 +208,118 @@ fn same_padding_over_a_stride_is_refused_over_a_symbolic_extent() {
     let out = mxc(&["read", model.to_str().unwrap(), "--shape", "x=1,1,9,8"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+fn int(name: &str, value: i64) -> proto::AttributeProto {
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(value),
+        ..Default::default()
+    }
+}
+
+fn int64s(name: &str, values: &[i64]) -> proto::TensorProto {
+    proto::TensorProto {
+        name: Some(name.into()),
+        dims: vec![values.len() as i64],
+        data_type: Some(proto::tensor_proto::DataType::Int64 as i32),
+        int64_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// x f32[b, s, 16] and mask f32[b, s] → layer norm, one attention of 2 heads of 8 whose head
+/// split and merge are `Reshape`s to `[0, 0, 2, 8]` and `[0, 0, -1]`, the mask unsqueezed to
+/// `[b, 1, 1, s]`, then the mean over the sequence.
+fn encoder_block(dir: &Path) -> PathBuf {
+    let graph = proto::GraphProto {
+        name: Some("block".into()),
+        node: vec![
+            node("LayerNormalization", &["x", "gamma", "beta"], "n", vec![]),
+            node("MatMul", &["n", "wq"], "q", vec![]),
+            node("Reshape", &["q", "heads"], "qh", vec![]),
+            node("Transpose", &["qh"], "qt", vec![ints("perm", &[0, 2, 1, 3])]),
+            node("Transpose", &["qh"], "kt", vec![ints("perm", &[0, 2, 3, 1])]),
+            node("MatMul", &["qt", "kt"], "scores", vec![]),
+            node("Unsqueeze", &["mask", "mask_axes"], "m4", vec![]),
+            node("Sub", &["one", "m4"], "inverted", vec![]),
+            node("Mul", &["inverted", "big"], "bias", vec![]),
+            node("Add", &["scores", "bias"], "masked", vec![]),
+            node("Softmax", &["masked"], "p", vec![]),
+            node("MatMul", &["p", "qt"], "ctx", vec![]),
+            node("Transpose", &["ctx"], "merged", vec![ints("perm", &[0, 2, 1, 3])]),
+            node("Reshape", &["merged", "flat"], "y", vec![]),
+            node(
+                "ReduceMean",
+                &["y"],
+                "pooled",
+                vec![ints("axes", &[1]), int("keepdims", 0)],
+            ),
+        ],
+        initializer: vec![
+            weight("gamma", &[16]),
+            weight("beta", &[16]),
+            weight("wq", &[16, 16]),
+            int64s("heads", &[0, 0, 2, 8]),
+            int64s("flat", &[0, 0, -1]),
+            int64s("mask_axes", &[1, 2]),
+            weight("one", &[1]),
+            weight("big", &[1]),
+        ],
+        input: vec![float_value("x", &["b", "s", "16"]), float_value("mask", &["b", "s"])],
+        output: vec![float_value("y", &["b", "s", "16"]), float_value("pooled", &["b", "16"])],
+        ..Default::default()
+    };
+    let path = dir.join("block.onnx");
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path
+}
+
+#[test]
+fn an_attention_block_imports_over_a_symbolic_batch_and_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = encoder_block(dir.path());
+    let out = mxc(&[
+        "read",
+        model.to_str().unwrap(),
+        "--shape",
+        "x=b[1..4]{1},s[1..512]{128},16",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ir = String::from_utf8(out.stdout).unwrap();
+    // the mask shares b and s with x through the model's dim_params
+    assert!(ir.contains(r#"%arg1: tensor<(b)x(s)xf32> "mask""#), "{ir}");
+    for expected in [
+        "{shape = sizes<(b)x(s)x2x8>} : tensor<(b)x(s)x2x8xf32>",
+        ": tensor<(b)x2x(s)x(s)xf32>",
+        "{shape = sizes<(b)x1x1x(s)>} : tensor<(b)x1x1x(s)xf32>",
+        "{shape = sizes<(b)x(s)x16>} : tensor<(b)x(s)x16xf32>",
+        "mx.reduce_mean",
+    ] {
+        assert!(ir.contains(expected), "{expected}\n{ir}");
+    }
+    let symbolic = ImportOptions {
+        symbolic_shapes: HashMap::from([
+            ("x".to_string(), dims("b[1..4]{1}, s[1..512]{128}, 16")),
+            ("mask".to_string(), dims("b[1..4]{1}, s[1..512]{128}")),
+        ]),
+        ..ImportOptions::default()
+    };
+    let graph = import_file(&model, &symbolic).unwrap();
+    for (b, s) in [(1, 7), (2, 64), (1, 300), (4, 512)] {
+        let sizes = BTreeMap::from([("b".to_string(), b), ("s".to_string(), s)]);
+        let fixed = ImportOptions {
+            input_shapes: HashMap::from([
+                ("x".to_string(), vec![b as usize, s as usize, 16]),
+                ("mask".to_string(), vec![b as usize, s as usize]),
+            ]),
+            ..ImportOptions::default()
+        };
+        let imported = import_file(&model, &fixed).unwrap();
+        assert_eq!(
+            print(&at_sizes(&graph, &sizes).unwrap()),
+            print(&imported),
+            "at {sizes:?}"
+        );
+    }
+}

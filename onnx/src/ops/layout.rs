@@ -166,6 +166,18 @@ fn gather(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     // in range.
     if let Some(t) = ctx.graph().constant_value(indices).cloned() {
         let extent = shape[axis] as i64;
+        // along a symbolic axis an index means one element at every size only below its least
+        let dim = &ctx.ty(data).dims()[axis];
+        let least = dim.bounds().0;
+        if let Some(i) = t
+            .to_i64_vec()
+            .into_iter()
+            .find(|&i| dim.as_constant().is_none() && !(0..least).contains(&i))
+        {
+            return Err(format!(
+                "index {i} of axis {axis} of the symbolic extent {dim}: only indices below its least size {least} are supported"
+            ));
+        }
         let fixed = t
             .to_i64_vec()
             .into_iter()

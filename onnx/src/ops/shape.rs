@@ -97,6 +97,12 @@ fn reshape_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         ctx.const_input(1, "shape")?.to_i64_vec()
     };
     let allow_zero = ctx.node.int("allowzero", 0)? != 0;
+    if ctx.ty(x).is_symbolic() {
+        // a `0` copies a symbolic dimension, a `-1` takes what the others leave of them
+        let dims =
+            mxc_dialects::dim::infer::reshape(&ctx.ty(x).dims(), &target, allow_zero).map_err(|e| e.to_string())?;
+        return Ok(vec![reshape_dims(ctx, x, &dims)?]);
+    }
     let shape = resolve_reshape(&ctx.ty(x).shape, &target, allow_zero)?;
     Ok(vec![reshape(ctx, x, &shape)?])
 }
@@ -125,41 +131,47 @@ fn axes_operand(ctx: &Ctx) -> Result<Option<Vec<i64>>, String> {
 
 fn squeeze(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    let shape = ctx.ty(x).shape.clone();
+    let dims = ctx.ty(x).dims();
+    let one = |d: &Dim| d.as_constant() == Some(1);
     let drop = match axes_operand(ctx)? {
         Some(list) => {
-            let drop = axes::axes(&list, shape.len())?;
-            if let Some(&d) = drop.iter().find(|&&d| shape[d] != 1) {
-                return Err(format!("cannot squeeze axis {d} of extent {}", shape[d]));
+            let drop = axes::axes(&list, dims.len())?;
+            if let Some(&d) = drop.iter().find(|&&d| !one(&dims[d])) {
+                return Err(format!("cannot squeeze axis {d} of extent {}", dims[d]));
             }
             drop
         }
-        None => (0..shape.len()).filter(|&d| shape[d] == 1).collect(),
+        None => {
+            // which axes go depends on the sizes where a symbolic one may be 1
+            if let Some(d) = dims.iter().find(|d| d.as_constant().is_none() && d.bounds().0 <= 1) {
+                return Err(format!(
+                    "squeezing without axes over the symbolic extent {d}, which may be 1, is not supported (give the axes)"
+                ));
+            }
+            (0..dims.len()).filter(|&d| one(&dims[d])).collect()
+        }
     };
-    let kept: Vec<usize> = (0..shape.len())
+    let kept: Vec<Dim> = (0..dims.len())
         .filter(|d| !drop.contains(d))
-        .map(|d| shape[d])
+        .map(|d| dims[d].clone())
         .collect();
-    Ok(vec![reshape(ctx, x, &kept)?])
+    Ok(vec![reshape_dims(ctx, x, &kept)?])
 }
 
 fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
-    let shape = ctx.ty(x).shape.clone();
+    let shape = ctx.ty(x).dims();
     let list = axes_operand(ctx)?.ok_or("missing axes")?;
     let rank = shape.len() + list.len();
     let inserted = axes::axes(&list, rank)?;
     let mut dims = shape.into_iter();
-    let out: Vec<usize> = (0..rank)
-        .map(|d| {
-            if inserted.contains(&d) {
-                1
-            } else {
-                dims.next().unwrap_or(1)
-            }
+    let out: Vec<Dim> = (0..rank)
+        .map(|d| match inserted.contains(&d) {
+            true => Dim::constant(1),
+            false => dims.next().unwrap_or(Dim::constant(1)),
         })
         .collect();
-    Ok(vec![reshape(ctx, x, &out)?])
+    Ok(vec![reshape_dims(ctx, x, &out)?])
 }
 
 fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
