@@ -419,11 +419,18 @@ struct Shapes {
 
 impl Shapes {
     /// Import options for `mxc read`: fixed shapes as every command takes them, or, where a
-    /// shape given is symbolic, every tensor input of the model with its symbolic dimensions
-    /// (the model's `dim_param`s shared between inputs), imported as symbolic types.
+    /// shape given is symbolic or none is given for a model with dynamic dimensions, every
+    /// tensor input of the model with its symbolic dimensions (the model's `dim_param`s shared
+    /// between inputs, each in `[1..4096]` unless given), imported as symbolic types.
     fn read_options(&self, model: &Path) -> Result<ImportOptions> {
         let (shapes, structures) = inputs::parse_shapes(&self.shapes)?;
-        if shapes.values().flatten().all(|d| d.as_constant().is_some()) {
+        let given_symbolic = !shapes.values().flatten().all(|d| d.as_constant().is_some());
+        let dynamic_model = || {
+            shapes.is_empty()
+                && structures.is_empty()
+                && mxc_onnx::model_input_dims(model, &shapes).is_ok_and(|dims| !dims.is_fixed())
+        };
+        if !given_symbolic && !dynamic_model() {
             return Ok(inputs::with_model_dims(model, self.import_options("read")?)?);
         }
         let dims = mxc_onnx::model_input_dims(model, &shapes)?;
@@ -482,7 +489,16 @@ fn run(cli: Cli) -> Result<()> {
             shapes,
             rules,
         } => {
-            let graph = import_file(&model, &shapes.read_options(&model)?)?;
+            let options = shapes.read_options(&model)?;
+            let by_default = shapes.shapes.is_empty() && !options.symbolic_shapes.is_empty();
+            let graph = import_file(&model, &options).map_err(|e| match by_default {
+                true => anyhow::anyhow!(
+                    "{e}\n(the model's dynamic dimensions were imported as symbols in [1..{}]; give the inputs' \
+                     shapes with --shape, fixed or as narrower symbols)",
+                    mxc_dialects::dim::DEFAULT_MAX
+                ),
+                false => e.into(),
+            })?;
             let options = rules.compile_options()?;
             let graph = mxc_codegen::with_precision(&graph, &options.precision)?.unwrap_or(graph);
             let shown = match target {

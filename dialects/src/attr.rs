@@ -115,6 +115,14 @@ impl Attrs {
             .collect()
     }
 
+    /// A list of integers; symbolic sizes at their cost point.
+    pub fn int_list(&self, name: &str) -> Result<Vec<i64>, String> {
+        match self.get(name) {
+            Some(Attr::Sizes(sizes)) => Ok(sizes.iter().map(|d| d.at_cost_point() as i64).collect()),
+            _ => self.ints(name).map(<[i64]>::to_vec),
+        }
+    }
+
     /// A list of sizes as dimensions: symbolic ones as they are, fixed ones as constants.
     pub fn sizes(&self, name: &str) -> Result<Vec<Dim>, String> {
         match self.get(name) {

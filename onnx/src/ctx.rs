@@ -6,6 +6,7 @@
 use super::importer::{unique_name, Capture, Importer, OnnxValue, Sequence};
 use super::node::NodeView;
 use super::proto::GraphProto;
+use super::shape_values::SizeValues;
 use super::tensor::decode_tensor;
 use mxc_dialects::eval::eval;
 use mxc_dialects::{mx, Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
@@ -123,6 +124,21 @@ impl Ctx<'_> {
         known.value(v, KNOWN_DEPTH)
     }
 
+    /// Input `i` where it is a shape computed from symbolic sizes (`shape_values.rs`).
+    pub fn sizes_input(&self, i: usize) -> Option<SizeValues> {
+        self.opt_input(i).and_then(|v| self.imp.sizes.get(&v).cloned())
+    }
+
+    /// A constant of `values`: a placeholder of its sizes at the cost point, with the sizes
+    /// kept beside it where some is symbolic.
+    pub fn sizes_constant(&mut self, values: SizeValues) -> ValueId {
+        let v = self.constant(values.at_cost_point());
+        if values.is_symbolic() {
+            self.imp.sizes.insert(v, values);
+        }
+        v
+    }
+
     /// Input `i` (named `name` in the op's schema) as a compile-time value.
     pub fn const_input(&self, i: usize, name: &str) -> Result<Tensor, String> {
         self.opt_const_input(i, name)?
@@ -183,7 +199,9 @@ impl Ctx<'_> {
             t.check_limit(self.imp.max_tensor_bytes)
                 .map_err(|e| format!("{kind}: the result {e}"))?;
         }
-        if kind != OpKind::DequantizeLinear && results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
+        // a constant has fixed sizes: a result of symbolic ones stays an op
+        let fixed = results.iter().all(|t| !t.is_symbolic());
+        if kind != OpKind::DequantizeLinear && fixed && results.iter().all(|t| t.num_elements() <= FOLD_LIMIT) {
             let values: Option<Vec<Tensor>> = operands.iter().map(|v| g.constant_value(*v).cloned()).collect();
             if let Some(values) = values {
                 let refs: Vec<&Tensor> = values.iter().collect();
@@ -303,7 +321,10 @@ impl Known<'_> {
         }
         let known = match self.graph.def(v) {
             Def::Input(_) => self.specialized.get(&v).cloned(),
-            Def::Op { op, result } if self.graph.ty(v).num_elements() <= KNOWN_LIMIT => {
+            // a value of symbolic sizes is no constant (its sizes are known at run time only)
+            Def::Op { op, result }
+                if !self.graph.ty(v).is_symbolic() && self.graph.ty(v).num_elements() <= KNOWN_LIMIT =>
+            {
                 let op = &self.graph.ops[op];
                 let operands = op
                     .operands

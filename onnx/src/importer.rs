@@ -15,7 +15,8 @@ use super::error::node_label;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::type_proto::Value as TypeValue;
 use super::proto::{GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
-use super::registry::{imports_symbolic, takes_strings, Registry, NEWEST_OPSET};
+use super::registry::{imports_symbolic, reads_shape, takes_strings, Registry, NEWEST_OPSET};
+use super::shape_values::{self, Operand, SizeValues, SHAPE_ARITHMETIC};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
 use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
@@ -37,6 +38,9 @@ pub struct Importer {
     /// The most bytes an input or a computed tensor may take.
     pub max_tensor_bytes: usize,
     registry: &'static Registry,
+    /// Shapes computed over symbolic sizes (`shape_values.rs`), by the placeholder constant
+    /// that stands for each in the graph.
+    pub(super) sizes: HashMap<ValueId, SizeValues>,
 }
 
 /// A value a region reads from the graphs around it.
@@ -55,6 +59,7 @@ pub struct Enclosing {
     env: HashMap<String, ValueId>,
     composites: HashMap<String, OnnxValue>,
     specialized: HashMap<ValueId, Tensor>,
+    sizes: HashMap<ValueId, SizeValues>,
 }
 
 /// Imports a decoded model.
@@ -90,6 +95,7 @@ pub fn import_model(
             None => mxc_dialects::max_tensor_bytes()?,
         },
         registry: Registry::standard(),
+        sizes: HashMap::new(),
     };
     imp.add_initializers(g)?;
     imp.add_inputs(g, opts)?;
@@ -299,6 +305,31 @@ impl Importer {
             );
             return Err(node_err(&label, message));
         }
+        // shapes computed from symbolic sizes: arithmetic on them here; a Slice or Gather
+        // whose data is not one reads them as its bounds or indices (below)
+        let sized = |k: usize| {
+            inputs
+                .get(k)
+                .copied()
+                .flatten()
+                .is_some_and(|v| self.sizes.contains_key(&v))
+        };
+        let arithmetic = match op {
+            "Slice" | "Gather" => sized(0),
+            _ => (0..inputs.len()).any(sized),
+        };
+        if arithmetic && domain.is_empty() && SHAPE_ARITHMETIC.contains(&op) {
+            return self.shape_arithmetic(&label, node, opset, &inputs);
+        }
+        if let Some((k, _)) = (inputs.iter().enumerate())
+            .find(|(k, v)| v.is_some_and(|v| self.sizes.contains_key(&v)) && !reads_shape(op, *k))
+        {
+            let message = format!(
+                "input #{k} (\"{}\") is a shape computed from symbolic sizes; {op} over it is not supported yet",
+                node.input[k]
+            );
+            return Err(node_err(&label, message));
+        }
         let symbolic = inputs.iter().flatten().find(|v| self.graph.ty(**v).is_symbolic());
         if let Some(&v) = symbolic.filter(|_| !imports_symbolic(domain, op)) {
             let message = format!(
@@ -339,6 +370,55 @@ impl Importer {
                 ),
             };
             self.bind(name, value);
+        }
+        Ok(())
+    }
+
+    /// A node of shape arithmetic whose first input is a shape computed from symbolic sizes:
+    /// computed on the sizes (`shape_values::evaluate`), its output a placeholder constant
+    /// with the sizes beside it, or a plain constant where none is symbolic.
+    fn shape_arithmetic(
+        &mut self,
+        label: &str,
+        node: &NodeProto,
+        opset: i64,
+        inputs: &[Option<ValueId>],
+    ) -> Result<(), ImportError> {
+        let err = |message: String| ImportError::Node {
+            node: label.to_string(),
+            op: node.op_type().into(),
+            message,
+        };
+        let operands = inputs
+            .iter()
+            .enumerate()
+            .map(|(k, v)| match v {
+                None => Ok(None),
+                Some(v) => match (self.sizes.get(v), self.graph.constant_value(*v)) {
+                    (Some(s), _) => Ok(Some(Operand::Sizes(s.clone()))),
+                    (None, Some(t)) => Ok(Some(Operand::Constant(t.clone()))),
+                    (None, None) => Err(err(format!(
+                        "input #{k} (\"{}\") is computed at run time; shape arithmetic takes sizes and constants",
+                        node.input[k]
+                    ))),
+                },
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let view = super::node::NodeView::new(node);
+        let result = shape_values::evaluate(node.op_type(), &view, opset, &operands).map_err(err)?;
+        view.without_effect(&["saturate"]);
+        if let [first, ..] = view.unread()[..] {
+            return Err(err(format!(
+                "attribute `{first}` is not supported (the parser does not read it)"
+            )));
+        }
+        let placeholder = self.graph.constant(result.at_cost_point());
+        if result.is_symbolic() {
+            self.sizes.insert(placeholder, result);
+        }
+        match node.output.first().filter(|name| !name.is_empty()) {
+            Some(name) => self.bind(name, OnnxValue::Tensor(placeholder)),
+            None => return Err(err("the node has no output".into())),
         }
         Ok(())
     }
@@ -484,6 +564,7 @@ impl Importer {
             env: std::mem::take(&mut self.env),
             composites: std::mem::take(&mut self.composites),
             specialized: std::mem::take(&mut self.specialized),
+            sizes: std::mem::take(&mut self.sizes),
         };
         let mut taken = HashSet::new();
         let values = inputs
@@ -509,6 +590,7 @@ impl Importer {
         self.env = enclosing.env;
         self.composites = enclosing.composites;
         self.specialized = enclosing.specialized;
+        self.sizes = enclosing.sizes;
         std::mem::replace(&mut self.graph, enclosing.graph).prune()
     }
 

@@ -18,6 +18,7 @@ mod node;
 mod ops;
 pub mod proto;
 mod registry;
+mod shape_values;
 mod tensor;
 #[cfg(test)]
 mod testutil;

@@ -110,13 +110,20 @@ const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
 /// sizes at the cost point (`Shape` would make them constants).
 #[rustfmt::skip]
 const SYMBOLIC_OPS: &[&str] = &[
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
     "Equal", "Erf", "Exp", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool", "Greater",
     "Identity", "LayerNormalization", "LeakyRelu", "Less", "Log", "MatMul", "Max", "MaxPool", "Min",
     "Mul", "Neg", "Not", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
-    "Reshape", "Round", "Sigmoid", "Sin", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose",
-    "Unsqueeze", "Where",
+    "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Size", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub",
+    "Tanh", "Transpose", "Unsqueeze", "Where",
 ];
+
+/// Whether input `k` of `op` is a shape its parser reads as sizes (`Ctx::sizes_input`), so
+/// that it may be one computed from symbolic sizes: a `Reshape`'s target, a `Slice`'s starts
+/// and ends.
+pub fn reads_shape(op: &str, k: usize) -> bool {
+    matches!((op, k), ("Reshape", 1) | ("Slice", 1 | 2))
+}
 
 /// Whether a node of `op` of `domain` may read values of symbolic dimensions (`SYMBOLIC_OPS`).
 pub fn imports_symbolic(domain: &str, op: &str) -> bool {

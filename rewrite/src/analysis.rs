@@ -110,7 +110,12 @@ impl MxAnalysis {
     /// run time, except a concatenation, whose result is no larger than its operands together
     /// (weights padded with zeros: `integer.rules`' kernel rows). Weight layouts
     /// (`Trait::WeightLayout`) are always folded.
+    /// Never where the result is symbolic: a constant has fixed sizes (a slice of a constant
+    /// to a symbolic length stays an op).
     fn should_fold(&self, kind: OpKind, operands: &[&Tensor], result: &TensorType) -> bool {
+        if result.is_symbolic() {
+            return false;
+        }
         let n = result.num_elements();
         let grows = operands.iter().all(|t| t.len() < n);
         n <= self.fold_limit

@@ -8,6 +8,7 @@ use crate::common::{float_value, model_bytes, mxc, node, stderr};
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::specialise::at_sizes;
 use mxc_dialects::text::print;
+use mxc_dialects::{DType, Tensor};
 use mxc_onnx::{import_file, proto, ImportOptions};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -156,24 +157,40 @@ fn the_symbolic_import_at_given_sizes_is_the_import_at_those_sizes() {
 #[test]
 fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let graph = proto::GraphProto {
-        name: Some("shape_of".into()),
-        node: vec![node("Shape", &["x"], "s", vec![])],
-        input: vec![float_value("x", &["n", "4"])],
-        output: vec![proto::ValueInfoProto {
-            name: Some("s".into()),
+    let refusal = |name: &str, nodes: Vec<proto::NodeProto>, initializer: Vec<proto::TensorProto>| {
+        let graph = proto::GraphProto {
+            name: Some(name.into()),
+            node: nodes,
+            initializer,
+            input: vec![float_value("x", &["n", "4"])],
+            output: vec![proto::ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
             ..Default::default()
-        }],
-        ..Default::default()
+        };
+        let model = dir.path().join(format!("{name}.onnx"));
+        std::fs::write(&model, model_bytes(graph)).unwrap();
+        let out = mxc(&["read", model.to_str().unwrap(), "--shape", "x=n[1..8],4"]);
+        assert_eq!(out.status.code(), Some(1));
+        stderr(&out).trim().to_string()
     };
-    let shape_model = dir.path().join("shape.onnx");
-    std::fs::write(&shape_model, model_bytes(graph)).unwrap();
-    let out = mxc(&["read", shape_model.to_str().unwrap(), "--shape", "x=n[1..8],4"]);
-    assert_eq!(out.status.code(), Some(1));
+    // a parser that would compute with the sizes at the cost point
+    let tile = vec![node("Tile", &["x", "reps"], "y", vec![])];
     assert_eq!(
-        stderr(&out).trim(),
-        "error: node #0 (output \"s\") (Shape): reads a value of symbolic dimensions (tensor<(n)x4xf32>); \
-         importing Shape over symbolic sizes is not supported yet"
+        refusal("tile", tile, vec![int64s("reps", &[2, 1])]),
+        "error: node #0 (output \"y\") (Tile): reads a value of symbolic dimensions (tensor<(n)x4xf32>); \
+         importing Tile over symbolic sizes is not supported yet"
+    );
+    // a shape of symbolic sizes used where no parser reads it as sizes
+    let filled = vec![
+        node("Shape", &["x"], "s", vec![]),
+        node("ConstantOfShape", &["s"], "y", vec![]),
+    ];
+    assert_eq!(
+        refusal("filled", filled, vec![]),
+        "error: node #1 (output \"y\") (ConstantOfShape): input #0 (\"s\") is a shape computed from symbolic \
+         sizes; ConstantOfShape over it is not supported yet"
     );
 }
 
@@ -298,6 +315,16 @@ fn an_attention_block_imports_over_a_symbolic_batch_and_sequence() {
     ] {
         assert!(ir.contains(expected), "{expected}\n{ir}");
     }
+    // given no shapes, the model's dim_params are symbols in the default range
+    let out = mxc(&["read", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ir = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        ir.starts_with(
+            r#"graph "block" symbols<b, s> (%arg0: tensor<(b)x(s)x16xf32> "x", %arg1: tensor<(b)x(s)xf32> "mask")"#
+        ),
+        "{ir}"
+    );
     let symbolic = ImportOptions {
         symbolic_shapes: HashMap::from([
             ("x".to_string(), dims("b[1..4]{1}, s[1..512]{128}, 16")),
@@ -322,4 +349,111 @@ fn an_attention_block_imports_over_a_symbolic_batch_and_sequence() {
             "at {sizes:?}"
         );
     }
+}
+
+/// The repo's encoder (`.cache/models/encoder`: two BERT layers as TorchScript exports them,
+/// their head splits and position ids computed from `Shape`) with its inputs' batch and
+/// sequence made the `dim_param`s `batch` and `seq`.
+fn dynamic_encoder(dir: &Path) -> PathBuf {
+    use prost::Message;
+    let bytes = std::fs::read(crate::common::cache_dir("models/encoder").join("model.onnx")).unwrap();
+    let mut model = proto::ModelProto::decode(&bytes[..]).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    for value in graph.input.iter_mut().chain(graph.output.iter_mut()) {
+        if let Some(proto::type_proto::Value::TensorType(t)) = value.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+            let dims = &mut t.shape.as_mut().unwrap().dim;
+            for (d, name) in dims.iter_mut().zip(["batch", "seq"]) {
+                d.value = Some(proto::tensor_shape_proto::dimension::Value::DimParam(name.into()));
+            }
+        }
+    }
+    let path = dir.join("encoder.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn a_transformer_encoder_imports_over_symbolic_batch_and_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dynamic_encoder(dir.path());
+    let shape = "input_ids=batch[1..4]{1},seq[1..512]{128}";
+    let out = mxc(&["read", model.to_str().unwrap(), "--shape", shape]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ir = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        // position ids: a slice of the model's 512 to the sequence's length
+        "{ends = sizes<1x(seq)>, starts = [0, 0], steps = [1, 1]} : tensor<1x(seq)xi64>",
+        // the heads split by a target computed from Shape
+        "{shape = sizes<(batch)x(seq)x4x16>} : tensor<(batch)x(seq)x4x16xf32>",
+        ": tensor<(batch)x4x(seq)x(seq)xf32>",
+    ] {
+        assert!(ir.contains(expected), "{expected}\n{ir}");
+    }
+    // the cpu target's rules make one attention op of each layer's chain, as at fixed sizes
+    let out = mxc(&["read", model.to_str().unwrap(), "--target", "cpu", "--shape", shape]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ir = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(ir.matches("mx.attention").count(), 2, "{ir}");
+    // by default the sequence may be longer than the 512 positions the model holds: refused,
+    // saying where the sizes came from and what to give
+    let out = mxc(&["read", model.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("do not broadcast (the sizes at the cost point, batch=2048, seq=2048)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("imported as symbols in [1..4096]; give the inputs' shapes with --shape"),
+        "{err}"
+    );
+    assert!(ir.contains("tensor<(batch)x(seq)x4x16xf32>"), "{ir}");
+    let symbolic = ImportOptions {
+        symbolic_shapes: HashMap::from([
+            ("input_ids".to_string(), dims("batch[1..4]{1}, seq[1..512]{128}")),
+            ("attention_mask".to_string(), dims("batch[1..4]{1}, seq[1..512]{128}")),
+        ]),
+        ..ImportOptions::default()
+    };
+    let graph = import_file(&model, &symbolic).unwrap();
+    // at the issue's sizes (none an optimal), the symbolic graph made fixed computes what the
+    // model imported at those sizes does (which folds the position ids' slice into a constant)
+    for (b, s) in [(1, 7), (2, 64), (1, 300), (1, 512)] {
+        let sizes = BTreeMap::from([("batch".to_string(), b), ("seq".to_string(), s)]);
+        let shape = vec![b as usize, s as usize];
+        let fixed = ImportOptions {
+            input_shapes: HashMap::from([
+                ("input_ids".to_string(), shape.clone()),
+                ("attention_mask".to_string(), shape.clone()),
+            ]),
+            ..ImportOptions::default()
+        };
+        let ids: Vec<i64> = (0..b * s).map(|i| ((i * 37 + 11) % 100) as i64).collect();
+        let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % s < s - s / 4)).collect();
+        let inputs = HashMap::from([
+            (
+                "input_ids".to_string(),
+                Tensor::from_i64s(DType::I64, shape.clone(), &ids),
+            ),
+            (
+                "attention_mask".to_string(),
+                Tensor::from_i64s(DType::I64, shape, &mask),
+            ),
+        ]);
+        let symbolic_at = run_on_ref(&at_sizes(&graph, &sizes).unwrap(), &inputs);
+        let imported_at = run_on_ref(&import_file(&model, &fixed).unwrap(), &inputs);
+        assert_eq!(symbolic_at.ty, imported_at.ty, "at {sizes:?}");
+        let largest = (0..symbolic_at.len())
+            .map(|i| (symbolic_at.get_f64(i) - imported_at.get_f64(i)).abs())
+            .fold(0.0, f64::max);
+        assert!(largest <= 1e-6, "at {sizes:?}: outputs differ by {largest}");
+    }
+}
+
+/// The one output of `graph` compiled for `ref` and run on `inputs`.
+fn run_on_ref(graph: &mxc_dialects::Graph, inputs: &HashMap<String, Tensor>) -> Tensor {
+    let compiled =
+        mxc_codegen::compile(graph, mxc_codegen::Target::Ref, &mxc_codegen::CompileOptions::default()).unwrap();
+    let exe = mxc_kernels::Executable::load(compiled.program, &compiled.library).unwrap();
+    exe.run(inputs).unwrap().remove(0).1
 }

@@ -129,20 +129,48 @@ pub fn window(input: &Dim, w: &Window) -> Result<Dim, DimError> {
 /// there, `-1` what is left of the input's elements; the element counts must be provably equal
 /// and a `-1` must divide exactly.
 pub fn reshape(input: &[Dim], target: &[i64], allowzero: bool) -> Result<Vec<Dim>, DimError> {
-    let fail = |why: String| refuse(format!("reshape {} to {target:?}: {why}", show(input)));
+    let entries: Vec<Target> = target
+        .iter()
+        .map(|&t| match t {
+            t if t >= 0 => Target::Size(Dim::constant(t as u64)),
+            t => Target::Negative(t),
+        })
+        .collect();
+    reshape_to(input, &entries, allowzero)
+}
+
+/// An entry of a Reshape target: a size (fixed or symbolic, from a shape computed over the
+/// symbols), or a negative number (`-1`: inferred; any other is refused).
+#[derive(Clone, Debug)]
+pub enum Target {
+    Size(Dim),
+    Negative(i64),
+}
+
+/// ONNX Reshape to entries that may be symbolic: a fixed `0` (with `allowzero` off) copies the
+/// input's dimension there, `-1` takes what is left, as `reshape` says.
+pub fn reshape_to(input: &[Dim], target: &[Target], allowzero: bool) -> Result<Vec<Dim>, DimError> {
+    let shown: Vec<String> = target
+        .iter()
+        .map(|t| match t {
+            Target::Size(d) => d.to_string(),
+            Target::Negative(n) => n.to_string(),
+        })
+        .collect();
+    let fail = |why: String| refuse(format!("reshape {} to [{}]: {why}", show(input), shown.join(", ")));
     let total = product(input)?;
     let mut out: Vec<Option<Dim>> = Vec::with_capacity(target.len());
-    for (i, &t) in target.iter().enumerate() {
+    for (i, t) in target.iter().enumerate() {
         out.push(match t {
-            -1 => None,
-            0 if !allowzero => Some(
+            Target::Negative(-1) => None,
+            Target::Size(d) if d.as_constant() == Some(0) && !allowzero => Some(
                 input
                     .get(i)
                     .cloned()
                     .ok_or_else(|| fail(format!("entry {i} copies a dimension the input does not have")))?,
             ),
-            t if t >= 0 => Some(Dim::constant(t as u64)),
-            t => return Err(fail(format!("entry {i} is {t}"))),
+            Target::Size(d) => Some(d.clone()),
+            Target::Negative(t) => return Err(fail(format!("entry {i} is {t}"))),
         });
     }
     if out.iter().filter(|d| d.is_none()).count() > 1 {

@@ -86,7 +86,8 @@ pub fn run_with(g: &Graph, inputs: &[Tensor], fallback: &Fallback) -> Result<Vec
 /// Evaluates `kind` on `operands`: `None` when the op is not evaluable here, an error when the
 /// operands and attributes do not type-check (or a gather index is out of range).
 pub fn eval(kind: OpKind, operands: &[&Tensor], attrs: &Attrs) -> Option<Result<Vec<Tensor>, String>> {
-    if !kind.has(Trait::Evaluable) {
+    // a tensor has fixed sizes: an op of symbolic sizes (a slice to a symbolic length) has none
+    if !kind.has(Trait::Evaluable) || attrs.has_symbolic_sizes() {
         return None;
     }
     let types: Vec<TensorType> = operands.iter().map(|t| t.ty.clone()).collect();

@@ -4,7 +4,8 @@
 //! a permutation `perm`; `concat` and `gather` a non-negative `axis`; `slice` carries
 //! `starts`, `ends` and `steps` for every dimension, already clamped, so that element `i`
 //! of dimension `d` reads index `starts[d] + i * steps[d]` (an `end` of -1 means "down to 0"
-//! for a negative step). `gather` indices may be negative, counting from the end of the axis;
+//! for a negative step); over symbolic sizes `starts` and `ends` may be sizes
+//! (`Attr::Sizes`, positive steps: `mx::symbolic` proves them in order and inside the axis). `gather` indices may be negative, counting from the end of the axis;
 //! `scatter` carries its `reduction`; `bitcast` the element type `to` of the same width.
 
 use super::{broadcast_shapes, check_axis, same_dtype};
@@ -67,7 +68,7 @@ pub fn slice_extent(start: i64, end: i64, step: i64) -> usize {
 }
 
 pub fn slice(x: &TensorType, attrs: &Attrs) -> Result<TensorType, String> {
-    let (starts, ends, steps) = (attrs.ints("starts")?, attrs.ints("ends")?, attrs.ints("steps")?);
+    let (starts, ends, steps) = (attrs.int_list("starts")?, attrs.int_list("ends")?, attrs.ints("steps")?);
     if starts.len() != x.rank() || ends.len() != x.rank() || steps.len() != x.rank() {
         return Err(format!("starts, ends and steps must have {} entries", x.rank()));
     }

@@ -26,8 +26,17 @@ use crate::{Attrs, OpKind, TensorType};
 /// operand or a size attribute is symbolic, the fixed-size rule checks the op at the cost
 /// point and `symbolic::results` gives the result dimensions at every size.
 pub fn infer(kind: OpKind, operands: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
-    let mut results = infer_unchecked(kind, operands, attrs)?;
-    if operands.iter().any(TensorType::is_symbolic) || attrs.has_symbolic_sizes() {
+    let symbolic = operands.iter().any(TensorType::is_symbolic) || attrs.has_symbolic_sizes();
+    let mut results = match infer_unchecked(kind, operands, attrs) {
+        Err(e) if symbolic => {
+            return Err(format!(
+                "{e} (the sizes at the cost point, {})",
+                symbolic::cost_point(operands, attrs)
+            ))
+        }
+        r => r?,
+    };
+    if symbolic {
         results = symbolic::results(kind, operands, attrs, results)?;
     }
     for t in &results {

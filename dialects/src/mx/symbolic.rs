@@ -45,6 +45,23 @@ pub fn results(
         .collect()
 }
 
+/// Where the operands' and size attributes' symbols are at the cost point: `b=1, s=128`.
+pub fn cost_point(operands: &[TensorType], attrs: &Attrs) -> String {
+    let sizes = attrs.0.values().filter_map(|a| match a {
+        crate::Attr::Sizes(dims) => Some(dims.clone()),
+        _ => None,
+    });
+    let at: std::collections::BTreeMap<String, u64> = operands
+        .iter()
+        .filter_map(|t| t.symbolic.clone())
+        .chain(sizes)
+        .flatten()
+        .flat_map(|d| d.cost_point())
+        .collect();
+    let at: Vec<String> = at.iter().map(|(name, n)| format!("{name}={n}")).collect();
+    at.join(", ")
+}
+
 fn text(e: dim::DimError) -> String {
     e.to_string()
 }
@@ -419,14 +436,44 @@ fn attention(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<Dim>, String> {
     Ok(out)
 }
 
-/// A normalised slice (`mx::layout`): along a fixed axis what the fixed-size rule gives; along
-/// a symbolic one only a slice that reads the same elements at every size (it starts and
-/// ends inside the axis's least size), so its extent is fixed.
+/// A normalised slice (`mx::layout`): along a fixed axis with fixed bounds what the
+/// fixed-size rule gives; with symbolic bounds (sizes: a positive step) `ceil((end - start) /
+/// step)`, the start proven at most the end and the end at most the axis; along a symbolic
+/// axis with fixed bounds only a slice that reads the same elements at every size (it starts
+/// and ends inside the axis's least size), so its extent is fixed.
 fn slice(x: &[Dim], attrs: &Attrs, fixed_result: &TensorType) -> Result<Vec<Dim>, String> {
-    let (starts, ends, steps) = (attrs.ints("starts")?, attrs.ints("ends")?, attrs.ints("steps")?);
+    let symbolic_bounds = [attrs.get("starts"), attrs.get("ends")]
+        .iter()
+        .any(|a| matches!(a, Some(crate::Attr::Sizes(_))));
+    let (starts, ends, steps) = (attrs.int_list("starts")?, attrs.int_list("ends")?, attrs.ints("steps")?);
+    let bounds = match symbolic_bounds {
+        true => Some((attrs.sizes("starts")?, attrs.sizes("ends")?)),
+        false => None,
+    };
     x.iter()
         .enumerate()
         .map(|(d, size)| {
+            if let Some((first, last)) = &bounds {
+                if steps[d] <= 0 {
+                    return Err(format!(
+                        "a slice of axis {d} with symbolic bounds and step {}",
+                        steps[d]
+                    ));
+                }
+                let span = last[d].sub(&first[d]).map_err(|_| {
+                    format!(
+                        "the slice of axis {d} may end ({}) before it starts ({})",
+                        last[d], first[d]
+                    )
+                })?;
+                size.sub(&last[d])
+                    .map_err(|_| format!("the slice of axis {d} may end ({}) past the axis ({size})", last[d]))?;
+                let step = steps[d] as u64;
+                return span
+                    .add(&Dim::constant(step - 1))
+                    .and_then(|s| s.floor_div(step))
+                    .map_err(text);
+            }
             let extent = Dim::constant(fixed_result.shape[d] as u64);
             if size.as_constant().is_some() || extent.as_constant() == Some(0) {
                 return Ok(extent);

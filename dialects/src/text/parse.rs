@@ -165,6 +165,17 @@ impl Parser {
         }
     }
 
+    /// A constant's type: fixed sizes (a tensor's values are there at compile time).
+    fn constant_type(&mut self) -> Result<TensorType, IrError> {
+        let at = self.pos;
+        let ty = self.ty()?;
+        if ty.is_symbolic() {
+            self.pos = at;
+            return self.error(format!("a constant of {ty}: constants have fixed sizes"));
+        }
+        Ok(ty)
+    }
+
     fn value_name(&mut self) -> Result<String, IrError> {
         match self.peek().clone() {
             Tok::Value(v) => {
@@ -404,7 +415,7 @@ impl Parser {
                 };
                 self.expect('>')?;
                 self.expect(':')?;
-                let ty = self.ty()?;
+                let ty = self.constant_type()?;
                 let given = items.len() + texts.len();
                 if given != ty.num_elements() {
                     return self.error(format!("{given} values given for {ty}"));
@@ -427,7 +438,7 @@ impl Parser {
                 };
                 self.expect('>')?;
                 self.expect(':')?;
-                let ty = self.ty()?;
+                let ty = self.constant_type()?;
                 self.pending.push(PendingResource {
                     path: self.regions.clone(),
                     op,

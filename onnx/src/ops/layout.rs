@@ -4,8 +4,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::{Registry, LATEST};
+use super::super::shape_values::SizeValues;
 use super::super::tensor::check_size;
 use super::axes;
+use mxc_dialects::dim::infer::Target;
+use mxc_dialects::dim::Dim;
 use mxc_dialects::{Attr, Attrs, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -110,6 +113,65 @@ pub fn slice_value(ctx: &mut Ctx, x: ValueId, bounds: &[(usize, DimSlice)]) -> R
     ctx.build1(OpKind::Slice, vec![x], attrs)
 }
 
+/// Slice bounds as sizes, a negative one counting from the end.
+fn targets(list: &[i64]) -> Vec<Target> {
+    list.iter()
+        .map(|&b| match b >= 0 {
+            true => Target::Size(Dim::constant(b as u64)),
+            false => Target::Negative(b),
+        })
+        .collect()
+}
+
+/// A slice over symbolic sizes (of a symbolic input, or with bounds computed from symbolic
+/// sizes), step 1: each bound clamped to its axis (a negative one counted from the end, refused
+/// where that could pass the axis's start), an `mx.slice` whose starts and ends are sizes.
+fn symbolic_slice(
+    ctx: &mut Ctx,
+    starts: Vec<Target>,
+    ends: Vec<Target>,
+    axes_list: Option<Vec<i64>>,
+    steps: Option<Vec<i64>>,
+) -> Result<Vec<ValueId>, String> {
+    let x = ctx.input(0)?;
+    let dims = ctx.ty(x).dims();
+    let n = starts.len();
+    let axes_list = axes_list.unwrap_or_else(|| (0..n as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes_list.len() != n || steps.len() != n {
+        return Err("starts, ends, axes and steps have different lengths".into());
+    }
+    axes::axes(&axes_list, dims.len())?;
+    let (mut first, mut last) = (vec![Dim::constant(0); dims.len()], dims.clone());
+    for i in 0..n {
+        let axis = axes::axis(axes_list[i], dims.len())?;
+        if steps[i] != 1 {
+            return Err(format!(
+                "a slice over symbolic sizes with step {} is not supported yet",
+                steps[i]
+            ));
+        }
+        let bound = |b: &Target| -> Result<Dim, String> {
+            let d = &dims[axis];
+            match b {
+                Target::Size(at) => at.minimum(d),
+                Target::Negative(k) => d.sub(&Dim::constant(k.unsigned_abs())),
+            }
+            .map_err(|e| format!("a bound of axis {axis}: {e}"))
+        };
+        (first[axis], last[axis]) = (bound(&starts[i])?, bound(&ends[i])?);
+    }
+    let sizes = |dims: Vec<Dim>| match dims.iter().all(|d| d.as_constant().is_some()) {
+        true => Attr::Ints(dims.iter().map(|d| d.as_constant().unwrap_or(0) as i64).collect()),
+        false => Attr::Sizes(dims),
+    };
+    let attrs = Attrs::new()
+        .with("starts", sizes(first))
+        .with("ends", sizes(last))
+        .with("steps", Attr::Ints(vec![1; dims.len()]));
+    Ok(vec![ctx.build1(OpKind::Slice, vec![x], attrs)?])
+}
+
 /// Slice before opset 10: `starts`, `ends` and the optional `axes` are attributes.
 fn slice_attributes(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let starts = ctx.node.opt_ints("starts")?.ok_or("missing attribute `starts`")?;
@@ -118,9 +180,23 @@ fn slice_attributes(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     slice(ctx, starts, ends, axes_list, None)
 }
 
-/// Slice from opset 10: `starts`, `ends`, `axes` and `steps` are inputs known at compile time.
+/// Slice from opset 10: `starts`, `ends`, `axes` and `steps` are inputs known at compile time
+/// (the starts and ends may be shapes computed from symbolic sizes).
 fn slice_inputs(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let list = |t: Option<Tensor>| t.map(|t| t.to_i64_vec());
+    let (first, last) = (ctx.sizes_input(1), ctx.sizes_input(2));
+    if first.is_some() || last.is_some() {
+        let bounds = |sized: Option<SizeValues>, i: usize, name: &str| -> Result<Vec<Target>, String> {
+            match sized {
+                Some(s) => Ok(s.elements),
+                None => Ok(targets(&ctx.const_input(i, name)?.to_i64_vec())),
+            }
+        };
+        let (starts, ends) = (bounds(first, 1, "starts")?, bounds(last, 2, "ends")?);
+        let axes_list = list(ctx.opt_const_input(3, "axes")?);
+        let steps = list(ctx.opt_const_input(4, "steps")?);
+        return symbolic_slice(ctx, starts, ends, axes_list, steps);
+    }
     let starts = ctx.const_input(1, "starts")?.to_i64_vec();
     let ends = ctx.const_input(2, "ends")?.to_i64_vec();
     let axes_list = list(ctx.opt_const_input(3, "axes")?);
@@ -137,6 +213,9 @@ fn slice(
     steps: Option<Vec<i64>>,
 ) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
+    if ctx.ty(x).is_symbolic() {
+        return symbolic_slice(ctx, targets(&starts), targets(&ends), axes_list, steps);
+    }
     let shape = ctx.ty(x).shape.clone();
     let axes_list = axes_list.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);

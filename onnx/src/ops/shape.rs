@@ -4,10 +4,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::shape_values::SizeValues;
 use super::super::tensor::check_size;
 use super::axes;
 use mxc_dialects::dim::Dim;
-use mxc_dialects::{mx::broadcast_shapes, Attr, Attrs, DType, OpKind, Tensor, ValueId};
+use mxc_dialects::{mx::broadcast_shapes, Attr, Attrs, OpKind, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Reshape", reshape_op);
@@ -97,6 +98,11 @@ fn reshape_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         ctx.const_input(1, "shape")?.to_i64_vec()
     };
     let allow_zero = ctx.node.int("allowzero", 0)? != 0;
+    if let Some(target) = ctx.sizes_input(1).filter(|_| ctx.opset >= 5) {
+        let dims = mxc_dialects::dim::infer::reshape_to(&ctx.ty(x).dims(), &target.elements, allow_zero)
+            .map_err(|e| e.to_string())?;
+        return Ok(vec![reshape_dims(ctx, x, &dims)?]);
+    }
     if ctx.ty(x).is_symbolic() {
         // a `0` copies a symbolic dimension, a `-1` takes what the others leave of them
         let dims =
@@ -189,23 +195,24 @@ fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     )?])
 }
 
+/// The dimensions from `start` to `end` (negative from the end, clamped), as sizes: a constant,
+/// or a shape of symbolic sizes (`shape_values.rs`).
 fn shape_op(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let dims: Vec<i64> = ctx.ty(ctx.input(0)?).shape.iter().map(|&d| d as i64).collect();
+    let dims = ctx.ty(ctx.input(0)?).dims();
     let rank = dims.len() as i64;
     let clamp = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;
     let start = clamp(ctx.node.int("start", 0)?);
     let end = clamp(ctx.node.int("end", rank)?).max(start);
-    let part = &dims[start..end];
-    Ok(vec![ctx.constant(Tensor::from_i64s(
-        DType::I64,
-        vec![part.len()],
-        part,
-    ))])
+    Ok(vec![ctx.sizes_constant(SizeValues::of_dims(&dims[start..end]))])
 }
 
 fn size(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
-    let n = ctx.ty(ctx.input(0)?).num_elements() as i64;
-    Ok(vec![ctx.constant(Tensor::from_i64s(DType::I64, vec![], &[n]))])
+    let n = product(&ctx.ty(ctx.input(0)?).dims())?;
+    let values = SizeValues {
+        scalar: true,
+        ..SizeValues::of_dims(&[n])
+    };
+    Ok(vec![ctx.sizes_constant(values)])
 }
 
 #[cfg(test)]
