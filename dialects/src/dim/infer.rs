@@ -22,7 +22,7 @@ impl Dim {
 
     /// `max(self - other, 0)`.
     fn clamped_difference(&self, other: &Dim) -> Result<Dim, DimError> {
-        let d = self.combine(other, |a, b| a.add(&b.scale(-1)))?;
+        let d = self.combine(other, |a, b| a.add(&b.scale(-1)?))?;
         match d.bounds().0 >= 0 {
             true => Ok(d),
             false => d.maximum(&Dim::constant(0)),
@@ -274,7 +274,7 @@ impl Poly {
                 let at = rest.iter().position(|a| a == atom)?;
                 rest.remove(at);
             }
-            Some(acc.add(&Poly::term(rest, c / k)))
+            acc.add(&Poly::term(rest, c / k))
         })
     }
 }

@@ -135,9 +135,10 @@ pub struct Dim {
 
 impl Dim {
     /// A fixed size.
+    /// A fixed size (one past `i64::MAX` is `i64::MAX`: no memory holds either).
     pub fn constant(n: u64) -> Dim {
         Dim {
-            expr: Poly::constant(n as i64),
+            expr: Poly::constant(i64::try_from(n).unwrap_or(i64::MAX)),
             symbols: BTreeMap::new(),
         }
     }
@@ -189,7 +190,9 @@ impl Dim {
     }
 
     /// `self` and `other` over the union of their symbols (a name both use: `Symbol::merged`).
-    fn combine(&self, other: &Dim, f: impl FnOnce(&Poly, &Poly) -> Poly) -> Result<Dim, DimError> {
+    /// `f` of the two expressions over the union of their symbols; an arithmetic overflow
+    /// (`f` gives `None`) is an error naming both.
+    fn combine(&self, other: &Dim, f: impl FnOnce(&Poly, &Poly) -> Option<Poly>) -> Result<Dim, DimError> {
         let mut symbols = self.symbols.clone();
         for (name, s) in &other.symbols {
             let merged = match symbols.get(name) {
@@ -198,11 +201,9 @@ impl Dim {
             };
             symbols.insert(name.clone(), merged);
         }
-        Ok(Dim {
-            expr: f(&self.expr, &other.expr),
-            symbols,
-        }
-        .pruned())
+        let expr = f(&self.expr, &other.expr)
+            .ok_or_else(|| DimError::Value(format!("a size made of {self} and {other} overflows")))?;
+        Ok(Dim { expr, symbols }.pruned())
     }
 
     /// The dimension with only the symbols its expression still uses (`n * m - m * n` uses none).
@@ -218,7 +219,7 @@ impl Dim {
 
     /// `self - other`, refused where it could be negative.
     pub fn sub(&self, other: &Dim) -> Result<Dim, DimError> {
-        let d = self.combine(other, |a, b| a.add(&b.scale(-1)))?;
+        let d = self.combine(other, |a, b| a.add(&b.scale(-1)?))?;
         d.require_at_least(0, "a difference of sizes")?;
         Ok(d)
     }
@@ -229,11 +230,12 @@ impl Dim {
 
     /// `floor(self / k)`.
     pub fn floor_div(&self, k: u64) -> Result<Dim, DimError> {
-        if k == 0 {
-            return Err(DimError::Value(format!("{self} divided by 0")));
-        }
+        let divisor = i64::try_from(k).ok().filter(|&k| k > 0);
+        let expr = divisor
+            .and_then(|k| self.expr.floor_div(k))
+            .ok_or_else(|| DimError::Value(format!("{self} divided by {k}")))?;
         Ok(Dim {
-            expr: self.expr.floor_div(k as i64),
+            expr,
             symbols: self.symbols.clone(),
         }
         .pruned())
@@ -253,7 +255,7 @@ impl Dim {
     fn extremum(&self, other: &Dim, least: bool) -> Result<Dim, DimError> {
         let mut d = self.combine(other, |a, b| {
             let (a, b) = (Box::new(a.clone()), Box::new(b.clone()));
-            Poly::atom(if least { Atom::Min(a, b) } else { Atom::Max(a, b) })
+            Some(Poly::atom(if least { Atom::Min(a, b) } else { Atom::Max(a, b) }))
         })?;
         d.expr = d.simplified_extremum(self, other, least);
         Ok(d.pruned())

@@ -99,7 +99,7 @@ impl<'a> Parser<'a> {
             };
             self.at += 1;
             let rhs = self.product()?;
-            let r = d.combine(&rhs, |a, b| a.add(&b.scale(sign)));
+            let r = d.combine(&rhs, |a, b| a.add(&b.scale(sign)?));
             d = self.at(at, r)?;
         }
     }
@@ -135,8 +135,12 @@ impl<'a> Parser<'a> {
             Some('-') => {
                 self.at += 1;
                 let d = self.factor()?;
+                let expr = d
+                    .expr
+                    .scale(-1)
+                    .ok_or_else(|| self.error_at(at, "the number overflows"))?;
                 Ok(Dim {
-                    expr: d.expr.scale(-1),
+                    expr,
                     symbols: d.symbols,
                 })
             }

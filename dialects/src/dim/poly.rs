@@ -52,49 +52,56 @@ impl Poly {
         self.0.iter().map(|(m, &c)| (m.as_slice(), c))
     }
 
-    pub fn add(&self, other: &Poly) -> Poly {
+    /// The sum; `None` where a coefficient overflows (the arithmetic of this type is checked:
+    /// `None` becomes an error naming the sizes).
+    pub fn add(&self, other: &Poly) -> Option<Poly> {
         let mut terms = self.0.clone();
         for (m, c) in &other.0 {
-            let sum = terms.get(m).copied().unwrap_or(0) + c;
+            let sum = terms.get(m).copied().unwrap_or(0).checked_add(*c)?;
             match sum {
                 0 => terms.remove(m),
                 _ => terms.insert(m.clone(), sum),
             };
         }
-        Poly(terms)
+        Some(Poly(terms))
     }
 
-    pub fn scale(&self, k: i64) -> Poly {
+    pub fn scale(&self, k: i64) -> Option<Poly> {
         match k {
-            0 => Poly::default(),
-            _ => Poly(self.0.iter().map(|(m, c)| (m.clone(), c * k)).collect()),
+            0 => Some(Poly::default()),
+            _ => self
+                .0
+                .iter()
+                .map(|(m, c)| Some((m.clone(), c.checked_mul(k)?)))
+                .collect::<Option<_>>()
+                .map(Poly),
         }
     }
 
-    pub fn mul(&self, other: &Poly) -> Poly {
+    pub fn mul(&self, other: &Poly) -> Option<Poly> {
         let mut out = Poly::default();
         for (a, ca) in &self.0 {
             for (b, cb) in &other.0 {
                 let mut m: Vec<Atom> = a.iter().chain(b).cloned().collect();
                 m.sort();
-                out = out.add(&Poly::term(m, ca * cb));
+                out = out.add(&Poly::term(m, ca.checked_mul(*cb)?))?;
             }
         }
-        out
+        Some(out)
     }
 
     /// `floor(self / k)` for `k > 0`: each term's multiple of `k` comes out
     /// (`floor((k q + r) / k) = q + floor(r / k)` for integers), and what is left over stays in
     /// a `FloorDiv` atom unless it is a constant.
-    pub fn floor_div(&self, k: i64) -> Poly {
+    pub fn floor_div(&self, k: i64) -> Option<Poly> {
         if k == 1 {
-            return self.clone();
+            return Some(self.clone());
         }
         let mut quotient = Poly::default();
         let mut rest = Poly::default();
         for (m, &c) in &self.0 {
-            quotient = quotient.add(&Poly::term(m.clone(), c.div_euclid(k)));
-            rest = rest.add(&Poly::term(m.clone(), c.rem_euclid(k)));
+            quotient = quotient.add(&Poly::term(m.clone(), c.div_euclid(k)))?;
+            rest = rest.add(&Poly::term(m.clone(), c.rem_euclid(k)))?;
         }
         let tail = match rest.as_constant() {
             Some(r) => Poly::constant(r.div_euclid(k)),

@@ -383,15 +383,25 @@ fn conv_transpose(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<Dim>, String>
     let spatial = x.len() - 2;
     let (strides, dilations) = (attrs.dims("strides")?, attrs.dims("dilations")?);
     let (pads, extra) = (attrs.dims("pads")?, attrs.dims("output_padding")?);
-    let group = attrs.int("group")?.max(1) as usize;
-    let mut out = vec![x[0].clone(), Dim::constant((w.shape[1] * group) as u64)];
+    let group = attrs.int("group")?.max(1) as u64;
+    let size = |n: usize| Dim::constant(n as u64);
+    let mut out = vec![
+        x[0].clone(),
+        Dim::constant(w.shape[1] as u64)
+            .mul(&Dim::constant(group))
+            .map_err(text)?,
+    ];
     for i in 0..spatial {
-        let span = dilations[i] * (w.shape[2 + i] - 1) + 1;
+        // stride * (input - 1) + output_padding + dilation * (kernel - 1) + 1 - pads
+        let span = size(dilations[i])
+            .mul(&size(w.shape[2 + i].saturating_sub(1)))
+            .and_then(|d| d.add(&size(1)))
+            .and_then(|d| d.add(&size(extra[i])));
         let grown = x[2 + i]
-            .sub(&Dim::constant(1))
-            .and_then(|d| d.mul(&Dim::constant(strides[i] as u64)))
-            .and_then(|d| d.add(&Dim::constant((extra[i] + span) as u64)))
-            .and_then(|d| d.sub(&Dim::constant((pads[i] + pads[i + spatial]) as u64)))
+            .sub(&size(1))
+            .and_then(|d| d.mul(&size(strides[i])))
+            .and_then(|d| d.add(&span?))
+            .and_then(|d| d.sub(&size(pads[i]).add(&size(pads[i + spatial]))?))
             .map_err(text)?;
         out.push(grown);
     }
