@@ -307,6 +307,17 @@ pub fn float_value(name: &str, dims: &[&str]) -> mxc_onnx::proto::ValueInfoProto
     }
 }
 
+/// A rank-1 i64 initializer (a shape, axes, pads).
+pub fn int64_initializer(name: &str, values: &[i64]) -> mxc_onnx::proto::TensorProto {
+    mxc_onnx::proto::TensorProto {
+        name: Some(name.into()),
+        dims: vec![values.len() as i64],
+        data_type: Some(mxc_onnx::proto::tensor_proto::DataType::Int64 as i32),
+        int64_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
 /// An ONNX node of the default domain.
 pub fn node(
     op: &str,

@@ -2,7 +2,7 @@
 //! tensor-size limit, are one-line errors naming the input or node, never a wrapped size, a
 //! panic or an abort.
 
-use crate::common::{float_value, model_bytes, mxc, mxc_under_address_limit, mxc_with_env, stderr};
+use crate::common::{float_value, int64_initializer, model_bytes, mxc, mxc_under_address_limit, mxc_with_env, stderr};
 use mxc_kernels::mxr;
 use mxc_onnx::proto;
 use std::path::Path;
@@ -34,16 +34,6 @@ fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeP
         op_type: Some(op.into()),
         input: inputs.iter().map(|s| s.to_string()).collect(),
         output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
-fn i64_init(name: &str, values: &[i64]) -> proto::TensorProto {
-    proto::TensorProto {
-        name: Some(name.into()),
-        dims: vec![values.len() as i64],
-        data_type: Some(proto::tensor_proto::DataType::Int64 as i32),
-        int64_data: values.to_vec(),
         ..Default::default()
     }
 }
@@ -161,7 +151,7 @@ fn huge_computed_tensors_are_refused_at_compile_time() {
         &["1", "4"],
         &["1099511627776", "4"],
         vec![node("big", "Expand", &["x", "shape"], &["y"])],
-        vec![i64_init("shape", &[1 << 40, 4])],
+        vec![int64_initializer("shape", &[1 << 40, 4])],
     );
     let needles = [
         "\"big\" (Expand)",
@@ -178,7 +168,7 @@ fn huge_computed_tensors_are_refused_at_compile_time() {
         &["4"],
         &["1099511627780"],
         vec![node("wide", "Pad", &["x", "pads"], &["y"])],
-        vec![i64_init("pads", &[0, 1 << 40])],
+        vec![int64_initializer("pads", &[0, 1 << 40])],
     );
     for cmd in ["read", "run"] {
         failed_naming(
@@ -265,7 +255,7 @@ fn model_with_a_4_gib_temporary(dir: &Path) -> String {
         &["1", "4"],
         &["1", "4"],
         vec![node("big", "Expand", &["x", "shape"], &["big"]), max],
-        vec![i64_init("shape", &[1 << 28, 4])],
+        vec![int64_initializer("shape", &[1 << 28, 4])],
     )
 }
 

@@ -4,7 +4,7 @@
 //! (`specialise::at_sizes`), and a node whose parser would compute with the sizes at the cost
 //! point is refused by name.
 
-use crate::common::{float_value, model_bytes, mxc, node, stderr};
+use crate::common::{float_value, int64_initializer, model_bytes, mxc, node, stderr};
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::specialise::at_sizes;
 use mxc_dialects::text::print;
@@ -84,22 +84,46 @@ fn convnet(dir: &Path) -> PathBuf {
     path
 }
 
-fn dims(text: &str) -> Vec<Dim> {
-    text.split(',').map(|d| dim::parse(d.trim()).unwrap()).collect()
+/// What `mxc read MODEL` with `extra` arguments prints, which must succeed.
+fn read(model: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["read", model.to_str().unwrap()];
+    args.extend(extra);
+    let out = mxc(&args);
+    assert!(out.status.success(), "mxc {args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The model imported with its inputs' dimensions given in the `dim` notation, by input:
+/// `("x", "b[1..4]{1}, s[1..512]{128}, 16")`.
+fn import_symbolic(model: &Path, inputs: &[(&str, &str)]) -> mxc_dialects::Graph {
+    let dims = |text: &str| -> Vec<Dim> { text.split(',').map(|d| dim::parse(d.trim()).unwrap()).collect() };
+    let options = ImportOptions {
+        symbolic_shapes: inputs
+            .iter()
+            .map(|(name, text)| (name.to_string(), dims(text)))
+            .collect(),
+        ..ImportOptions::default()
+    };
+    import_file(model, &options).unwrap()
+}
+
+/// The model imported at fixed shapes, by input.
+fn import_fixed(model: &Path, inputs: &[(&str, Vec<usize>)]) -> mxc_dialects::Graph {
+    let options = ImportOptions {
+        input_shapes: inputs
+            .iter()
+            .map(|(name, shape)| (name.to_string(), shape.clone()))
+            .collect(),
+        ..ImportOptions::default()
+    };
+    import_file(model, &options).unwrap()
 }
 
 #[test]
 fn a_convnet_imports_over_symbolic_batch_height_and_width() {
     let dir = tempfile::tempdir().unwrap();
     let model = convnet(dir.path());
-    let out = mxc(&[
-        "read",
-        model.to_str().unwrap(),
-        "--shape",
-        "image=n[1..8]{1},3,h[8..64]{16},w[8..64]{16}",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(&model, &["--shape", "image=n[1..8]{1},3,h[8..64]{16},w[8..64]{16}"]);
     assert!(
         ir.starts_with(r#"graph "convnet" symbols<h[8..64]{16}, n[1..8]{1}, w[8..64]{16}> (%arg0: tensor<(n)x3x(h)x(w)xf32> "image")"#),
         "{ir}"
@@ -114,16 +138,15 @@ fn a_convnet_imports_over_symbolic_batch_height_and_width() {
         assert!(ir.contains(expected), "{expected}\n{ir}");
     }
     // the cpu target's rewrites (layout, packing, fusion) run over the symbols
-    let out = mxc(&[
-        "read",
-        model.to_str().unwrap(),
-        "--target",
-        "cpu",
-        "--shape",
-        "image=n[1..8]{1},3,h[8..64]{16},w[8..64]{16}",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(
+        &model,
+        &[
+            "--target",
+            "cpu",
+            "--shape",
+            "image=n[1..8]{1},3,h[8..64]{16},w[8..64]{16}",
+        ],
+    );
     assert!(
         ir.contains("mx.conv_nhwc_packed") && ir.contains("tensor<(n)x(h)x(w)x4xf32>"),
         "{ir}"
@@ -134,18 +157,10 @@ fn a_convnet_imports_over_symbolic_batch_height_and_width() {
 fn the_symbolic_import_at_given_sizes_is_the_import_at_those_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let model = convnet(dir.path());
-    let symbolic = ImportOptions {
-        symbolic_shapes: HashMap::from([("image".to_string(), dims("n[1..8]{1}, 3, h[8..64]{16}, w[8..64]{16}"))]),
-        ..ImportOptions::default()
-    };
-    let graph = import_file(&model, &symbolic).unwrap();
+    let graph = import_symbolic(&model, &[("image", "n[1..8]{1}, 3, h[8..64]{16}, w[8..64]{16}")]);
     for (n, h, w) in [(1, 8, 8), (3, 17, 9), (8, 64, 33), (2, 16, 16)] {
         let sizes = BTreeMap::from([("n".to_string(), n), ("h".to_string(), h), ("w".to_string(), w)]);
-        let fixed = ImportOptions {
-            input_shapes: HashMap::from([("image".to_string(), vec![n as usize, 3, h as usize, w as usize])]),
-            ..ImportOptions::default()
-        };
-        let imported = import_file(&model, &fixed).unwrap();
+        let imported = import_fixed(&model, &[("image", vec![n as usize, 3, h as usize, w as usize])]);
         assert_eq!(
             print(&at_sizes(&graph, &sizes).unwrap()),
             print(&imported),
@@ -178,7 +193,7 @@ fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
     // a parser that would compute with the sizes at the cost point
     let tile = vec![node("Tile", &["x", "reps"], "y", vec![])];
     assert_eq!(
-        refusal("tile", tile, vec![int64s("reps", &[2, 1])]),
+        refusal("tile", tile, vec![int64_initializer("reps", &[2, 1])]),
         "error: node #0 (output \"y\") (Tile): reads a value of symbolic dimensions (tensor<(n)x4xf32>); \
          importing Tile over symbolic sizes is not supported yet"
     );
@@ -222,8 +237,7 @@ fn same_padding_over_a_stride_is_refused_over_a_symbolic_extent() {
         "{err}"
     );
     // at a fixed height the same model imports
-    let out = mxc(&["read", model.to_str().unwrap(), "--shape", "x=1,1,9,8"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    read(&model, &["--shape", "x=1,1,9,8"]);
 }
 
 fn int(name: &str, value: i64) -> proto::AttributeProto {
@@ -231,16 +245,6 @@ fn int(name: &str, value: i64) -> proto::AttributeProto {
         name: Some(name.into()),
         r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
         i: Some(value),
-        ..Default::default()
-    }
-}
-
-fn int64s(name: &str, values: &[i64]) -> proto::TensorProto {
-    proto::TensorProto {
-        name: Some(name.into()),
-        dims: vec![values.len() as i64],
-        data_type: Some(proto::tensor_proto::DataType::Int64 as i32),
-        int64_data: values.to_vec(),
         ..Default::default()
     }
 }
@@ -277,9 +281,9 @@ fn encoder_block(dir: &Path) -> PathBuf {
             weight("gamma", &[16]),
             weight("beta", &[16]),
             weight("wq", &[16, 16]),
-            int64s("heads", &[0, 0, 2, 8]),
-            int64s("flat", &[0, 0, -1]),
-            int64s("mask_axes", &[1, 2]),
+            int64_initializer("heads", &[0, 0, 2, 8]),
+            int64_initializer("flat", &[0, 0, -1]),
+            int64_initializer("mask_axes", &[1, 2]),
             weight("one", &[1]),
             weight("big", &[1]),
         ],
@@ -296,14 +300,7 @@ fn encoder_block(dir: &Path) -> PathBuf {
 fn an_attention_block_imports_over_a_symbolic_batch_and_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let model = encoder_block(dir.path());
-    let out = mxc(&[
-        "read",
-        model.to_str().unwrap(),
-        "--shape",
-        "x=b[1..4]{1},s[1..512]{128},16",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(&model, &["--shape", "x=b[1..4]{1},s[1..512]{128},16"]);
     // the mask shares b and s with x through the model's dim_params
     assert!(ir.contains(r#"%arg1: tensor<(b)x(s)xf32> "mask""#), "{ir}");
     for expected in [
@@ -316,33 +313,29 @@ fn an_attention_block_imports_over_a_symbolic_batch_and_sequence() {
         assert!(ir.contains(expected), "{expected}\n{ir}");
     }
     // given no shapes, the model's dim_params are symbols in the default range
-    let out = mxc(&["read", model.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(&model, &[]);
     assert!(
         ir.starts_with(
             r#"graph "block" symbols<b, s> (%arg0: tensor<(b)x(s)x16xf32> "x", %arg1: tensor<(b)x(s)xf32> "mask")"#
         ),
         "{ir}"
     );
-    let symbolic = ImportOptions {
-        symbolic_shapes: HashMap::from([
-            ("x".to_string(), dims("b[1..4]{1}, s[1..512]{128}, 16")),
-            ("mask".to_string(), dims("b[1..4]{1}, s[1..512]{128}")),
-        ]),
-        ..ImportOptions::default()
-    };
-    let graph = import_file(&model, &symbolic).unwrap();
+    let graph = import_symbolic(
+        &model,
+        &[
+            ("x", "b[1..4]{1}, s[1..512]{128}, 16"),
+            ("mask", "b[1..4]{1}, s[1..512]{128}"),
+        ],
+    );
     for (b, s) in [(1, 7), (2, 64), (1, 300), (4, 512)] {
         let sizes = BTreeMap::from([("b".to_string(), b), ("s".to_string(), s)]);
-        let fixed = ImportOptions {
-            input_shapes: HashMap::from([
-                ("x".to_string(), vec![b as usize, s as usize, 16]),
-                ("mask".to_string(), vec![b as usize, s as usize]),
-            ]),
-            ..ImportOptions::default()
-        };
-        let imported = import_file(&model, &fixed).unwrap();
+        let imported = import_fixed(
+            &model,
+            &[
+                ("x", vec![b as usize, s as usize, 16]),
+                ("mask", vec![b as usize, s as usize]),
+            ],
+        );
         assert_eq!(
             print(&at_sizes(&graph, &sizes).unwrap()),
             print(&imported),
@@ -377,9 +370,7 @@ fn a_transformer_encoder_imports_over_symbolic_batch_and_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let model = dynamic_encoder(dir.path());
     let shape = "input_ids=batch[1..4]{1},seq[1..512]{128}";
-    let out = mxc(&["read", model.to_str().unwrap(), "--shape", shape]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(&model, &["--shape", shape]);
     for expected in [
         // position ids: a slice of the model's 512 to the sequence's length
         "{ends = sizes<1x(seq)>, starts = [0, 0], steps = [1, 1]} : tensor<1x(seq)xi64>",
@@ -390,9 +381,7 @@ fn a_transformer_encoder_imports_over_symbolic_batch_and_sequence() {
         assert!(ir.contains(expected), "{expected}\n{ir}");
     }
     // the cpu target's rules make one attention op of each layer's chain, as at fixed sizes
-    let out = mxc(&["read", model.to_str().unwrap(), "--target", "cpu", "--shape", shape]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ir = String::from_utf8(out.stdout).unwrap();
+    let ir = read(&model, &["--target", "cpu", "--shape", shape]);
     assert_eq!(ir.matches("mx.attention").count(), 2, "{ir}");
     // by default the sequence may be longer than the 512 positions the model holds: refused,
     // saying where the sizes came from and what to give
@@ -408,26 +397,18 @@ fn a_transformer_encoder_imports_over_symbolic_batch_and_sequence() {
         "{err}"
     );
     assert!(ir.contains("tensor<(batch)x(seq)x4x16xf32>"), "{ir}");
-    let symbolic = ImportOptions {
-        symbolic_shapes: HashMap::from([
-            ("input_ids".to_string(), dims("batch[1..4]{1}, seq[1..512]{128}")),
-            ("attention_mask".to_string(), dims("batch[1..4]{1}, seq[1..512]{128}")),
-        ]),
-        ..ImportOptions::default()
-    };
-    let graph = import_file(&model, &symbolic).unwrap();
+    let graph = import_symbolic(
+        &model,
+        &[
+            ("input_ids", "batch[1..4]{1}, seq[1..512]{128}"),
+            ("attention_mask", "batch[1..4]{1}, seq[1..512]{128}"),
+        ],
+    );
     // at the issue's sizes (none an optimal), the symbolic graph made fixed computes what the
     // model imported at those sizes does (which folds the position ids' slice into a constant)
     for (b, s) in [(1, 7), (2, 64), (1, 300), (1, 512)] {
         let sizes = BTreeMap::from([("batch".to_string(), b), ("seq".to_string(), s)]);
         let shape = vec![b as usize, s as usize];
-        let fixed = ImportOptions {
-            input_shapes: HashMap::from([
-                ("input_ids".to_string(), shape.clone()),
-                ("attention_mask".to_string(), shape.clone()),
-            ]),
-            ..ImportOptions::default()
-        };
         let ids: Vec<i64> = (0..b * s).map(|i| ((i * 37 + 11) % 100) as i64).collect();
         let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % s < s - s / 4)).collect();
         let inputs = HashMap::from([
@@ -437,11 +418,15 @@ fn a_transformer_encoder_imports_over_symbolic_batch_and_sequence() {
             ),
             (
                 "attention_mask".to_string(),
-                Tensor::from_i64s(DType::I64, shape, &mask),
+                Tensor::from_i64s(DType::I64, shape.clone(), &mask),
             ),
         ]);
         let symbolic_at = run_on_ref(&at_sizes(&graph, &sizes).unwrap(), &inputs);
-        let imported_at = run_on_ref(&import_file(&model, &fixed).unwrap(), &inputs);
+        let fixed = import_fixed(
+            &model,
+            &[("input_ids", shape.clone()), ("attention_mask", shape.clone())],
+        );
+        let imported_at = run_on_ref(&fixed, &inputs);
         assert_eq!(symbolic_at.ty, imported_at.ty, "at {sizes:?}");
         let largest = (0..symbolic_at.len())
             .map(|i| (symbolic_at.get_f64(i) - imported_at.get_f64(i)).abs())
