@@ -88,6 +88,11 @@ impl TensorType {
         }
     }
 
+    /// Whether the two have the same dimensions (the same expressions, where symbolic).
+    pub fn same_shape(&self, other: &TensorType) -> bool {
+        self.shape == other.shape && self.symbolic == other.symbolic
+    }
+
     /// The sizes, where every dimension is fixed.
     pub fn fixed_shape(&self) -> Option<&[usize]> {
         self.symbolic.is_none().then_some(&self.shape[..])

@@ -132,11 +132,7 @@ impl Ctx<'_> {
     /// A constant of `values`: a placeholder of its sizes at the cost point, with the sizes
     /// kept beside it where some is symbolic.
     pub fn sizes_constant(&mut self, values: SizeValues) -> ValueId {
-        let v = self.constant(values.at_cost_point());
-        if values.is_symbolic() {
-            self.imp.sizes.insert(v, values);
-        }
-        v
+        self.imp.sizes_constant(values)
     }
 
     /// Input `i` (named `name` in the op's schema) as a compile-time value.

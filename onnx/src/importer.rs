@@ -374,9 +374,9 @@ impl Importer {
         Ok(())
     }
 
-    /// A node of shape arithmetic whose first input is a shape computed from symbolic sizes:
-    /// computed on the sizes (`shape_values::evaluate`), its output a placeholder constant
-    /// with the sizes beside it, or a plain constant where none is symbolic.
+    /// A node of shape arithmetic reading a shape computed from symbolic sizes: computed on
+    /// the sizes (`shape_values::evaluate`), its output a placeholder constant with the sizes
+    /// beside it, or a plain constant where none is symbolic (`sizes_constant`).
     fn shape_arithmetic(
         &mut self,
         label: &str,
@@ -412,15 +412,22 @@ impl Importer {
                 "attribute `{first}` is not supported (the parser does not read it)"
             )));
         }
-        let placeholder = self.graph.constant(result.at_cost_point());
-        if result.is_symbolic() {
-            self.sizes.insert(placeholder, result);
-        }
+        let placeholder = self.sizes_constant(result);
         match node.output.first().filter(|name| !name.is_empty()) {
             Some(name) => self.bind(name, OnnxValue::Tensor(placeholder)),
             None => return Err(err("the node has no output".into())),
         }
         Ok(())
+    }
+
+    /// A constant of `values`: a placeholder of its sizes at the cost point, with the sizes
+    /// kept beside it (`sizes`) where some is symbolic.
+    pub(super) fn sizes_constant(&mut self, values: SizeValues) -> ValueId {
+        let v = self.graph.constant(values.at_cost_point());
+        if values.is_symbolic() {
+            self.sizes.insert(v, values);
+        }
+        v
     }
 
     /// Gives `name` the value `value` in the current scope.

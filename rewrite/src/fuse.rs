@@ -247,7 +247,7 @@ fn grow(p: &Picked, root: Id, duplicate: bool, cut: &HashSet<Id>) -> Option<Mx> 
     if on_strings(p, root) {
         return None;
     }
-    let shape = p.ty(root)?.dims();
+    let root_ty = p.ty(root)?;
     let mut inside: HashSet<Id> = HashSet::from([root]);
     let mut has_anchor = false;
     let inlinable = |d: Id, inside: &HashSet<Id>, has_anchor: bool| {
@@ -256,7 +256,7 @@ fn grow(p: &Picked, root: Id, duplicate: bool, cut: &HashSet<Id>) -> Option<Mx> 
             return false;
         }
         let private = !p.outputs.contains(&d) && p.users.get(&d).is_some_and(|u| u.is_subset(inside));
-        let same_shape = p.ty(d).is_some_and(|t| t.dims() == shape);
+        let same_shape = p.ty(d).is_some_and(|t| t.same_shape(root_ty));
         if kind.is_elementwise() {
             duplicate || (private && same_shape)
         } else {
