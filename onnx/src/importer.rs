@@ -538,6 +538,13 @@ impl Importer {
                 let &value = self.env.get(&name).ok_or_else(|| {
                     format!("the subgraph reads \"{name}\", which no graph around it defines before this node")
                 })?;
+                // a shape of symbolic sizes would be copied in as its sizes at the cost point
+                if self.sizes.contains_key(&value) {
+                    return Err(format!(
+                        "the subgraph reads \"{name}\", a shape computed from symbolic sizes, from the graph \
+                         around it; that is not supported yet"
+                    ));
+                }
                 Ok(match self.graph.constant_value(value) {
                     Some(t) if t.len() <= FOLD_LIMIT => Capture::Constant { name, value: t.clone() },
                     _ => Capture::Input { name, value },
