@@ -434,27 +434,7 @@ impl Shapes {
             return Ok(inputs::with_model_dims(model, self.import_options("read")?)?);
         }
         let dims = mxc_onnx::model_input_dims(model, &shapes)?;
-        let (mut input_shapes, mut symbolic_shapes) = (HashMap::new(), HashMap::new());
-        for (name, dims) in dims.inputs() {
-            match dims
-                .iter()
-                .map(|d| d.as_constant().map(|n| n as usize))
-                .collect::<Option<Vec<_>>>()
-            {
-                Some(shape) => {
-                    input_shapes.insert(name.clone(), shape);
-                }
-                None => {
-                    symbolic_shapes.insert(name.clone(), dims.clone());
-                }
-            }
-        }
-        Ok(ImportOptions {
-            input_shapes,
-            symbolic_shapes,
-            structures,
-            ..ImportOptions::default()
-        })
+        Ok(mxc_driver::shapes::symbolic_import(&dims, structures))
     }
 
     /// Import options with the shapes given, which must be fixed for `command`.

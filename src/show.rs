@@ -46,6 +46,7 @@ pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernel
     let mut code = String::new();
     let mut calls = String::new();
     let mut precision = String::new();
+    let mut symbols = String::new();
     let (inputs, outputs, interface): (Ports, Ports, Interface) = if crate::is_mxr(model) {
         let file = match mxr::read_contents(model, None, trust)? {
             mxr::Contents::One(file) => file,
@@ -68,6 +69,7 @@ pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernel
             calls.push_str(&format!("  {callee}: {n} {steps}, through {}\n", callee.libraries()));
         }
         let p = &file.program;
+        symbols = sized_program(p, &file.memory);
         let list = |bs: &[mxc_dialects::program::Binding]| {
             bs.iter()
                 .map(|b| (b.name.clone(), p.buffers[b.buffer].ty.clone()))
@@ -104,6 +106,7 @@ pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernel
             }
         }
     }
+    out.push_str(&symbols);
     if !precision.is_empty() {
         out.push_str(&format!("precision: {precision} (docs/quantisation.md)\n"));
     }
@@ -116,6 +119,30 @@ pub fn params(model: &Path, import: &mxc_onnx::ImportOptions, trust: &mxc_kernel
         out.push_str(&calls);
     }
     Ok(out)
+}
+
+/// Of a program over symbolic sizes: its symbols, that it runs every size in their ranges, and
+/// how its memory is placed (nothing for a program of fixed sizes).
+fn sized_program(p: &mxc_dialects::program::Program, memory: &mxc_dialects::program::MemoryPlan) -> String {
+    if !p.is_sized() {
+        return String::new();
+    }
+    let mut out = String::from("symbols:\n");
+    for s in &p.symbols {
+        let (lo, hi) = s.bounds();
+        out.push_str(&format!(
+            "  {} in [{lo}..{hi}]: runs any size in range (kernels take the sizes at run time)\n",
+            s.name
+        ));
+    }
+    let generic = p.kernels.iter().filter(|k| k.takes_sizes()).count();
+    out.push_str(&format!(
+        "kernels: {generic} of {} take the sizes at run time\n\
+         memory: placed for each run's sizes ({} bytes of temporaries at the largest sizes)\n",
+        p.kernels.len(),
+        memory.size
+    ));
+    out
 }
 
 /// `mxc params` of a file of programs by size: the inputs with their symbolic dimensions, the

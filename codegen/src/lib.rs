@@ -136,6 +136,12 @@ pub fn compile(graph: &Graph, target: Target, options: &CompileOptions) -> Resul
     let graph = changed.as_ref().unwrap_or(graph);
     let (rewritten, rewrite_stats) = rewrites::apply(graph, target, options)?;
     let graph = &rewritten;
+    if target.spec().code == CodeKind::GpuCode && !graph.symbols().is_empty() {
+        return Err(CodegenError::Gpu(
+            "the gpu target's kernels do not take sizes at run time yet: give every symbolic dimension a size (--shape)"
+                .into(),
+        ));
+    }
     mxc_rewrite::StageHook::start(options.stage.as_ref(), "lowering");
     let mut loops = mxc_lowering::loops::lower_graph(graph, vector_isa(target, options.opt))?;
     let emulate = options.emulate_gpu_blocks && target == Target::Ref;

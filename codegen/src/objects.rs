@@ -43,7 +43,7 @@ pub fn library(
     let mut misses = Vec::new();
     let mut aliases = Vec::with_capacity(kernels.len());
     for k in kernels {
-        let arity = k.args.len();
+        let arity = k.args.len() + usize::from(k.takes_sizes);
         let key = Key::of(&k.func, &k.symbol, arity, machine.description());
         aliases.push((llvm_entry_name(&k.symbol), llvm_entry_name(&key.symbol())));
         if !seen.insert(key) {

@@ -3,9 +3,11 @@
 //! in op order, a control step per `mx.if` or `mx.loop` holding its regions' items, and a
 //! host step per op on strings (`runs_on_host`: the runtime evaluates it).
 
+use mxc_dialects::dim::Dim;
 use mxc_dialects::mx::call::{recognise, Callee, LibraryCall};
 use mxc_dialects::program::{
-    Binding, Block, Buffer, BufferKind, HostStep, IfStep, Item, KernelSignature, LoopStep, Program, Step,
+    symbols_in_order, Binding, Block, Buffer, BufferKind, HostStep, IfStep, Item, KernelSignature, KernelSizes,
+    LoopStep, Program, Step,
 };
 use mxc_dialects::{Graph, Op, OpKind, ValueId};
 use mxc_lowering::loops::{runs_on_host, KernelSpec};
@@ -37,6 +39,7 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec], symbol: fn(&str) -> String) -> Pr
                 .collect(),
             results: region_graph(k).ops[k.op].results.len(),
             range: k.parallel.range,
+            sizes: kernel_sizes(region_graph(k), k),
         })
         .collect();
     let steps = kernels
@@ -66,7 +69,23 @@ pub fn plan(g: &Graph, kernels: &[KernelSpec], symbol: fn(&str) -> String) -> Pr
         outputs: g.outputs.iter().map(bind).collect(),
         // the imported graph's, set by `compile`
         interface: Default::default(),
+        symbols: symbols_in_order(g.symbols().into_values()),
     }
+}
+
+/// What a size-generic kernel takes, as expressions (`None` for a kernel of fixed sizes).
+fn kernel_sizes(g: &Graph, k: &KernelSpec) -> Option<KernelSizes> {
+    if !k.takes_sizes {
+        return None;
+    }
+    let arg_bytes = k
+        .args
+        .iter()
+        .map(|&v| KernelSizes::bytes_of(g.ty(v)).expect("size-generic kernels take buffers of whole bytes"));
+    Some(KernelSizes {
+        range: k.range_dim.clone().unwrap_or_else(|| Dim::constant(k.parallel.range)),
+        arg_bytes: arg_bytes.collect(),
+    })
 }
 
 struct Planner {

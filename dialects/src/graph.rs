@@ -57,6 +57,40 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Each symbol the graph's types and sizes (in it, its regions and fused bodies) use, by
+    /// name, as first seen (the verifier refuses one name with two constraint sets).
+    pub fn symbols(&self) -> std::collections::BTreeMap<String, crate::dim::Symbol> {
+        let mut symbols = std::collections::BTreeMap::new();
+        self.collect_symbols(&mut symbols);
+        symbols
+    }
+
+    fn collect_symbols(&self, symbols: &mut std::collections::BTreeMap<String, crate::dim::Symbol>) {
+        let mut add = |dims: &[crate::dim::Dim]| {
+            for s in dims.iter().flat_map(crate::dim::Dim::symbols) {
+                symbols.entry(s.name.clone()).or_insert_with(|| s.clone());
+            }
+        };
+        for v in 0..self.num_values() {
+            if let Some(dims) = &self.ty(ValueId(v as u32)).symbolic {
+                add(dims);
+            }
+        }
+        for op in &self.ops {
+            for a in op.attrs.0.values() {
+                if let crate::Attr::Sizes(dims) = a {
+                    add(dims);
+                }
+            }
+        }
+        for op in &self.ops {
+            op.body.iter().for_each(|body| body.collect_symbols(symbols));
+            op.attrs
+                .regions()
+                .for_each(|(_, region)| region.collect_symbols(symbols));
+        }
+    }
+
     pub fn new(name: &str) -> Graph {
         Graph {
             name: name.to_string(),

@@ -6,12 +6,14 @@
 mod control;
 mod device;
 mod host;
+mod sized;
 
 pub use control::{straight, Block, IfStep, Item, LoopStep, MAX_DEPTH};
 pub use device::{
     launch_shape, threads_per_block, CodeFormat, CodeObject, GpuArch, DEFAULT_GPU_ARCHS, THREADS_PER_BLOCK,
 };
 pub use host::HostStep;
+pub use sized::{symbols_in_order, KernelSizes};
 
 use crate::mx::call::LibraryCall;
 use crate::{Tensor, TensorType};
@@ -64,6 +66,9 @@ pub struct KernelSignature {
     pub arg_bytes: Vec<u64>,
     pub results: usize,
     pub range: u64,
+    /// Of a kernel over symbolic types (a size-generic one, `sized.rs`): its range and
+    /// argument sizes as expressions.
+    pub sizes: Option<KernelSizes>,
 }
 
 /// Whether `call` takes the step's buffers (`args`, `results` of them results, their sizes
@@ -114,6 +119,9 @@ pub struct Program {
     /// The model's sequence and optional values carried by the bindings (empty when every
     /// input and output is a tensor).
     pub interface: crate::interface::Interface,
+    /// The symbols its types use, by name (empty for a program of fixed sizes): a run binds
+    /// them from its inputs (`sized.rs`).
+    pub symbols: Vec<crate::dim::Symbol>,
 }
 
 /// Where each temporary buffer lives in one arena, allocated once per run: buffers whose
@@ -145,8 +153,20 @@ impl Program {
     /// buffer bound exactly once and every binding to a buffer of its kind, each step's kernel
     /// recorded, its argument count, each argument's size and its parallel range those the
     /// kernel was compiled for, results written only to temporaries, and the items that run
-    /// the steps (`control.rs`).
+    /// the steps (`control.rs`). A program over symbolic sizes is checked at its symbols'
+    /// largest sizes, where `memory` places it (`sized.rs`).
     pub fn validate(&self, memory: &MemoryPlan) -> Result<(), PlanError> {
+        match self.is_sized() {
+            true => {
+                self.validate_sizes()?;
+                self.at_sizes(&self.largest_sizes())?.validate_fixed(memory)
+            }
+            false => self.validate_fixed(memory),
+        }
+    }
+
+    /// `validate` for the buffer types as they are.
+    pub(crate) fn validate_fixed(&self, memory: &MemoryPlan) -> Result<(), PlanError> {
         let bad = |m: String| Err(PlanError(m));
         let n = self.buffers.len();
         if memory.offsets.len() != n {
@@ -266,8 +286,21 @@ impl Program {
     }
 
     /// A memory plan: each temp placed, in the order the items first use them, at the lowest
-    /// aligned offset where it overlaps no placed buffer whose lifetime overlaps its own.
+    /// aligned offset where it overlaps no placed buffer whose lifetime overlaps its own. A
+    /// program over symbolic sizes is placed at its symbols' largest sizes (a run places it
+    /// at its own: `sized.rs`).
     pub fn memory_plan(&self) -> MemoryPlan {
+        match self.is_sized() {
+            // a plan that does not evaluate there is refused by `validate`
+            true => match self.at_sizes(&self.largest_sizes()) {
+                Ok(p) => p.fixed_memory_plan(),
+                Err(_) => self.fixed_memory_plan(),
+            },
+            false => self.fixed_memory_plan(),
+        }
+    }
+
+    fn fixed_memory_plan(&self) -> MemoryPlan {
         let n = self.buffers.len();
         let (first, last) = self.lifetimes();
         let mut temps: Vec<usize> = (0..n)
@@ -345,6 +378,7 @@ mod tests {
                 buffer: 3,
             }],
             interface: Default::default(),
+            symbols: Vec::new(),
         };
         let plan = p.memory_plan();
         assert_eq!(plan.offsets, [None, Some(0), Some(64), Some(0)]);
@@ -382,6 +416,7 @@ mod tests {
                 arg_bytes: vec![128, 128, 64],
                 results: 1,
                 range: 4,
+                sizes: None,
             }],
             steps: vec![Step {
                 symbol: "k".into(),
@@ -407,6 +442,7 @@ mod tests {
                 buffer: 2,
             }],
             interface: Default::default(),
+            symbols: Vec::new(),
         };
         let p = program(call.clone());
         p.validate(&p.memory_plan()).unwrap();

@@ -10,6 +10,7 @@ use mxc_dialects::dim::{self, InputDims};
 use mxc_dialects::items::output_item_axes;
 use mxc_dialects::Graph;
 use mxc_kernels::mxr::{Contents, Items, Mxr, SizedMxr, Variant};
+use mxc_lowering::loops::size_generic;
 use mxc_onnx::{import_file, model_input_dims, ImportOptions};
 use mxc_rewrite::StageHook;
 use std::collections::HashMap;
@@ -63,7 +64,50 @@ pub fn compile(request: Request) -> Result<Contents> {
         let (mxr, _) = compile_one(&request, &opts, &request.label)?;
         return Ok(Contents::One(Box::new(mxr)));
     }
+    if dims.symbols().iter().any(|s| s.optimals.is_empty()) {
+        if let Some(mxr) = compile_generic(&request, &dims)? {
+            return Ok(Contents::One(Box::new(mxr)));
+        }
+    }
     compile_by_size(&request, dims).map(Contents::BySize)
+}
+
+/// One program for every size in the symbols' ranges (its kernels take the sizes at run time),
+/// where the model imports over symbols and each of its ops has a size-generic kernel; `None`
+/// (the reason told the observer) where not, for the programs by optimal size to be compiled
+/// instead.
+fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
+    let opts = shapes::symbolic_import(dims, request.structures.clone());
+    let graph = match import_file(request.model, &opts) {
+        Ok(graph) => graph,
+        Err(e) => {
+            request.observer.note(&format!(
+                "{}: no program for every size: the model does not import over symbols ({e})",
+                request.label
+            ));
+            return Ok(None);
+        }
+    };
+    let generic = |op: &mxc_dialects::Op| op.kind == mxc_dialects::OpKind::Constant || size_generic(op);
+    if let Some(op) = graph.ops.iter().find(|op| !generic(op)) {
+        request.observer.note(&format!(
+            "{}: no program for every size: {} has no kernel that takes sizes at run time yet",
+            request.label, op.kind
+        ));
+        return Ok(None);
+    }
+    let label = format!("{} (every size in range)", request.label);
+    let stages = request.observer.stages();
+    let options = CompileOptions {
+        stage: stages,
+        ..request.options.clone()
+    };
+    let compiled = mxc_codegen::compile(&graph, request.target, &options)
+        .context(|| format!("compiling {} over symbolic sizes", request.model.display()));
+    request.observer.ended();
+    let compiled = compiled?;
+    request.observer.compiled(&label, &graph, &compiled);
+    Ok(Some(stored(request.target, compiled)))
 }
 
 /// One program for each point of the symbols' optimal sizes, and the symbols that count

@@ -170,6 +170,29 @@ pub fn with_model_dims(model: &Path, opts: ImportOptions) -> Result<ImportOption
     }
 }
 
+/// Import options that take each input as `dims` has it: fixed shapes as shapes, the others
+/// as symbolic dimensions (the importer's symbolic import).
+pub fn symbolic_import(dims: &dim::InputDims, structures: Structures) -> ImportOptions {
+    let (mut input_shapes, mut symbolic_shapes) = (HashMap::new(), HashMap::new());
+    for (name, dims) in dims.inputs() {
+        let fixed: Option<Vec<usize>> = dims.iter().map(|d| d.as_constant().map(|n| n as usize)).collect();
+        match fixed {
+            Some(shape) => {
+                input_shapes.insert(name.clone(), shape);
+            }
+            None => {
+                symbolic_shapes.insert(name.clone(), dims.clone());
+            }
+        }
+    }
+    ImportOptions {
+        input_shapes,
+        symbolic_shapes,
+        structures,
+        ..ImportOptions::default()
+    }
+}
+
 /// `opts` with the shape `dims` gives each input it has none for, when `dims` are all fixed.
 pub fn fixed_by(dims: &dim::InputDims, mut opts: ImportOptions) -> Result<ImportOptions> {
     if dims.is_fixed() {

@@ -9,6 +9,7 @@ use crate::gpu_calls::CallRoute;
 use crate::gpu_code::GpuCode;
 use crate::host_code::HostCode;
 use crate::mxr::{Mxr, GPU_TARGET};
+use crate::sized_runs::SizedRuns;
 use crate::strings::StringTable;
 use crate::threads::{Parallelism, Workers};
 use crate::RunError;
@@ -40,6 +41,8 @@ enum Code {
 pub struct Executable {
     pub(crate) program: Program,
     memory: MemoryPlan,
+    /// Of a program over symbolic sizes: the plans at the sizes runs had (`sized_runs.rs`).
+    sized: Option<SizedRuns>,
     /// The strings of the string constants: the first strings of every run (`strings.rs`).
     string_constants: Vec<String>,
     code: Code,
@@ -62,6 +65,7 @@ impl Executable {
         crate::amx::tiles_usable();
         let code = Code::Host(HostCode::load(&program, library, handles)?);
         Ok(Executable {
+            sized: SizedRuns::of(&program)?,
             program,
             memory,
             string_constants,
@@ -79,12 +83,19 @@ impl Executable {
         gpu: Gpu,
     ) -> Result<Executable, RunError> {
         program.validate(&memory).map_err(|e| RunError::Load(e.to_string()))?;
+        if program.is_sized() {
+            return Err(RunError::Load(
+                "a program over symbolic sizes runs on the host only: the gpu target's kernels do not take sizes"
+                    .into(),
+            ));
+        }
         for object in objects {
             crate::gpu::check(object, &program).map_err(RunError::Load)?;
         }
         let (string_constants, handles) = string_constants(&program);
         let code = Code::Gpu(GpuCode::load(&program, &memory, objects, gpu, &handles)?);
         Ok(Executable {
+            sized: None,
             program,
             memory,
             string_constants,
@@ -174,7 +185,14 @@ impl Executable {
         inputs: &HashMap<String, Tensor>,
         times: Option<&mut Vec<Duration>>,
     ) -> Result<Outputs, RunError> {
-        let p = &self.program;
+        let at_sizes;
+        let (p, memory, sizes) = match &self.sized {
+            None => (&self.program, &self.memory, Vec::new()),
+            Some(sized) => {
+                at_sizes = sized.plan_for(&self.program, inputs)?;
+                (&at_sizes.program, &at_sizes.memory, at_sizes.values.clone())
+            }
+        };
         for name in inputs.keys() {
             if !p.inputs.iter().any(|b| &b.name == name) {
                 let known: Vec<&str> = p.inputs.iter().map(|b| b.name.as_str()).collect();
@@ -208,7 +226,7 @@ impl Executable {
         let mut gpu;
         let place: &mut dyn Place = match &self.code {
             Code::Host(code) => {
-                host = code.place(p, &self.memory, &given)?;
+                host = code.place(p, memory, &given, sizes)?;
                 &mut host
             }
             Code::Gpu(code) => {

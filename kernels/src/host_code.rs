@@ -15,6 +15,8 @@ use std::sync::Mutex;
 
 pub(crate) struct HostCode {
     kernels: Vec<KernelFn>,
+    /// Whether each step's kernel takes the symbols' values after its buffers.
+    takes_sizes: Vec<bool>,
     /// Aligned copies of the weights that are misaligned where they are, and each string
     /// constant's handles.
     copies: HashMap<usize, AlignedBuf>,
@@ -42,6 +44,9 @@ impl HostCode {
             .iter()
             .map(|s| lib.kernel(&s.symbol))
             .collect::<Result<_, _>>()?;
+        let takes_sizes = (program.steps.iter())
+            .map(|s| program.kernels.iter().any(|k| k.symbol == s.symbol && k.takes_sizes()))
+            .collect();
         // kernels read weights where they are (a mapped file, a compiled tensor) unless they
         // are not aligned for their element type
         let mut copies = HashMap::new();
@@ -59,6 +64,7 @@ impl HostCode {
         }
         Ok(HostCode {
             kernels,
+            takes_sizes,
             copies,
             arena: Mutex::new(None),
             workers: Workers::new(Parallelism::serial())?,
@@ -71,12 +77,15 @@ impl HostCode {
         self.copies.values().map(AlignedBuf::len).sum()
     }
 
-    /// A run's place: the kept arena (or a new one) and `inputs`' bytes in aligned buffers.
+    /// A run's place: the kept arena (or a new one, where it is too small for `memory`) and
+    /// `inputs`' bytes in aligned buffers; `sizes` are the symbols' values at this run (of a
+    /// program over symbolic sizes, `program` is the plan at them).
     pub fn place<'a>(
         &'a self,
         program: &'a Program,
         memory: &'a MemoryPlan,
         inputs: &[(usize, Cow<'_, [u8]>)],
+        sizes: Vec<i64>,
     ) -> Result<HostPlace<'a>, RunError> {
         let mut owned = HashMap::new();
         for (b, bytes) in inputs {
@@ -89,7 +98,7 @@ impl HostCode {
             };
             owned.insert(b, AlignedBuf::from_bytes(bytes, name)?);
         }
-        let kept = self.arena.lock().map(|mut a| a.take()).unwrap_or(None);
+        let kept = (self.arena.lock().map(|mut a| a.take()).unwrap_or(None)).filter(|a| a.len() >= memory.size);
         let arena = match kept {
             Some(arena) => arena,
             None => AlignedBuf::zeroed(memory.size, || "the arena of temporaries".into())?,
@@ -100,6 +109,7 @@ impl HostCode {
             memory,
             owned,
             arena: Some(arena),
+            sizes,
         })
     }
 }
@@ -112,6 +122,8 @@ pub(crate) struct HostPlace<'a> {
     owned: HashMap<usize, AlignedBuf>,
     /// The arena, given back to `code` when the run is over.
     arena: Option<AlignedBuf>,
+    /// The symbols' values, which size-generic kernels take after their buffers.
+    sizes: Vec<i64>,
 }
 
 impl HostPlace<'_> {
@@ -140,7 +152,11 @@ impl HostPlace<'_> {
 impl Place for HostPlace<'_> {
     fn call(&mut self, n: usize, _wait: bool) -> Result<(), RunError> {
         let step = &self.program.steps[n];
-        let args: Vec<*mut u8> = step.args.iter().map(|&i| self.pointer(i)).collect();
+        let mut args: Vec<*mut u8> = step.args.iter().map(|&i| self.pointer(i)).collect();
+        if self.code.takes_sizes[n] {
+            // kernels only read it
+            args.push(self.sizes.as_ptr().cast_mut().cast());
+        }
         // SAFETY: each pointer addresses a live buffer of the size the kernel was compiled
         // for, its results temporaries owned by this call, and the range its loop's
         // (`Program::validate` checked all of it at load).

@@ -18,6 +18,7 @@ mod library;
 pub mod mxr;
 pub mod npy;
 pub mod signing;
+mod sized_runs;
 mod strings;
 mod threads;
 

@@ -14,6 +14,7 @@ mod eval_vs_ref;
 mod explain;
 mod filecheck;
 mod folding;
+mod generic_kernels;
 mod gpu;
 mod gpu_amd;
 mod gpu_blocks;

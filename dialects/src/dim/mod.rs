@@ -126,6 +126,20 @@ impl Symbol {
     }
 }
 
+/// What computes a dimension's expression (`Dim::build`): code that evaluates it at run time
+/// from its symbols' values writes each operation as it is asked for.
+pub trait Builder {
+    type Value;
+    fn constant(&mut self, c: i64) -> Self::Value;
+    fn symbol(&mut self, name: &str) -> Self::Value;
+    fn add(&mut self, a: &Self::Value, b: &Self::Value) -> Self::Value;
+    fn mul(&mut self, a: &Self::Value, b: &Self::Value) -> Self::Value;
+    /// `floor(a / k)` for `k > 1` (`a` may be negative inside a larger expression).
+    fn floor_div(&mut self, a: &Self::Value, k: i64) -> Self::Value;
+    /// The smaller (`least`) or the larger of the two.
+    fn extremum(&mut self, a: &Self::Value, b: &Self::Value, least: bool) -> Self::Value;
+}
+
 /// A dimension: a canonical expression and the symbols it uses.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Dim {
@@ -182,6 +196,11 @@ impl Dim {
     /// no size there (too large for one: a type of it is refused as too large).
     pub fn at_cost_point(&self) -> u64 {
         self.eval(&self.cost_point()).unwrap_or(u64::MAX)
+    }
+
+    /// The expression as `b` builds it.
+    pub fn build<B: Builder>(&self, b: &mut B) -> B::Value {
+        self.expr.build(b)
     }
 
     /// The symbols it uses, by name.

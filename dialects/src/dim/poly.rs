@@ -110,6 +110,35 @@ impl Poly {
         quotient.add(&tail)
     }
 
+    /// The expression built by `b` from its constants, symbols and operations (how code that
+    /// computes it at run time writes it).
+    pub fn build<B: super::Builder>(&self, b: &mut B) -> B::Value {
+        let mut sum: Option<B::Value> = None;
+        for (m, &c) in &self.0 {
+            let mut product: Option<B::Value> = None;
+            for atom in m {
+                let v = atom.build(b);
+                product = Some(match product {
+                    None => v,
+                    Some(p) => b.mul(&p, &v),
+                });
+            }
+            let term = match product {
+                None => b.constant(c),
+                Some(p) if c == 1 => p,
+                Some(p) => {
+                    let k = b.constant(c);
+                    b.mul(&p, &k)
+                }
+            };
+            sum = Some(match sum {
+                None => term,
+                Some(s) => b.add(&s, &term),
+            });
+        }
+        sum.unwrap_or_else(|| b.constant(0))
+    }
+
     /// The names of the symbols it uses.
     pub fn symbol_names(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
@@ -180,6 +209,20 @@ impl Poly {
 }
 
 impl Atom {
+    fn build<B: super::Builder>(&self, b: &mut B) -> B::Value {
+        match self {
+            Atom::Sym(name) => b.symbol(name),
+            Atom::FloorDiv(p, k) => {
+                let v = p.build(b);
+                b.floor_div(&v, *k)
+            }
+            Atom::Min(x, y) | Atom::Max(x, y) => {
+                let (x, y) = (x.build(b), y.build(b));
+                b.extremum(&x, &y, matches!(self, Atom::Min(..)))
+            }
+        }
+    }
+
     fn eval(&self, value: &dyn Fn(&str) -> i64) -> i128 {
         match self {
             Atom::Sym(s) => value(s) as i128,

@@ -383,6 +383,7 @@ mod tests {
                 buffer: 8,
             }],
             interface: Default::default(),
+            symbols: Vec::new(),
         }
     }
 

@@ -95,6 +95,7 @@ mod tests {
             inputs: vec![binding("x", 0)],
             outputs: vec![binding("y", 2), binding("m", 3)],
             interface: Default::default(),
+            symbols: Vec::new(),
         }
     }
 

@@ -153,40 +153,13 @@ impl<'a> Printer<'a> {
 /// regions and fused bodies) use symbols, else nothing. A name used with different
 /// constraints (the verifier refuses that) is declared as first seen.
 fn declared_symbols(g: &Graph) -> String {
-    let mut symbols = std::collections::BTreeMap::new();
-    collect_symbols(g, &mut symbols);
+    let symbols = g.symbols();
     match symbols.is_empty() {
         true => String::new(),
-        false => format!(" symbols<{}>", symbols.into_values().collect::<Vec<_>>().join(", ")),
-    }
-}
-
-/// Each symbol `g` (and the regions and bodies in it) uses, by name, as it is declared.
-fn collect_symbols(g: &Graph, symbols: &mut std::collections::BTreeMap<String, String>) {
-    let mut add = |dims: &[Dim]| {
-        for s in dims.iter().flat_map(Dim::symbols) {
-            symbols
-                .entry(s.name.clone())
-                .or_insert_with(|| Dim::symbol(s.clone()).to_string());
+        false => {
+            let declared: Vec<String> = symbols.into_values().map(|s| Dim::symbol(s).to_string()).collect();
+            format!(" symbols<{}>", declared.join(", "))
         }
-    };
-    for v in 0..g.num_values() {
-        if let Some(dims) = &g.ty(ValueId(v as u32)).symbolic {
-            add(dims);
-        }
-    }
-    for op in &g.ops {
-        for a in op.attrs.0.values() {
-            if let Attr::Sizes(dims) = a {
-                add(dims);
-            }
-        }
-    }
-    for op in &g.ops {
-        op.body.iter().for_each(|body| collect_symbols(body, symbols));
-        op.attrs
-            .regions()
-            .for_each(|(_, region)| collect_symbols(region, symbols));
     }
 }
 

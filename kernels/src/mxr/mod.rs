@@ -27,9 +27,10 @@ pub use sized::{Items, Parts, Selected, SizedMxr, Variant};
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
+use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::mx::call::{Callee, LibraryCall};
 use mxc_dialects::program::{
-    Binding, Buffer, BufferKind, CodeObject, KernelSignature, MemoryPlan, Program, Step, ALIGN,
+    Binding, Buffer, BufferKind, CodeObject, KernelSignature, KernelSizes, MemoryPlan, Program, Step, ALIGN,
 };
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
 use sha2::{Digest, Sha256};
@@ -40,8 +41,9 @@ const MAGIC: &[u8; 4] = b"MXR\0";
 /// The format version this runtime reads and writes (1 was the unversioned `MXCA` container;
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
 /// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
-/// string weights; 8 had no GPU code; 9 had no library calls; 10 had no precision).
-pub const VERSION: u32 = 11;
+/// string weights; 8 had no GPU code; 9 had no library calls; 10 had no precision; 11 had no
+/// symbolic sizes).
+pub const VERSION: u32 = 12;
 /// Magic, version and length.
 const HEAD: usize = 16;
 /// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
@@ -576,6 +578,15 @@ fn metadata(m: &Mxr, weights: &[u64], shared: &HashMap<usize, u64>, library_at: 
         k.arg_bytes.iter().for_each(|&b| w.u64(b));
         w.u64(k.results as u64);
         w.u64(k.range);
+        match &k.sizes {
+            None => w.u32(0),
+            Some(sizes) => {
+                w.u32(1);
+                w.dim(&sizes.range);
+                w.u64(sizes.arg_bytes.len() as u64);
+                sizes.arg_bytes.iter().for_each(|d| w.dim(d));
+            }
+        }
     }
     w.u64(m.memory.size as u64);
     w.u64(p.steps.len() as u64);
@@ -606,6 +617,10 @@ fn metadata(m: &Mxr, weights: &[u64], shared: &HashMap<usize, u64>, library_at: 
         }
     }
     interface::write_interface(&mut w, &p.interface);
+    w.u64(p.symbols.len() as u64);
+    for s in &p.symbols {
+        w.dim(&Dim::symbol(s.clone()));
+    }
     code::write_code_objects(&mut w, &m.code_objects, code_at);
     w.u64(library_at);
     w.u64(m.library.len() as u64);
@@ -666,11 +681,21 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedByte
         let arg_bytes = (0..r.count()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
         let results = r.u64()? as usize;
         let range = r.u64()?;
+        let sizes = match r.u32()? {
+            0 => None,
+            1 => {
+                let range = r.dim()?;
+                let arg_bytes = (0..r.count()?).map(|_| r.dim()).collect::<Result<_, _>>()?;
+                Some(KernelSizes { range, arg_bytes })
+            }
+            k => return Err(format!("kernel `{symbol}`: sizes flag {k}, not 0 or 1")),
+        };
         kernels.push(KernelSignature {
             symbol,
             arg_bytes,
             results,
             range,
+            sizes,
         });
     }
     let memory = MemoryPlan {
@@ -729,6 +754,12 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedByte
         }
     }
     let interface = interface::read_interface(r, bindings[0].len() + bindings[1].len())?;
+    let mut symbols = Vec::new();
+    for _ in 0..r.count()? {
+        let d = r.dim()?;
+        let s = d.as_symbol().ok_or_else(|| format!("`{d}` is not a symbol"))?;
+        symbols.push(s.clone());
+    }
     let code_objects = code::read_code_objects(r, file)?;
     let (at, len) = (r.u64()? as usize, r.u64()? as usize);
     let library = slice(file, at, len).ok_or("the kernels lie outside the file")?.to_vec();
@@ -747,6 +778,7 @@ fn read_metadata(r: &mut Reader, shared: &SharedBytes, outer: Option<&SharedByte
             inputs,
             outputs,
             interface,
+            symbols,
         },
         memory,
         library,
@@ -776,9 +808,18 @@ impl Writer {
         self.u64(v.len() as u64);
         v.iter().for_each(|&i| self.u64(i as u64));
     }
+    /// The element type, the sizes, and the dimensions where they are symbolic (none where
+    /// they are not).
     fn ty(&mut self, t: &TensorType) {
         self.str(t.dtype.name());
         self.indices(&t.shape);
+        let dims = t.symbolic.as_deref().unwrap_or_default();
+        self.u64(dims.len() as u64);
+        dims.iter().for_each(|d| self.dim(d));
+    }
+    /// A dimension as its self-contained text (`n[1..8] * 3 + 1`).
+    fn dim(&mut self, d: &Dim) {
+        self.str(&d.to_string());
     }
 }
 
@@ -823,7 +864,20 @@ impl Reader<'_> {
     fn ty(&mut self) -> Result<TensorType, String> {
         let name = self.str()?;
         let dtype = DType::from_name(&name).ok_or_else(|| format!("unknown element type `{name}`"))?;
-        Ok(TensorType::new(dtype, self.indices()?))
+        let shape = self.indices()?;
+        let dims = (0..self.count()?).map(|_| self.dim()).collect::<Result<Vec<_>, _>>()?;
+        if dims.is_empty() {
+            return Ok(TensorType::new(dtype, shape));
+        }
+        let ty = TensorType::of_dims(dtype, dims);
+        match ty.shape == shape {
+            true => Ok(ty),
+            false => Err(format!("a type of sizes {shape:?} is {ty}, whose sizes differ")),
+        }
+    }
+    fn dim(&mut self) -> Result<Dim, String> {
+        let text = self.str()?;
+        dim::parse(&text).map_err(|e| format!("dimension `{text}`: {e}"))
     }
 }
 

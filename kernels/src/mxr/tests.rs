@@ -25,6 +25,7 @@ fn sample() -> Mxr {
             arg_bytes: vec![8, 8, 8],
             results: 1,
             range: 2,
+            sizes: None,
         }],
         steps: vec![Step {
             symbol: "k0_add_entry".into(),
@@ -46,6 +47,7 @@ fn sample() -> Mxr {
             buffer: 2,
         }],
         interface: Default::default(),
+        symbols: Vec::new(),
     };
     Mxr {
         producer: "mxc 0.1.0".into(),

@@ -8,6 +8,7 @@
 
 use super::emit::{Emitter, Ty, V};
 use super::fused::Epilogue;
+use super::sizes::Extent;
 use super::vector::index_list;
 use mxc_dialects::DType;
 use std::rc::Rc;
@@ -51,14 +52,19 @@ pub fn compute_ty(dtype: DType) -> Ty {
     }
 }
 
-/// A kernel argument: a static-shaped memref with the identity layout. A buffer with an
-/// epilogue is the result of a fused kernel's anchor: what is written to it goes through the
-/// epilogue's element-wise ops to the kernel's result instead (`fused.rs`).
+/// A kernel argument: a memref with the identity layout, static-shaped or (in a kernel over
+/// symbolic types) with some dimensions known only at run time. A buffer with an epilogue is
+/// the result of a fused kernel's anchor: what is written to it goes through the epilogue's
+/// element-wise ops to the kernel's result instead (`fused.rs`).
 #[derive(Clone, Debug)]
 pub struct Buf {
     pub name: String,
     pub dtype: DType,
+    /// The sizes (of a symbolic dimension: its size at the cost point, which only estimates
+    /// read; code over such a buffer reads `extents`).
     pub shape: Vec<usize>,
+    /// The dimensions, where one is known only at run time (`None`: `shape` says them all).
+    pub run_dims: Option<Vec<Extent>>,
     pub epilogue: Option<Rc<Epilogue>>,
 }
 
@@ -68,7 +74,49 @@ impl Buf {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
+            run_dims: None,
             epilogue: None,
+        }
+    }
+
+    /// A buffer whose dimensions are `dims`, some known only at run time (`shape` holds their
+    /// sizes at the cost point).
+    pub fn with_extents(name: &str, dtype: DType, dims: Vec<Extent>) -> Buf {
+        let shape: Vec<usize> = dims.iter().map(Extent::at_cost_point).collect();
+        let run = dims.iter().any(|d| d.fixed().is_none());
+        Buf {
+            run_dims: run.then_some(dims),
+            ..Buf::new(name, dtype, &shape)
+        }
+    }
+
+    /// Its dimensions as extents.
+    pub fn extents(&self) -> Vec<Extent> {
+        match &self.run_dims {
+            Some(dims) => dims.clone(),
+            None => self.shape.iter().map(|&n| Extent::Fixed(n)).collect(),
+        }
+    }
+
+    /// Whether some dimension is known only at run time.
+    pub fn is_sized_at_run_time(&self) -> bool {
+        self.run_dims.is_some()
+    }
+
+    /// Whether it has the dimensions of `other` (expressions compared where symbolic).
+    pub fn same_dims(&self, other: &Buf) -> bool {
+        match (&self.run_dims, &other.run_dims) {
+            (None, None) => self.shape == other.shape,
+            (Some(a), Some(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.dim() == y.dim()),
+            _ => false,
+        }
+    }
+
+    /// Whether dimension `d` is a fixed 1 (numpy broadcasting reads index 0 there).
+    fn is_unit(&self, d: usize) -> bool {
+        match &self.run_dims {
+            Some(dims) => dims[d] == Extent::Fixed(1),
+            None => self.shape[d] == 1,
         }
     }
 
@@ -98,9 +146,10 @@ impl Buf {
     /// The memref type, e.g. `memref<2x3xf32>` or `memref<i1>` (`memref<0xf32>` when empty).
     pub fn memref(&self) -> String {
         if self.is_empty() {
-            return memref_type(&[0], self.dtype);
+            return memref_type(&["0".to_string()], self.dtype);
         }
-        memref_type(&self.shape, self.dtype)
+        let dims: Vec<String> = self.extents().iter().map(Extent::memref_text).collect();
+        memref_type(&dims, self.dtype)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -144,7 +193,7 @@ fn vectors(dtype: DType) -> bool {
     float_vectors(dtype) || (dtype.is_int() && dtype.size() <= 8 && dtype.narrow_int().is_none())
 }
 
-fn memref_type(shape: &[usize], dtype: DType) -> String {
+fn memref_type(shape: &[String], dtype: DType) -> String {
     let dims: String = shape.iter().map(|d| format!("{d}x")).collect();
     format!("memref<{dims}{}>", storage_ty(dtype).mlir())
 }
@@ -242,7 +291,7 @@ impl Emitter {
     /// Reads `buf` at the position numpy broadcasting maps output index `out` to: the
     /// buffer's dimensions align with the trailing output dimensions, size-1 ones read 0.
     pub fn read_bcast(&mut self, buf: &Buf, out: &[V]) -> V {
-        let idx = self.bcast_index(&buf.shape, out);
+        let idx = self.bcast_index_of(buf, out);
         self.read(buf, &idx)
     }
 
@@ -274,8 +323,8 @@ impl Emitter {
     /// last dimension: a vector where the buffer runs along that dimension, else its one
     /// element splat.
     pub fn read_bcast_lanes(&mut self, buf: &Buf, out: &[V], lanes: usize) -> V {
-        let idx = self.bcast_index(&buf.shape, out);
-        let along = buf.shape.last().is_some_and(|&d| d > 1);
+        let idx = self.bcast_index_of(buf, out);
+        let along = buf.rank() > 0 && !buf.is_unit(buf.rank() - 1);
         if lanes > 1 && along {
             return self.read_lanes(buf, &idx, lanes);
         }
@@ -290,6 +339,18 @@ impl Emitter {
             .iter()
             .zip(&out[skip..])
             .map(|(&d, i)| if d == 1 { self.idx(0) } else { i.clone() })
+            .collect()
+    }
+
+    /// The index into `buf` that output index `out` broadcasts from (a dimension known only
+    /// at run time is never a broadcast one: the type rules proved it equal to the output's).
+    fn bcast_index_of(&mut self, buf: &Buf, out: &[V]) -> Vec<V> {
+        let skip = out.len() - buf.rank();
+        (0..buf.rank())
+            .map(|d| match buf.is_unit(d) {
+                true => self.idx(0),
+                false => out[skip + d].clone(),
+            })
             .collect()
     }
 
@@ -343,12 +404,13 @@ impl Emitter {
         if buf.rank() == 1 {
             return buf.clone();
         }
-        let view = Buf::new(&self.fresh("flat"), buf.dtype, &[buf.len()]);
+        let len = self.extent_product(&buf.extents());
+        let view = Buf::with_extents(&self.fresh("flat"), buf.dtype, vec![len.clone()]);
+        let len = len.operand();
         self.line(&format!(
-            "{} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {}",
+            "{} = memref.reinterpret_cast {} to offset: [0], sizes: [{len}], strides: [1] : {} to {}",
             view.name,
             buf.name,
-            buf.len(),
             buf.memref(),
             view.memref()
         ));

@@ -36,17 +36,71 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     Ok(())
 }
 
+/// The pattern of the op kinds that are element-wise (`lower` writes their kernels).
+macro_rules! elementwise_kinds {
+    () => {
+        mxc_dialects::OpKind::Identity
+            | mxc_dialects::OpKind::Cast
+            | mxc_dialects::OpKind::Add
+            | mxc_dialects::OpKind::Sub
+            | mxc_dialects::OpKind::Mul
+            | mxc_dialects::OpKind::Div
+            | mxc_dialects::OpKind::Pow
+            | mxc_dialects::OpKind::Max
+            | mxc_dialects::OpKind::Min
+            | mxc_dialects::OpKind::Equal
+            | mxc_dialects::OpKind::Less
+            | mxc_dialects::OpKind::Greater
+            | mxc_dialects::OpKind::Where
+            | mxc_dialects::OpKind::Not
+            | mxc_dialects::OpKind::Sqrt
+            | mxc_dialects::OpKind::Exp
+            | mxc_dialects::OpKind::Log
+            | mxc_dialects::OpKind::Neg
+            | mxc_dialects::OpKind::Abs
+            | mxc_dialects::OpKind::Reciprocal
+            | mxc_dialects::OpKind::Floor
+            | mxc_dialects::OpKind::Ceil
+            | mxc_dialects::OpKind::Round
+            | mxc_dialects::OpKind::Sin
+            | mxc_dialects::OpKind::Cos
+            | mxc_dialects::OpKind::Tan
+            | mxc_dialects::OpKind::Asin
+            | mxc_dialects::OpKind::Acos
+            | mxc_dialects::OpKind::Atan
+            | mxc_dialects::OpKind::BitAnd
+            | mxc_dialects::OpKind::BitOr
+            | mxc_dialects::OpKind::BitXor
+            | mxc_dialects::OpKind::ShiftLeft
+            | mxc_dialects::OpKind::ShiftRight
+            | mxc_dialects::OpKind::Relu
+            | mxc_dialects::OpKind::LeakyRelu
+            | mxc_dialects::OpKind::Sigmoid
+            | mxc_dialects::OpKind::Tanh
+            | mxc_dialects::OpKind::Erf
+            | mxc_dialects::OpKind::Gelu
+            | mxc_dialects::OpKind::Clip
+            | mxc_dialects::OpKind::DequantizeLinear
+    };
+}
+pub(crate) use elementwise_kinds;
+
+/// Whether ops of kind `kind` are element-wise.
+pub fn lowers(kind: OpKind) -> bool {
+    matches!(kind, elementwise_kinds!())
+}
+
 /// Writes `f(operand elements)` at every element of `out`, each operand read where numpy
 /// broadcasting maps the element's index: one nest over the result, or one loop over flat
 /// views when no operand broadcasts. On a vector unit, f32 kernels run on whole vectors along
 /// the result's last dimension (or the flat views), the partial vector at its end masked.
 pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mut Emitter, &[V]) -> V) {
     let lanes = vector_lanes(e, args, out);
-    if args.iter().all(|b| b.shape == out.shape) {
+    if args.iter().all(|b| b.same_dims(out)) {
         let views: Vec<Buf> = args.iter().map(|b| e.flat(b)).collect();
         let flat_out = e.flat(out);
-        if let Some(lanes) = lanes.filter(|&l| out.len() >= l) {
-            let n = out.len();
+        let n = flat_out.extents().remove(0);
+        if let Some(lanes) = lanes.filter(|&l| n.fixed().is_none_or(|n| n >= l)) {
             rows::each(e, (n, lanes), &|e, at, lanes| {
                 let at = [at.clone()];
                 let x: Vec<V> = views.iter().map(|b| e.read_lanes(b, &at, lanes)).collect();
@@ -55,7 +109,7 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
             });
             return;
         }
-        e.for_each(out.len(), |e, i| {
+        e.for_each(n, |e, i| {
             let idx = [i];
             let x: Vec<V> = views.iter().map(|b| e.read(b, &idx)).collect();
             let y = f(e, &x);
@@ -63,17 +117,18 @@ pub fn for_each_element(e: &mut Emitter, args: &[Buf], out: &Buf, f: impl Fn(&mu
         });
         return;
     }
-    let (outer, width) = out.shape.split_at(out.rank().saturating_sub(1));
+    let extents = out.extents();
+    let (outer, width) = extents.split_at(out.rank().saturating_sub(1));
     match (lanes, width) {
-        (Some(lanes), &[n]) if n >= lanes => e.nest(outer, |e, row| {
-            rows::each(e, (n, lanes), &|e, column, lanes| {
+        (Some(lanes), [n]) if n.fixed().is_none_or(|n| n >= lanes) => e.nest_over(outer, |e, row| {
+            rows::each(e, (n.clone(), lanes), &|e, column, lanes| {
                 let idx = [row, std::slice::from_ref(column)].concat();
                 let x: Vec<V> = args.iter().map(|b| e.read_bcast_lanes(b, &idx, lanes)).collect();
                 let y = f(e, &x);
                 e.write(out, &idx, &y);
             });
         }),
-        _ => e.nest(&out.shape, |e, idx| {
+        _ => e.nest_over(&extents, |e, idx| {
             let x: Vec<V> = args.iter().map(|b| e.read_bcast(b, idx)).collect();
             let y = f(e, &x);
             e.write(out, idx, &y);

@@ -10,7 +10,9 @@
 //!
 //! Scalar arithmetic on typed values lives in `scalar.rs`, memory access in `buffer.rs`.
 
+use super::sizes::{Extent, SizeArgs};
 use super::vector::VectorIsa;
+use mxc_dialects::dim::Dim;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -210,8 +212,14 @@ pub struct Emitter {
     /// Regions (loops, branches) opened at the top level, and stores written there.
     top_regions: usize,
     top_stores: usize,
-    /// The parallel loop's trip count, once it is written.
+    /// The parallel loop's trip count, once it is written (at the cost point where it is
+    /// known only at run time).
     parallel_range: Option<u64>,
+    /// The parallel loop's trip count as a dimension, where it is known only at run time.
+    parallel_dim: Option<Dim>,
+    /// Where the symbols' values are in the sizes argument (`sizes.rs`), for a kernel over
+    /// symbolic types.
+    pub(super) sizes: SizeArgs,
     /// Writing a preamble (`Emitter::preamble`): code that fills the kernel's own stack
     /// buffers, which every part of a split kernel runs for itself.
     in_preamble: bool,
@@ -458,36 +466,45 @@ impl Emitter {
     }
 
     /// A loop over `0..n` without carried values (the parallel loop if it is the first).
-    pub fn for_each(&mut self, n: usize, body: impl FnOnce(&mut Emitter, V)) {
-        self.nest(&[n], |e, idx| body(e, idx[0].clone()));
+    pub fn for_each(&mut self, n: impl Into<Extent>, body: impl FnOnce(&mut Emitter, V)) {
+        self.nest_over(&[n.into()], |e, idx| body(e, idx[0].clone()));
     }
 
     /// A loop nest over every index of `shape` (row-major, outermost first). The kernel's
     /// first nest at its top level is its parallel loop.
     pub fn nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
+        self.nest_over(&fixed(shape), body);
+    }
+
+    /// `nest` over extents, some of which may be known only at run time.
+    pub fn nest_over(&mut self, shape: &[Extent], body: impl FnOnce(&mut Emitter, &[V])) {
         if self.indent == 1 && self.top_regions == 0 && !self.in_preamble && !shape.is_empty() {
             return self.parallel_nest(shape, body);
         }
-        self.nest_acc(shape, &[], |e, idx, _| {
+        self.nest_acc_over(shape, &[], |e, idx, _| {
             body(e, idx);
             Vec::new()
         });
     }
 
-    /// The parallel loop: the leading dimensions of `shape` (until `PARALLEL_ITERATIONS`) as
-    /// one loop over `%lo..%hi` whose index is split back into theirs, then the other
-    /// dimensions as plain loops.
-    fn parallel_nest(&mut self, shape: &[usize], body: impl FnOnce(&mut Emitter, &[V])) {
+    /// The parallel loop: the leading dimensions of `shape` (until `PARALLEL_ITERATIONS` at the
+    /// cost point) as one loop over `%lo..%hi` whose index is split back into theirs, then the
+    /// other dimensions as plain loops.
+    fn parallel_nest(&mut self, shape: &[Extent], body: impl FnOnce(&mut Emitter, &[V])) {
         let mut lead = 0;
         let mut range = 1usize;
         while lead < shape.len() && (lead == 0 || range < PARALLEL_ITERATIONS) {
-            range *= shape[lead];
+            range = range.saturating_mul(shape[lead].at_cost_point());
             lead += 1;
         }
         self.parallel_range = Some(range as u64);
+        let collapsed = self.extent_product(&shape[..lead]);
+        if let Extent::Run { dim, .. } = &collapsed {
+            self.parallel_dim = Some(dim.clone());
+        }
         let bound = |name: &str| V::scalar(name, Ty::Index);
         let one = self.idx(1);
-        let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+        let dims: Vec<String> = shape.iter().map(extent_text).collect();
         let note = format!(
             "the parallel loop over {} of {}",
             dims[..lead].join("x"),
@@ -495,25 +512,40 @@ impl Emitter {
         );
         let open = self.begin_for_between(&bound("%lo"), &bound("%hi"), &one, range as u64, &[], Some(&note));
         let mut idx = Vec::with_capacity(shape.len());
-        let mut stride = range;
-        for (d, &n) in shape[..lead].iter().enumerate() {
-            stride /= n.max(1);
-            let i = match (d, n) {
-                (_, 1) => self.idx(0),
-                (0, _) => self.div_idx(&open.iv, stride as i64),
-                _ => {
-                    let quotient = self.div_idx(&open.iv, stride as i64);
-                    self.rem_idx(&quotient, n as i64)
+        for d in 0..lead {
+            let stride = self.extent_product(&shape[d + 1..lead]);
+            let i = match (d, &shape[d]) {
+                (_, Extent::Fixed(1)) => self.idx(0),
+                (0, _) => self.div_extent(&open.iv, &stride),
+                (_, n) => {
+                    let quotient = self.div_extent(&open.iv, &stride);
+                    self.rem_extent(&quotient, n)
                 }
             };
             idx.push(i);
         }
-        self.nest_acc(&shape[lead..], &[], |e, inner, _| {
+        self.nest_acc_over(&shape[lead..], &[], |e, inner, _| {
             idx.extend_from_slice(inner);
             body(e, &idx);
             Vec::new()
         });
         self.end_for(open, &[]);
+    }
+
+    /// `a / n` over `index` for a positive extent `n` (signed, truncating).
+    fn div_extent(&mut self, a: &V, n: &Extent) -> V {
+        match n {
+            Extent::Fixed(k) => self.div_idx(a, *k as i64),
+            Extent::Run { value, .. } => self.op("t", Ty::Index, &format!("arith.divsi {a}, {value} : index")),
+        }
+    }
+
+    /// `a % n` over `index` for a positive extent `n`.
+    fn rem_extent(&mut self, a: &V, n: &Extent) -> V {
+        match n {
+            Extent::Fixed(k) => self.rem_idx(a, *k as i64),
+            Extent::Run { value, .. } => self.op("t", Ty::Index, &format!("arith.remsi {a}, {value} : index")),
+        }
     }
 
     /// Writes `f`'s code as a preamble: loops and stores that fill buffers of the kernel's own
@@ -537,6 +569,11 @@ impl Emitter {
         }
     }
 
+    /// The parallel loop's trip count as a dimension, where only the run knows it.
+    pub fn parallel_dim(&self) -> Option<&Dim> {
+        self.parallel_dim.as_ref()
+    }
+
     /// A loop nest over `shape` carrying `inits` through every iteration; `body` gets the
     /// indices and the current carried values and returns their next values. Returns the
     /// final values (the inits themselves when the shape has no loops).
@@ -546,10 +583,26 @@ impl Emitter {
         inits: &[V],
         body: impl FnOnce(&mut Emitter, &[V], &[V]) -> Vec<V>,
     ) -> Vec<V> {
+        self.nest_acc_over(&fixed(shape), inits, body)
+    }
+
+    /// `nest_acc` over extents, some of which may be known only at run time.
+    pub fn nest_acc_over(
+        &mut self,
+        shape: &[Extent],
+        inits: &[V],
+        body: impl FnOnce(&mut Emitter, &[V], &[V]) -> Vec<V>,
+    ) -> Vec<V> {
         let mut open = Vec::with_capacity(shape.len());
         let mut carried = inits.to_vec();
-        for &n in shape {
-            let f = self.begin_for(0, n as i64, 1, &carried);
+        for n in shape {
+            let f = match n {
+                Extent::Fixed(n) => self.begin_for(0, *n as i64, 1, &carried),
+                Extent::Run { value, .. } => {
+                    let (zero, one) = (self.idx(0), self.idx(1));
+                    self.begin_for_between(&zero, value, &one, n.at_cost_point() as u64, &carried, None)
+                }
+            };
             carried = f.carried.clone();
             open.push(f);
         }
@@ -739,6 +792,19 @@ impl Emitter {
     /// The finished function text.
     pub fn finish(self, signature: &str) -> String {
         format!("{signature} {{\n{}{}  return\n}}\n", self.constants, self.body)
+    }
+}
+
+/// Fixed extents of `shape`.
+fn fixed(shape: &[usize]) -> Vec<Extent> {
+    shape.iter().map(|&n| Extent::Fixed(n)).collect()
+}
+
+/// How a loop's comment writes an extent: its size, or its expression.
+fn extent_text(n: &Extent) -> String {
+    match n {
+        Extent::Fixed(n) => n.to_string(),
+        Extent::Run { dim, .. } => format!("({})", dim.expression()),
     }
 }
 

@@ -139,7 +139,7 @@ pub fn lower(e: &mut Emitter, body: &Arc<Graph>, ins: &[Buf], out: &Buf) -> Resu
             }
             super::lower_body(e, anchor.kind, &anchor.attrs, &anchor_ins, &[anchor_out])
         }
-        None if lookup::usable(e, body, ins, out) => {
+        None if !out.is_sized_at_run_time() && lookup::usable(e, body, ins, out) => {
             let whole = body.outputs[0].value;
             lookup::emit(e, &ins[0], out, &|e, x| {
                 evaluate_value(e, body, &mut |_, _| x.clone(), &[], &[], whole)

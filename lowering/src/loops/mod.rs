@@ -18,6 +18,7 @@ mod conv_tiled;
 mod elementwise;
 mod emit;
 mod fused;
+mod generic;
 pub mod gpu;
 mod gpu_binary;
 mod gpu_gemm;
@@ -38,6 +39,7 @@ mod reduce;
 mod rows;
 mod saturate;
 mod scalar;
+mod sizes;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
@@ -48,8 +50,10 @@ mod window;
 mod winograd;
 
 pub use emit::Parallel;
+pub use generic::covers as size_generic;
 pub use gpu_binary::GpuToolkit;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
+pub use sizes::SizeArgs;
 pub use vector::VectorIsa;
 
 use buffer::Buf;
@@ -87,6 +91,12 @@ pub struct KernelSpec {
     /// On the gpu target, the kernel that computes it with a block of threads per iteration
     /// (a row, a tile of a product), if one does (`gpu::shape_blocks`).
     pub blocks: Option<gpu::BlockKernel>,
+    /// Whether it takes the values of the graph's symbols (after its buffers, before the
+    /// range: `sizes.rs`), its buffers' types being symbolic.
+    pub takes_sizes: bool,
+    /// The trip count of its parallel loop as an expression, where only the run knows it
+    /// (`parallel.range` is its value at the cost point).
+    pub range_dim: Option<mxc_dialects::dim::Dim>,
 }
 
 /// Errors of lowering to loops and of the way to LLVM IR.
@@ -114,6 +124,7 @@ pub fn runs_on_host(g: &Graph, op: &mxc_dialects::Op) -> bool {
 /// without a vector unit, else code for `isa` (vectorised, register-tiled).
 pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, LoopError> {
     mxc_dialects::verify(g)?;
+    let sizes = SizeArgs::new(g.symbols().keys().map(String::as_str));
     let mut mlir = String::from("module {\n");
     let mut kernels = Vec::new();
     for (region, graph) in g.with_regions().into_iter().enumerate() {
@@ -127,7 +138,7 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 continue;
             }
             let symbol = format!("{prefix}k{index}_{}", kernel_name(op));
-            let (func, parallel, memrefs) = lower_op(graph, op, &symbol, isa).map_err(|message| LoopError::Op {
+            let lowered = lower_op(graph, op, &symbol, isa, &sizes).map_err(|message| LoopError::Op {
                 index,
                 op: match region {
                     0 => op.kind.to_string(),
@@ -135,16 +146,18 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 },
                 message,
             })?;
-            mlir.push_str(&func);
+            mlir.push_str(&lowered.func);
             kernels.push(KernelSpec {
                 symbol,
                 region,
                 op: index,
                 args: op.operands.iter().chain(&op.results).copied().collect(),
-                parallel,
-                func,
-                memrefs,
+                parallel: lowered.parallel,
+                func: lowered.func,
+                memrefs: lowered.memrefs,
                 blocks: None,
+                takes_sizes: lowered.takes_sizes,
+                range_dim: lowered.range_dim,
             });
         }
     }
@@ -152,39 +165,60 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
     Ok(LoopModule { mlir, kernels })
 }
 
-/// The kernel function of one op, how it may be split across threads, and its memref types.
-fn lower_op(
-    g: &Graph,
-    op: &Op,
-    symbol: &str,
-    isa: Option<VectorIsa>,
-) -> Result<(String, Parallel, Vec<String>), String> {
-    if let Some(v) = op.operands.iter().chain(&op.results).find(|v| g.ty(**v).is_symbolic()) {
-        return Err(format!(
-            "{} has symbolic dimensions: kernels that take sizes at run time are not built yet (docs/shapes.md)",
-            g.ty(*v)
-        ));
+/// One op's kernel function and what its caller must know of it.
+struct Lowered {
+    func: String,
+    parallel: Parallel,
+    /// The type of each buffer parameter.
+    memrefs: Vec<String>,
+    takes_sizes: bool,
+    range_dim: Option<mxc_dialects::dim::Dim>,
+}
+
+/// The kernel function of one op; `sizes` places the graph's symbols in the sizes argument a
+/// kernel over symbolic types takes.
+fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>, sizes: &SizeArgs) -> Result<Lowered, String> {
+    let symbolic = op.operands.iter().chain(&op.results).find(|v| g.ty(**v).is_symbolic());
+    if let Some(v) = symbolic {
+        if !generic::covers(op) {
+            return Err(format!(
+                "{} has symbolic dimensions: a {} kernel that takes sizes at run time is not built yet \
+                 (element-wise and fused element-wise kernels are; docs/shapes.md)",
+                g.ty(*v),
+                op.kind
+            ));
+        }
     }
-    let (ins, outs) = kernel_buffers(g, op);
-    let memrefs: Vec<String> = ins.iter().chain(&outs).map(Buf::memref).collect();
-    let args: Vec<String> = ins
+    let mut e = Emitter::with_isa(isa);
+    let (ins, outs, params) = match symbolic {
+        None => {
+            let (ins, outs) = kernel_buffers(g, op);
+            let params = ins.iter().chain(&outs).map(|b| (b.name.clone(), b.memref())).collect();
+            (ins, outs, params)
+        }
+        Some(_) => generic::kernel_buffers(&mut e, g, op, sizes),
+    };
+    let memrefs: Vec<String> = params.iter().map(|(_, memref)| memref.clone()).collect();
+    let sizes_param = symbolic.map(|_| format!("{}: {}", sizes::SIZES_PARAM, sizes.memref()));
+    let args: Vec<String> = params
         .iter()
-        .chain(&outs)
-        .zip(&memrefs)
-        .map(|(b, memref)| format!("{}: {memref}", b.name))
+        .map(|(name, memref)| format!("{name}: {memref}"))
+        .chain(sizes_param)
         .chain(["%lo: index".to_string(), "%hi: index".to_string()])
         .collect();
-    let mut e = Emitter::with_isa(isa);
     match &op.body {
         Some(body) => fused::lower(&mut e, body, &ins, &outs[0])?,
         None => lower_body(&mut e, op.kind, &op.attrs, &ins, &outs)?,
     }
     let parallel = e.parallel();
-    Ok((
-        e.finish(&format!("func.func @{symbol}({})", args.join(", "))),
+    let range_dim = e.parallel_dim().cloned();
+    Ok(Lowered {
+        func: e.finish(&format!("func.func @{symbol}({})", args.join(", "))),
         parallel,
         memrefs,
-    ))
+        takes_sizes: symbolic.is_some(),
+        range_dim,
+    })
 }
 
 /// The kernel parameters of `op`'s operands (`%in<i>`) and results (`%out<i>`).
@@ -227,10 +261,7 @@ fn lower_body(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &
     use OpKind::*;
     match kind {
         Constant => Err("constants have no kernel".into()),
-        Identity | Cast | Add | Sub | Mul | Div | Pow | Max | Min | Equal | Less | Greater | Where | Not | Sqrt
-        | Exp | Log | Neg | Abs | Reciprocal | Floor | Ceil | Round | Sin | Cos | Tan | Asin | Acos | Atan | BitAnd
-        | BitOr | BitXor | ShiftLeft | ShiftRight | Relu | LeakyRelu | Sigmoid | Tanh | Erf | Gelu | Clip
-        | DequantizeLinear => elementwise::lower(e, kind, attrs, ins, outs),
+        elementwise::elementwise_kinds!() => elementwise::lower(e, kind, attrs, ins, outs),
         Conv | ConvTranspose | ConvNhwc | ConvNhwcPacked => conv::lower(e, kind, attrs, ins, outs),
         MaxPool | AveragePool | MaxPoolNhwc | AveragePoolNhwc | GlobalAveragePool => {
             pool::lower(e, kind, attrs, ins, outs)

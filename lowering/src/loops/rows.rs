@@ -4,6 +4,7 @@
 //! axis) or writing it.
 
 use super::emit::{Emitter, Ty, V};
+use super::sizes::Extent;
 
 /// Reads the `lanes` elements of a row from offset `at` on.
 pub type Read<'r> = &'r dyn Fn(&mut Emitter, &V, usize) -> V;
@@ -44,21 +45,35 @@ pub fn fold(
 
 /// Writes a row of `n` elements in vectors of `lanes`: `body(at, lanes)` at each offset, the
 /// last vector under a mask of the lanes left.
-pub fn each(e: &mut Emitter, (n, lanes): (usize, usize), body: &dyn Fn(&mut Emitter, &V, usize)) {
-    e.for_each(n.div_ceil(lanes), |e, chunk| {
+pub fn each(e: &mut Emitter, (n, lanes): (impl Into<Extent>, usize), body: &dyn Fn(&mut Emitter, &V, usize)) {
+    let n = n.into();
+    let chunks = e.extent_chunks(&n, lanes);
+    e.for_each(chunks, |e, chunk| {
         let at = e.lin(&[(&chunk, lanes as i64)], 0);
-        in_vectors(e, &chunk, n, lanes, |e, lanes| body(e, &at, lanes));
+        in_vectors(e, &chunk, &n, lanes, |e, lanes| body(e, &at, lanes));
     });
 }
 
 /// Writes `body` for chunk `chunk` of a row of `n` elements in vectors of `lanes`: whole, or
 /// (the last chunk, when `n` is not a multiple of `lanes`) under a mask of the lanes left.
-fn in_vectors(e: &mut Emitter, chunk: &V, n: usize, lanes: usize, body: impl Fn(&mut Emitter, usize)) {
-    let rest = n % lanes;
-    if rest == 0 {
-        return body(e, lanes);
-    }
-    let last = e.idx((n / lanes) as i64);
+fn in_vectors(e: &mut Emitter, chunk: &V, n: &Extent, lanes: usize, body: impl Fn(&mut Emitter, usize)) {
+    let (last, mask) = match n {
+        Extent::Fixed(n) => {
+            let rest = n % lanes;
+            if rest == 0 {
+                return body(e, lanes);
+            }
+            (e.idx((n / lanes) as i64), e.first_lanes(rest, lanes))
+        }
+        // the run decides whether a partial chunk exists: where it does not, no chunk reaches
+        // `n / lanes`
+        Extent::Run { value, .. } => {
+            let k = e.idx(lanes as i64);
+            let last = e.hoisted_op(&format!("arith.divsi {value}, {k} : index"), Ty::Index, 1);
+            let rest = e.hoisted_op(&format!("arith.remsi {value}, {k} : index"), Ty::Index, 1);
+            (last, e.run_time_lanes(&rest, lanes))
+        }
+    };
     let whole = e.cmp_idx("slt", chunk, &last);
     e.if_else_like(
         &whole,
@@ -68,7 +83,6 @@ fn in_vectors(e: &mut Emitter, chunk: &V, n: usize, lanes: usize, body: impl Fn(
             Vec::new()
         },
         |e| {
-            let mask = e.first_lanes(rest, lanes);
             e.masked(Some(mask), |e| body(e, lanes));
             Vec::new()
         },

@@ -148,6 +148,13 @@ impl Emitter {
         self.hoisted_op(&format!("vector.constant_mask [{n}] : {ty}"), Ty::I1, lanes)
     }
 
+    /// A mask of the first `n` of `lanes` lanes, `n` an `index` value only the run knows
+    /// (computed once, at the kernel's entry).
+    pub fn run_time_lanes(&mut self, n: &V, lanes: usize) -> V {
+        let ty = format!("vector<{lanes}xi1>");
+        self.hoisted_op(&format!("vector.create_mask {n} : {ty}"), Ty::I1, lanes)
+    }
+
     /// Runs `f` with loads and stores of vectors masked by `mask` (`None`: unmasked).
     pub fn masked<T>(&mut self, mask: Option<V>, f: impl FnOnce(&mut Emitter) -> T) -> T {
         let saved = std::mem::replace(&mut self.mask, mask);

@@ -1,0 +1,75 @@
+//! Kernels over symbolic types: which op families have generators that take sizes at run
+//! time, and the parameters such a kernel's buffers arrive as. A buffer of a symbolic type is a
+//! pointer (`%in0_ptr: memref<Nxf32>`, N its elements at the largest sizes), viewed at the
+//! kernel's entry with its run-time shape (`%in0: memref<?x768xf32>`); a buffer of a fixed type
+//! is a parameter as in any kernel.
+
+use super::buffer::{storage_ty, Buf};
+use super::elementwise;
+use super::emit::{Emitter, Ty};
+use super::sizes::{Extent, SizeArgs};
+use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
+
+/// Whether `op`'s kernel can take its sizes at run time: element-wise ops, and fused kernels
+/// of element-wise ops only (no anchor).
+pub fn covers(op: &Op) -> bool {
+    match &op.body {
+        Some(body) => op.kind == OpKind::Fused && mx::fused::anchor(body).is_none(),
+        None => elementwise::lowers(op.kind),
+    }
+}
+
+/// The buffers of `op`'s operands and results, and the kernel's buffer parameters (name,
+/// memref type), for a kernel that takes the values of `sizes`' symbols.
+pub fn kernel_buffers(
+    e: &mut Emitter,
+    g: &Graph,
+    op: &Op,
+    sizes: &SizeArgs,
+) -> (Vec<Buf>, Vec<Buf>, Vec<(String, String)>) {
+    e.sizes = sizes.clone();
+    let mut params = Vec::new();
+    let mut named = |prefix: &str, values: &[ValueId]| -> Vec<Buf> {
+        (values.iter().enumerate())
+            .map(|(i, v)| {
+                let name = format!("%{prefix}{i}");
+                let ty = g.ty(*v);
+                let Some(dims) = &ty.symbolic else {
+                    let buf = Buf::new(&name, ty.dtype, &ty.shape);
+                    params.push((name, buf.memref()));
+                    return buf;
+                };
+                let extents: Vec<Extent> = dims.iter().map(|d| e.extent(d)).collect();
+                let largest: usize = ty.largest_shape().iter().product();
+                let pointer = format!("memref<{}x{}>", largest.max(1), storage_ty(ty.dtype).mlir());
+                let param = format!("{name}_ptr");
+                let view = Buf::with_extents(&name, ty.dtype, extents.clone());
+                let strides: Vec<String> = (0..extents.len())
+                    .map(|d| e.extent_product(&extents[d + 1..]).operand())
+                    .collect();
+                let sizes: Vec<String> = extents.iter().map(Extent::operand).collect();
+                let viewed = e.hoisted_op(
+                    &format!(
+                        "memref.reinterpret_cast {param} to offset: [0], sizes: [{}], strides: [{}] : {pointer} to {}",
+                        sizes.join(", "),
+                        strides.join(", "),
+                        view.memref()
+                    ),
+                    Ty::Index,
+                    1,
+                );
+                params.push((param, pointer));
+                Buf {
+                    name: viewed.name,
+                    ..view
+                }
+            })
+            .collect()
+    };
+    let ins = named("in", &op.operands);
+    let outs = named("out", &op.results);
+    (ins, outs, params)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,124 @@
+//! Kernels that take sizes at run time (issue 37): a program over symbolic sizes is compiled
+//! once (through an `.mxr` file's bytes), then run at many sizes in range (the ends, around the
+//! vector width, primes, the cost point) and compared with the `ref` target's program compiled
+//! for the graph specialised to those sizes (kernels of fixed sizes, the oracle); a size outside a symbol's range is refused, naming the input,
+//! the symbol, its range and the size.
+
+use crate::common::{compile_and_load, mismatch};
+use mxc_codegen::Target;
+use mxc_dialects::dim::Sizes;
+use mxc_dialects::specialise::at_sizes;
+use mxc_dialects::text::{parse, print};
+use mxc_dialects::{DType, Tensor};
+use std::collections::HashMap;
+
+/// Seeded values in [-2, 2) (integers: 0..7) for an input of type `ty`.
+fn input(ty: &mxc_dialects::TensorType, seed: u64) -> Tensor {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let n = ty.num_elements();
+    match ty.dtype.is_float() {
+        true => Tensor::from_f64s(
+            ty.dtype,
+            ty.shape.clone(),
+            &(0..n).map(|_| next() * 4.0 - 2.0).collect::<Vec<_>>(),
+        ),
+        false => Tensor::from_i64s(
+            ty.dtype,
+            ty.shape.clone(),
+            &(0..n).map(|_| (next() * 7.0) as i64).collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// Compiles `src` for `target` once and runs it at each of `points`, comparing every output
+/// with the oracle's within `tol` (relative and absolute).
+fn runs_at_every_size(src: &str, target: Target, points: &[&[(&str, u64)]], tol: f64) {
+    let g = parse(src).unwrap_or_else(|e| panic!("parsing: {e}"));
+    let exe = compile_and_load(src, target);
+    assert!(exe.program().is_sized(), "the program is over symbolic sizes");
+    for point in points {
+        let sizes: Sizes = point.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+        let fixed = at_sizes(&g, &sizes).unwrap_or_else(|e| panic!("at {sizes:?}: {e}"));
+        let inputs: Vec<Tensor> = (fixed.inputs.iter().enumerate())
+            .map(|(i, p)| input(fixed.ty(p.value), i as u64 + 1))
+            .collect();
+        let named: HashMap<String, Tensor> = fixed.inputs.iter().map(|p| p.name.clone()).zip(inputs).collect();
+        let oracle = compile_and_load(&print(&fixed), Target::Ref);
+        assert!(!oracle.program().is_sized());
+        let expected = oracle
+            .run(&named)
+            .unwrap_or_else(|e| panic!("the oracle at {sizes:?}: {e}"));
+        let outputs = exe.run(&named).unwrap_or_else(|e| panic!("{target} at {sizes:?}: {e}"));
+        for ((name, got), (_, want)) in outputs.iter().zip(&expected) {
+            assert_eq!(got.shape(), want.shape(), "{name} at {sizes:?}");
+            if let Some(why) = mismatch(got, want, tol, tol) {
+                panic!("{target}: output {name} at {sizes:?}: {why}");
+            }
+        }
+    }
+}
+
+const ELEMENT_WISE: &str = r#"graph "g" symbols<b[1..4], n[1..300]> (%x: tensor<(b)x(n)x3xf32> "x", %r: tensor<(b)x1x3xf32> "r", %bias: tensor<3xf32> "bias") {
+  %0 = mx.add %x, %bias : tensor<(b)x(n)x3xf32>
+  %1 = mx.mul %0, %r : tensor<(b)x(n)x3xf32>
+  %2 = mx.tanh %1 : tensor<(b)x(n)x3xf32>
+  %3 = mx.sub %2, %x : tensor<(b)x(n)x3xf32>
+  return "y" = %3, "t" = %2
+}
+"#;
+
+/// Sizes around a vector's width and a parallel loop's, primes, and the range's ends.
+const ELEMENT_WISE_POINTS: &[&[(&str, u64)]] = &[
+    &[("b", 1), ("n", 1)],
+    &[("b", 1), ("n", 5)],
+    &[("b", 2), ("n", 16)],
+    &[("b", 3), ("n", 17)],
+    &[("b", 4), ("n", 131)],
+    &[("b", 4), ("n", 300)],
+];
+
+#[test]
+fn element_wise_kernels_run_every_size_in_range() {
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(ELEMENT_WISE, target, ELEMENT_WISE_POINTS, 1e-6);
+    }
+}
+
+#[test]
+fn a_size_outside_its_range_is_refused_naming_the_symbol_its_range_and_the_size() {
+    let exe = compile_and_load(ELEMENT_WISE, Target::Cpu);
+    let at = |b: usize, n: usize| -> HashMap<String, Tensor> {
+        [("x", vec![b, n, 3]), ("r", vec![b, 1, 3]), ("bias", vec![3])]
+            .into_iter()
+            .map(|(name, shape)| {
+                (
+                    name.to_string(),
+                    Tensor::zeros(mxc_dialects::TensorType::new(DType::F32, shape)),
+                )
+            })
+            .collect()
+    };
+    let err = exe.run(&at(2, 301)).unwrap_err().to_string();
+    assert!(
+        err.contains("input `x` dimension 1") && err.contains("n is 301, outside its range [1..300]"),
+        "{err}"
+    );
+    let err = exe.run(&at(5, 3)).unwrap_err().to_string();
+    assert!(err.contains("b is 5, outside its range [1..4]"), "{err}");
+    // two inputs that disagree on b
+    let mut mixed = at(2, 3);
+    mixed.insert(
+        "r".into(),
+        Tensor::zeros(mxc_dialects::TensorType::new(DType::F32, vec![3, 1, 3])),
+    );
+    let err = exe.run(&mixed).unwrap_err().to_string();
+    assert!(err.contains("makes b 3") || err.contains("makes b 2"), "{err}");
+    // and the program still runs a size in range afterwards
+    exe.run(&at(1, 1)).expect("a size in range runs");
+}
