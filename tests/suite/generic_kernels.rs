@@ -122,3 +122,47 @@ fn a_size_outside_its_range_is_refused_naming_the_symbol_its_range_and_the_size(
     // and the program still runs a size in range afterwards
     exe.run(&at(1, 1)).expect("a size in range runs");
 }
+
+const ROWS: &str = r#"graph "g" symbols<b[1..3], s[1..70]> (%x: tensor<(b)x(s)x20xf32> "x", %scale: tensor<20xf32> "scale", %bias: tensor<20xf32> "bias") {
+  %0, %m, %v = mx.layer_norm %x, %scale, %bias {axis = 2, epsilon = 1.0e-5} : tensor<(b)x(s)x20xf32>, tensor<(b)x(s)x1xf32>, tensor<(b)x(s)x1xf32>
+  %1 = mx.reshape %0 {shape = sizes<(b)x(s)x4x5>} : tensor<(b)x(s)x4x5xf32>
+  %2 = mx.transpose %1 {perm = [0, 2, 1, 3]} : tensor<(b)x4x(s)x5xf32>
+  %3 = mx.transpose %2 {perm = [0, 1, 3, 2]} : tensor<(b)x4x5x(s)xf32>
+  %4 = mx.softmax %3 {axis = 3} : tensor<(b)x4x5x(s)xf32>
+  %5 = mx.softmax %2 {axis = 2} : tensor<(b)x4x(s)x5xf32>
+  return "n" = %0, "v" = %v, "p" = %4, "q" = %5
+}
+"#;
+
+#[test]
+fn normalisations_and_data_movement_run_every_size_in_range() {
+    let points: &[&[(&str, u64)]] = &[
+        &[("b", 1), ("s", 1)],
+        &[("b", 2), ("s", 7)],
+        &[("b", 1), ("s", 16)],
+        &[("b", 3), ("s", 17)],
+        &[("b", 2), ("s", 33)],
+        &[("b", 3), ("s", 70)],
+    ];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(ROWS, target, points, 1e-5);
+    }
+}
+
+const EMBEDDING: &str = r#"graph "g" symbols<b[1..4], s[1..50]> (%ids: tensor<(b)x(s)xi64> "ids", %table: tensor<7x8xf32> "table") {
+  %0 = mx.gather %table, %ids {axis = 0} : tensor<(b)x(s)x8xf32>
+  %1 = mx.constant {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>} : tensor<8xf32>
+  %2 = mx.expand %1 {shape = sizes<(b)x(s)x8>} : tensor<(b)x(s)x8xf32>
+  %3 = mx.add %0, %2 : tensor<(b)x(s)x8xf32>
+  %4 = mx.gather %3, %ids {axis = 1} : tensor<(b)x(b)x(s)x8xf32>
+  return "e" = %3, "g" = %4
+}
+"#;
+
+#[test]
+fn gathers_and_expands_run_every_size_in_range() {
+    let points: &[&[(&str, u64)]] = &[&[("b", 1), ("s", 1)], &[("b", 2), ("s", 9)], &[("b", 4), ("s", 50)]];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(EMBEDDING, target, points, 1e-6);
+    }
+}

@@ -344,7 +344,7 @@ impl Emitter {
 
     /// The index into `buf` that output index `out` broadcasts from (a dimension known only
     /// at run time is never a broadcast one: the type rules proved it equal to the output's).
-    fn bcast_index_of(&mut self, buf: &Buf, out: &[V]) -> Vec<V> {
+    pub fn bcast_index_of(&mut self, buf: &Buf, out: &[V]) -> Vec<V> {
         let skip = out.len() - buf.rank();
         (0..buf.rank())
             .map(|d| match buf.is_unit(d) {

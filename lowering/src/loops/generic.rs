@@ -10,12 +10,20 @@ use super::emit::{Emitter, Ty};
 use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
-/// Whether `op`'s kernel can take its sizes at run time: element-wise ops, and fused kernels
-/// of element-wise ops only (no anchor).
+/// Whether `op`'s kernel can take its sizes at run time: element-wise ops, fused kernels of
+/// element-wise ops only (no anchor), the normalisations, and reshapes, transposes, expands
+/// and gathers.
 pub fn covers(op: &Op) -> bool {
+    use OpKind::*;
     match &op.body {
-        Some(body) => op.kind == OpKind::Fused && mx::fused::anchor(body).is_none(),
-        None => elementwise::lowers(op.kind),
+        Some(body) => op.kind == Fused && mx::fused::anchor(body).is_none(),
+        None => {
+            elementwise::lowers(op.kind)
+                || matches!(
+                    op.kind,
+                    Reshape | BitCast | Transpose | Expand | Gather | Softmax | LayerNorm | BatchNorm
+                )
+        }
     }
 }
 

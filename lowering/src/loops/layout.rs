@@ -7,6 +7,7 @@ use super::buffer::{storage_ty, Buf};
 use super::emit::{Emitter, Ty, V};
 use super::rows;
 use super::scalar::Cmp;
+use super::sizes::Extent;
 use mxc_dialects::{Attrs, DType, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -14,20 +15,20 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
     match kind {
         OpKind::Reshape => {
             let (src, dst) = (e.flat(&ins[0]), e.flat(out));
-            e.for_each(dst.len(), |e, i| {
+            e.for_each(dst.extents().remove(0), |e, i| {
                 let v = e.load(&src, std::slice::from_ref(&i));
                 e.store(&dst, &[i], &v);
             });
         }
         OpKind::BitCast => {
             let (src, dst) = (e.flat(&ins[0]), e.flat(out));
-            e.for_each(dst.len(), |e, i| {
+            e.for_each(dst.extents().remove(0), |e, i| {
                 let v = e.load(&src, std::slice::from_ref(&i));
                 let v = reinterpret(e, &v, out.dtype);
                 e.store(&dst, &[i], &v);
             });
         }
-        OpKind::Expand => copy_nest(e, &ins[0], out, |e, idx| e.bcast_index(&ins[0].shape, idx)),
+        OpKind::Expand => copy_nest(e, &ins[0], out, |e, idx| e.bcast_index_of(&ins[0], idx)),
         OpKind::Transpose => transpose(e, &attrs.dims("perm")?, &ins[0], out),
         OpKind::Slice => {
             let (starts, steps) = (attrs.ints("starts")?, attrs.ints("steps")?);
@@ -155,21 +156,23 @@ fn transpose(e: &mut Emitter, perm: &[usize], x: &Buf, out: &Buf) {
     };
     let last = out.rank().saturating_sub(1);
     let across = perm.iter().position(|&p| p == last).filter(|&j| j != last);
+    // over a size only the run knows, blocks are worth it where the cost point says so
     let Some(across) = across.filter(|&j| out.shape[j].min(out.shape[last]) >= TRANSPOSE_BLOCK) else {
         return copy_nest(e, x, out, |_, idx| source(idx));
     };
     let block = TRANSPOSE_BLOCK;
-    let mut blocks = out.shape.clone();
+    let extents = out.extents();
+    let mut blocks = extents.clone();
     for d in [across, last] {
-        blocks[d] = out.shape[d].div_ceil(block);
+        blocks[d] = e.extent_chunks(&extents[d], block);
     }
-    e.nest(&blocks, |e, idx| {
+    let ends: Vec<V> = extents.iter().map(|n| e.extent_value(n)).collect();
+    e.nest_over(&blocks, |e, idx| {
         // the block's range along dimension `d`
         let range = |e: &mut Emitter, d: usize| {
             let lo = e.lin(&[(&idx[d], block as i64)], 0);
             let next = e.lin(&[(&lo, 1)], block as i64);
-            let end = e.idx(out.shape[d] as i64);
-            (lo, e.min_idx(&next, &end))
+            (lo, e.min_idx(&next, &ends[d]))
         };
         let (rows, columns) = (range(e, across), range(e, last));
         e.for_between(&rows.0, &rows.1, block as u64, &[], |e, i, _| {
@@ -188,7 +191,7 @@ fn transpose(e: &mut Emitter, perm: &[usize], x: &Buf, out: &Buf) {
 
 /// `out[idx] = src[source(idx)]` over every index of `out`.
 fn copy_nest(e: &mut Emitter, src: &Buf, out: &Buf, source: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>) {
-    e.nest(&out.shape, |e, idx| {
+    e.nest_over(&out.extents(), |e, idx| {
         let from = source(e, idx);
         let v = e.load(src, &from);
         e.store(out, idx, &v);
@@ -198,16 +201,22 @@ fn copy_nest(e: &mut Emitter, src: &Buf, out: &Buf, source: impl FnOnce(&mut Emi
 /// `out[pre, j, post] = data[pre, indices[j], post]`; an index `i < 0` reads `i + extent`,
 /// and indices still out of range are clamped to the axis (never read out of bounds).
 fn gather(e: &mut Emitter, axis: usize, data: &Buf, indices: &Buf, out: &Buf) {
-    let extent = data.shape[axis] as i64;
+    let extent = data.extents().swap_remove(axis);
     let q = indices.rank();
-    e.nest(&out.shape, |e, idx| {
+    let one = e.idx(1);
+    let n = e.extent_value(&extent);
+    // the last index along the axis (an empty axis has none: every read is clamped to 0)
+    let last = match &extent {
+        Extent::Fixed(n) => e.idx((*n as i64 - 1).max(0)),
+        Extent::Run { value, .. } => e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1),
+    };
+    e.nest_over(&out.extents(), |e, idx| {
         let raw = e.read(indices, &idx[axis..axis + q]);
         let i = e.convert(&raw, Ty::Index);
         let zero = e.idx(0);
         let negative = e.cmp(Cmp::Lt, &i, &zero);
-        let wrapped = e.lin(&[(&i, 1)], extent);
+        let wrapped = e.add(&i, &n);
         let i = e.select(&negative, &wrapped, &i);
-        let last = e.idx((extent - 1).max(0));
         let i = e.max(&i, &zero);
         let i = e.min(&i, &last);
         let mut from = idx[..axis].to_vec();

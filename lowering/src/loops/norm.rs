@@ -29,7 +29,7 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
 /// `scale * (x - mean) / sqrt(var + epsilon) + bias`, the parameters indexed by channel.
 fn batch_norm(e: &mut Emitter, epsilon: f64, ins: &[Buf], out: &Buf) {
     let (x, scale, bias, mean, var) = (&ins[0], &ins[1], &ins[2], &ins[3], &ins[4]);
-    e.nest(&x.shape, |e, idx| {
+    e.nest_over(&x.extents(), |e, idx| {
         let c = &idx[1..2];
         let v = e.read(x, idx);
         let (s, b, m, var) = (e.read(scale, c), e.read(bias, c), e.read(mean, c), e.read(var, c));
@@ -49,25 +49,26 @@ fn batch_norm(e: &mut Emitter, epsilon: f64, ins: &[Buf], out: &Buf) {
 fn layer_norm(e: &mut Emitter, axis: usize, epsilon: f64, ins: &[Buf], outs: &[Buf]) {
     let (x, scale, bias) = (&ins[0], &ins[1], ins.get(2));
     let (y, mean_out, inv_std_out) = (&outs[0], &outs[1], &outs[2]);
-    let (outer, inner) = x.shape.split_at(axis);
+    let extents = x.extents();
+    let (outer, inner) = extents.split_at(axis);
     let mut bufs = vec![x, scale, y, mean_out, inv_std_out];
     bufs.extend(bias);
     let flat_params = scale.rank() <= 1 && bias.is_none_or(|b| b.rank() <= 1);
     if let Some(lanes) = row_lanes(e, inner.len() == 1 && flat_params, &bufs) {
         return layer_norm_rows(e, lanes, epsilon, (x, scale, bias), outs);
     }
-    let count = inner.iter().product::<usize>() as f64;
+    let count = e.extent_product(inner);
     let ty = x.ty();
-    e.nest(outer, |e, o| {
+    e.nest_over(outer, |e, o| {
         let at = |i: &[V]| [o, i].concat();
         let zero = e.zero(ty);
-        let n = e.num(ty, count);
-        let sum = e.nest_acc(inner, std::slice::from_ref(&zero), |e, i, acc| {
+        let n = e.extent_as_number(&count, ty);
+        let sum = e.nest_acc_over(inner, std::slice::from_ref(&zero), |e, i, acc| {
             let v = e.read(x, &at(i));
             vec![e.add(&acc[0], &v)]
         });
         let mean = e.div(&sum[0], &n);
-        let squares = e.nest_acc(inner, &[zero], |e, i, acc| {
+        let squares = e.nest_acc_over(inner, &[zero], |e, i, acc| {
             let v = e.read(x, &at(i));
             let d = e.sub(&v, &mean);
             let d2 = e.mul(&d, &d);
@@ -79,7 +80,7 @@ fn layer_norm(e: &mut Emitter, axis: usize, epsilon: f64, ins: &[Buf], outs: &[B
         let std = e.math("sqrt", &var_eps);
         let one = e.one(ty);
         let inv_std = e.div(&one, &std);
-        e.nest(inner, |e, i| {
+        e.nest_over(inner, |e, i| {
             let v = e.read(x, &at(i));
             let d = e.sub(&v, &mean);
             let normalised = e.mul(&d, &inv_std);
@@ -99,21 +100,20 @@ fn layer_norm(e: &mut Emitter, axis: usize, epsilon: f64, ins: &[Buf], outs: &[B
 
 /// `exp(x - max) / sum(exp(x - max))` along `axis`.
 fn softmax(e: &mut Emitter, axis: usize, x: &Buf, out: &Buf) {
-    let n = x.shape[axis];
     if let Some(lanes) = row_lanes(e, axis + 1 == x.rank(), &[x, out]) {
         return softmax_rows(e, lanes, x, out);
     }
-    let mut outer = x.shape.clone();
-    outer.remove(axis);
+    let mut outer = x.extents();
+    let n = outer.remove(axis);
     let ty = x.ty();
-    e.nest(&outer, |e, o| {
+    e.nest_over(&outer, |e, o| {
         let at = |j: &V| {
             let mut idx = o.to_vec();
             idx.insert(axis, j.clone());
             idx
         };
         let lowest = e.lowest(ty);
-        let max = e.nest_acc(&[n], &[lowest], |e, j, acc| {
+        let max = e.nest_acc_over(std::slice::from_ref(&n), &[lowest], |e, j, acc| {
             let v = e.read(x, &at(&j[0]));
             vec![e.max(&acc[0], &v)]
         });
@@ -123,11 +123,11 @@ fn softmax(e: &mut Emitter, axis: usize, x: &Buf, out: &Buf) {
             e.math("exp", &d)
         };
         let zero = e.zero(ty);
-        let sum = e.nest_acc(&[n], &[zero], |e, j, acc| {
+        let sum = e.nest_acc_over(std::slice::from_ref(&n), &[zero], |e, j, acc| {
             let ex = shifted_exp(e, &j[0]);
             vec![e.add(&acc[0], &ex)]
         });
-        e.for_each(n, |e, j| {
+        e.for_each(n.clone(), |e, j| {
             let ex = shifted_exp(e, &j);
             let y = e.div(&ex, &sum[0]);
             e.write(out, &at(&j), &y);
@@ -144,20 +144,22 @@ fn layer_norm_rows(
     outs: &[Buf],
 ) {
     let (y, mean_out, inv_std_out) = (&outs[0], &outs[1], &outs[2]);
-    let n = x.shape[x.rank() - 1];
-    let outer = &x.shape[..x.rank() - 1];
-    e.nest(outer, |e, o| {
+    let mut outer = x.extents();
+    let n = outer.pop().expect("a row has a dimension");
+    e.nest_over(&outer, |e, o| {
         let at = |j: &V| [o, std::slice::from_ref(j)].concat();
         let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &at(j), lanes);
-        let count = e.float(Ty::F32, n as f64);
-        let sum = rows::fold(e, (n, lanes), (0.0, 0.0), &read, &|e, acc, v| e.add(acc, v));
+        let count = e.extent_as_number(&n, Ty::F32);
+        let sum = rows::fold(e, (n.clone(), lanes), (0.0, 0.0), &read, &|e, acc, v| e.add(acc, v));
         let sum = e.reduce_lanes("add", &sum);
         let mean = e.div(&sum, &count);
         let centred = |e: &mut Emitter, j: &V, lanes: usize| {
             let v = read(e, j, lanes);
             e.sub(&v, &mean)
         };
-        let squares = rows::fold(e, (n, lanes), (0.0, 0.0), &centred, &|e, acc, d| e.fma(d, d, acc));
+        let squares = rows::fold(e, (n.clone(), lanes), (0.0, 0.0), &centred, &|e, acc, d| {
+            e.fma(d, d, acc)
+        });
         let squares = e.reduce_lanes("add", &squares);
         let variance = e.div(&squares, &count);
         let eps = e.float(Ty::F32, epsilon);
@@ -165,7 +167,7 @@ fn layer_norm_rows(
         let std = e.math("sqrt", &var_eps);
         let one = e.one(Ty::F32);
         let inv_std = e.div(&one, &std);
-        rows::each(e, (n, lanes), &|e, j, lanes| {
+        rows::each(e, (n.clone(), lanes), &|e, j, lanes| {
             let d = centred(e, j, lanes);
             let normalised = e.mul(&d, &inv_std);
             let s = e.read_bcast_lanes(scale, std::slice::from_ref(j), lanes);
@@ -185,14 +187,14 @@ fn layer_norm_rows(
 /// `softmax` over the last axis, each row in vectors: its maximum, the sum of the shifted
 /// exponentials, then each exponential over the sum.
 fn softmax_rows(e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
-    let n = x.shape[x.rank() - 1];
-    let outer = &x.shape[..x.rank() - 1];
-    e.nest(outer, |e, o| {
+    let mut outer = x.extents();
+    let n = outer.pop().expect("a row has a dimension");
+    e.nest_over(&outer, |e, o| {
         let at = |j: &V| [o, std::slice::from_ref(j)].concat();
         let read = |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &at(j), lanes);
         let max = rows::fold(
             e,
-            (n, lanes),
+            (n.clone(), lanes),
             (f64::NEG_INFINITY, f64::NEG_INFINITY),
             &read,
             &|e, acc, v| e.max(acc, v),
@@ -203,9 +205,11 @@ fn softmax_rows(e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
             let d = e.sub(&v, &max);
             e.math("exp", &d)
         };
-        let sum = rows::fold(e, (n, lanes), (0.0, 0.0), &shifted_exp, &|e, acc, v| e.add(acc, v));
+        let sum = rows::fold(e, (n.clone(), lanes), (0.0, 0.0), &shifted_exp, &|e, acc, v| {
+            e.add(acc, v)
+        });
         let sum = e.reduce_lanes("add", &sum);
-        rows::each(e, (n, lanes), &|e, j, lanes| {
+        rows::each(e, (n.clone(), lanes), &|e, j, lanes| {
             let ex = shifted_exp(e, j, lanes);
             let y = e.div(&ex, &sum);
             e.write(out, &at(j), &y);

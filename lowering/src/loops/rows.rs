@@ -15,26 +15,50 @@ pub type Read<'r> = &'r dyn Fn(&mut Emitter, &V, usize) -> V;
 /// lanes).
 pub fn fold(
     e: &mut Emitter,
-    (n, lanes): (usize, usize),
+    (n, lanes): (impl Into<Extent>, usize),
     (init, neutral): (f64, f64),
     read: Read,
     step: &dyn Fn(&mut Emitter, &V, &V) -> V,
 ) -> V {
+    let n = n.into();
     let init = e.float(Ty::F32, init);
     let mut acc = e.splat(&init, lanes);
-    let whole = n / lanes;
-    if whole > 0 {
-        acc = e.nest_acc(&[whole], &[acc], |e, chunk, acc| {
+    let (whole, rest) = match &n {
+        Extent::Fixed(n) => (
+            Extent::Fixed(n / lanes),
+            (n % lanes > 0).then(|| e.first_lanes(n % lanes, lanes)),
+        ),
+        // the run decides how many lanes the last vector has: none is a mask of no lanes
+        Extent::Run { value, dim } => {
+            let k = e.idx(lanes as i64);
+            let whole = e.hoisted_op(&format!("arith.divsi {value}, {k} : index"), Ty::Index, 1);
+            let rest = e.hoisted_op(&format!("arith.remsi {value}, {k} : index"), Ty::Index, 1);
+            let whole_dim = dim.floor_div(lanes as u64).expect("a size divided by a lane count");
+            (
+                Extent::Run {
+                    value: whole,
+                    dim: whole_dim,
+                },
+                Some(e.run_time_lanes(&rest, lanes)),
+            )
+        }
+    };
+    if whole.fixed() != Some(0) {
+        acc = e.nest_acc_over(std::slice::from_ref(&whole), &[acc], |e, chunk, acc| {
             let at = e.lin(&[(&chunk[0], lanes as i64)], 0);
             let x = read(e, &at, lanes);
             vec![step(e, &acc[0], &x)]
         })[0]
             .clone();
     }
-    let rest = n % lanes;
-    if rest > 0 {
-        let at = e.idx((whole * lanes) as i64);
-        let mask = e.first_lanes(rest, lanes);
+    if let Some(mask) = rest {
+        let at = match &whole {
+            Extent::Fixed(w) => e.idx((w * lanes) as i64),
+            Extent::Run { value, .. } => {
+                let k = e.idx(lanes as i64);
+                e.hoisted_op(&format!("arith.muli {value}, {k} : index"), Ty::Index, 1)
+            }
+        };
         let x = e.masked(Some(mask.clone()), |e| read(e, &at, lanes));
         let neutral = e.float(Ty::F32, neutral);
         let x = e.select(&mask, &x, &neutral);

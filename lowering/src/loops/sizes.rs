@@ -122,6 +122,27 @@ impl Emitter {
         }
     }
 
+    /// The `index` value of an extent.
+    pub fn extent_value(&mut self, n: &Extent) -> V {
+        match n {
+            Extent::Fixed(n) => self.idx(*n as i64),
+            Extent::Run { value, .. } => value.clone(),
+        }
+    }
+
+    /// An extent as a number of type `ty` (a count to divide by).
+    pub fn extent_as_number(&mut self, n: &Extent, ty: Ty) -> V {
+        match n {
+            Extent::Fixed(n) => self.num(ty, *n as f64),
+            Extent::Run { value, .. } => {
+                let wide = Ty::Int { bits: 64, signed: true };
+                let count = self.hoisted_op(&format!("arith.index_cast {value} : index to i64"), wide, 1);
+                let count = V { known: None, ..count };
+                self.convert(&count, ty)
+            }
+        }
+    }
+
     /// The product of extents (computed at the entry where one is a run-time value).
     pub fn extent_product(&mut self, extents: &[Extent]) -> Extent {
         let mut fixed = 1usize;
