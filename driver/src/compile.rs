@@ -88,7 +88,7 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
             return Ok(None);
         }
     };
-    let generic = |op: &mxc_dialects::Op| op.kind == mxc_dialects::OpKind::Constant || size_generic(op);
+    let generic = |op: &mxc_dialects::Op| op.kind == mxc_dialects::OpKind::Constant || size_generic(&graph, op);
     if let Some(op) = graph.ops.iter().find(|op| !generic(op)) {
         request.observer.note(&format!(
             "{}: no program for every size: {} has no kernel that takes sizes at run time yet",

@@ -166,3 +166,54 @@ fn gathers_and_expands_run_every_size_in_range() {
         runs_at_every_size(EMBEDDING, target, points, 1e-6);
     }
 }
+
+/// `mx.constant` of `rows x cols` f32 weights, the text form's.
+fn weights(name: &str, rows: usize, cols: usize) -> String {
+    let values: Vec<String> = (0..rows * cols)
+        .map(|i| format!("{:.4}", ((i * 7) % 13) as f64 * 0.05 - 0.3))
+        .collect();
+    format!(
+        "  %{name} = mx.constant {{value = dense<[{}]> : tensor<{rows}x{cols}xf32>}} : tensor<{rows}x{cols}xf32>\n",
+        values.join(", ")
+    )
+}
+
+#[test]
+fn products_over_run_time_rows_and_batches_run_every_size_in_range() {
+    // a layer of constant weights (packed and fused with its bias and activation on cpu), and a
+    // batched product of two activations
+    let src = format!(
+        r#"graph "g" symbols<b[1..3], s[1..512]> (%x: tensor<(b)x(s)x16xf32> "x", %p: tensor<(b)x2x(s)x8xf32> "p", %q: tensor<(b)x2x8x5xf32> "q", %bias: tensor<24xf32> "bias") {{
+{}  %0 = mx.matmul %x, %w : tensor<(b)x(s)x24xf32>
+  %1 = mx.add %0, %bias : tensor<(b)x(s)x24xf32>
+  %2 = mx.gelu %1 {{approximate = "none"}} : tensor<(b)x(s)x24xf32>
+  %3 = mx.matmul %p, %q : tensor<(b)x2x(s)x5xf32>
+  %4 = mx.reshape %2 {{shape = sizes<(b * s)x24>}} : tensor<(b * s)x24xf32>
+{}  %5 = mx.gemm %4, %v {{alpha = 0.5, beta = 0.0, trans_a = 0, trans_b = 0}} : tensor<(b * s)x7xf32>
+  return "y" = %2, "z" = %3, "g" = %5
+}}
+"#,
+        weights("w", 16, 24),
+        weights("v", 24, 7)
+    );
+    let points: &[&[(&str, u64)]] = &[
+        &[("b", 1), ("s", 1)],
+        &[("b", 2), ("s", 3)],
+        &[("b", 1), ("s", 14)],
+        &[("b", 3), ("s", 15)],
+        &[("b", 2), ("s", 29)],
+        &[("b", 3), ("s", 40)],
+        &[("b", 1), ("s", 512)],
+    ];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(&src, target, points, 1e-4);
+    }
+    // on cpu the layer's weights are packed into the register-tiled kernel's panels
+    let cpu = compile_and_load(&src, Target::Cpu);
+    let packed = cpu
+        .program()
+        .kernels
+        .iter()
+        .filter(|k| k.symbol.contains("matmul_packed"));
+    assert!(packed.clone().any(|k| k.takes_sizes()), "{:?}", cpu.program().kernels);
+}

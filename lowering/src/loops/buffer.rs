@@ -354,6 +354,18 @@ impl Emitter {
             .collect()
     }
 
+    /// The index into the first `dims` dimensions of `buf` (a product's batch dimensions)
+    /// that batch index `batch` broadcasts from (numpy: trailing dimensions align).
+    pub fn bcast_prefix(&mut self, buf: &Buf, dims: usize, batch: &[V]) -> Vec<V> {
+        let skip = batch.len() - dims;
+        (0..dims)
+            .map(|d| match buf.is_unit(d) {
+                true => self.idx(0),
+                false => batch[skip + d].clone(),
+            })
+            .collect()
+    }
+
     /// `buf` viewed with another shape of as many elements (`memref.reinterpret_cast`, row-major),
     /// without an epilogue.
     pub fn view(&mut self, buf: &Buf, shape: &[usize]) -> Buf {

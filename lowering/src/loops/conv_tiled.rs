@@ -19,6 +19,7 @@
 use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
+use super::sizes::Extent;
 use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Start, Step, Sums, PANEL};
 use super::vector::VectorIsa;
 use super::window::Window;
@@ -264,8 +265,8 @@ pub(super) fn pixel_product(
     };
     let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
     let product = Product {
-        batch: &[],
-        m: batch * oh * ow,
+        batch: Vec::new(),
+        m: Extent::Fixed(batch * oh * ow),
         n: m,
         a,
         b: Panels::Packed(wp),

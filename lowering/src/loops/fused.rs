@@ -99,7 +99,7 @@ impl Epilogue {
     /// computes the values they meet.
     pub fn residuals(&self) -> Vec<&Buf> {
         (0..self.ins.len())
-            .filter(|&i| self.ins[i].shape == self.out.shape && self.reads(i))
+            .filter(|&i| self.ins[i].same_dims(&self.out) && self.reads(i))
             .map(|i| &self.ins[i])
             .collect()
     }
@@ -174,7 +174,11 @@ pub fn anchored<'b>(body: &'b Arc<Graph>, ins: &[Buf], out: &Buf) -> Result<Opti
         })
         .collect::<Result<Vec<Buf>, String>>()?;
     let ty = body.ty(anchor.results[0]);
-    let mut anchor_out = Buf::new(&out.name, ty.dtype, &ty.shape);
+    // over symbolic sizes the anchor's result has the kernel result's dimensions (`generic.rs`)
+    let mut anchor_out = match out.is_sized_at_run_time() {
+        true => Buf::with_extents(&out.name, ty.dtype, out.extents()),
+        false => Buf::new(&out.name, ty.dtype, &ty.shape),
+    };
     anchor_out.epilogue = Some(Rc::new(Epilogue {
         body: body.clone(),
         anchor: anchor.results[0],

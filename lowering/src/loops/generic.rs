@@ -10,21 +10,39 @@ use super::emit::{Emitter, Ty};
 use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
-/// Whether `op`'s kernel can take its sizes at run time: element-wise ops, fused kernels of
-/// element-wise ops only (no anchor), the normalisations, and reshapes, transposes, expands
-/// and gathers.
-pub fn covers(op: &Op) -> bool {
+/// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
+/// normalisations, reshapes, transposes, expands and gathers, and matrix products whose
+/// columns and depth are fixed (rows and batch may be symbolic); a fused kernel where its
+/// anchor is one of these with the kernel's result shape (or it has none).
+pub fn covers(g: &Graph, op: &Op) -> bool {
     use OpKind::*;
     match &op.body {
-        Some(body) => op.kind == Fused && mx::fused::anchor(body).is_none(),
-        None => {
-            elementwise::lowers(op.kind)
-                || matches!(
-                    op.kind,
-                    Reshape | BitCast | Transpose | Expand | Gather | Softmax | LayerNorm | BatchNorm
-                )
-        }
+        Some(body) if op.kind == Fused => match mx::fused::anchor(body) {
+            None => true,
+            Some(a) => {
+                let anchor = &body.ops[a];
+                body.ty(anchor.results[0]).same_shape(g.ty(op.results[0])) && covers(body, anchor)
+            }
+        },
+        Some(_) => false,
+        None => match op.kind {
+            Reshape | BitCast | Transpose | Expand | Gather | Softmax | LayerNorm | BatchNorm => true,
+            MatMul | MatMulPacked | Gemm => fixed_columns_and_depth(g, op),
+            kind => elementwise::lowers(kind),
+        },
     }
+}
+
+/// Whether a product's columns (the result's last dimension) and depth are fixed.
+fn fixed_columns_and_depth(g: &Graph, op: &Op) -> bool {
+    let a = g.ty(op.operands[0]);
+    let out = g.ty(op.results[0]);
+    let depth_axis = match op.kind {
+        OpKind::Gemm if op.attrs.int("trans_a").unwrap_or(0) != 0 => 0,
+        _ => a.rank().saturating_sub(1),
+    };
+    let columns = out.rank().saturating_sub(1);
+    a.fixed_dim(depth_axis).is_some() && (out.rank() == 0 || out.fixed_dim(columns).is_some())
 }
 
 /// The buffers of `op`'s operands and results, and the kernel's buffer parameters (name,

@@ -41,8 +41,8 @@ pub fn matmul_integer_packed(e: &mut Emitter, ins: &[Buf], out: &Buf) {
                 less_zero_point_start(e, column, lanes, column_sums, a_zero)
             };
             let product = Product {
-                batch: &out.shape[..rank - 2],
-                m: a.shape[rank - 2],
+                batch: out.extents()[..rank - 2].to_vec(),
+                m: a.extents().swap_remove(rank - 2),
                 n: out.shape[rank - 1],
                 a: &rows,
                 b: Panels::Packed(bp),

@@ -6,6 +6,7 @@
 use super::amx;
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
+use super::sizes::Extent;
 use super::tile::{self, Matrix, Panels, Product, Sums};
 use super::vector::VectorIsa;
 use mxc_dialects::{Attrs, DType, OpKind};
@@ -102,8 +103,8 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
         let out_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
         let rows = Matrix { buf: a, depth, at: &at };
         let product = Product {
-            batch: &[],
-            m: out.shape[0],
+            batch: Vec::new(),
+            m: out.extents().swap_remove(0),
             n: out.shape[1],
             a: &rows,
             b: Panels::RowMajor { buf: b, at: &b_at },
@@ -116,7 +117,7 @@ fn gemm(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out: &Buf) -> Result<(), St
         tile::emit(e, &product, isa);
         return Ok(());
     }
-    e.nest(&out.shape, |e, idx| {
+    e.nest_over(&out.extents(), |e, idx| {
         let (m, n) = (&idx[0], &idx[1]);
         let a_idx = |k: &V| {
             if trans_a {
@@ -145,13 +146,13 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
     let batch = out.rank() - usize::from(ra > 1) - usize::from(rb > 1);
     if let Some(isa) = tiling(e, a, b, out).filter(|_| rb > 1) {
         let a_at = |e: &mut Emitter, batch: &[V], row: &V, k: &V| {
-            let mut i = e.bcast_index(&a.shape[..ra.saturating_sub(2)], batch);
+            let mut i = e.bcast_prefix(a, ra.saturating_sub(2), batch);
             i.extend((ra > 1).then(|| row.clone()));
             i.push(k.clone());
             i
         };
         let b_at = |e: &mut Emitter, batch: &[V], k: &V, col: &V| {
-            let mut i = e.bcast_index(&b.shape[..rb - 2], batch);
+            let mut i = e.bcast_prefix(b, rb - 2, batch);
             i.extend([k.clone(), col.clone()]);
             i
         };
@@ -167,8 +168,11 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
             at: &a_at,
         };
         let product = Product {
-            batch: &out.shape[..batch],
-            m: if ra > 1 { a.shape[ra - 2] } else { 1 },
+            batch: out.extents()[..batch].to_vec(),
+            m: match ra > 1 {
+                true => a.extents().swap_remove(ra - 2),
+                false => Extent::Fixed(1),
+            },
             n: b.shape[rb - 1],
             a: &rows,
             b: Panels::RowMajor { buf: b, at: &b_at },
@@ -180,12 +184,12 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
         };
         return tile::emit(e, &product, isa);
     }
-    e.nest(&out.shape, |e, idx| {
+    e.nest_over(&out.extents(), |e, idx| {
         let (batch_idx, rest) = idx.split_at(batch);
         let m = (ra > 1).then(|| rest[0].clone());
         let n = (rb > 1).then(|| rest[rest.len() - 1].clone());
-        let a_batch = e.bcast_index(&a.shape[..ra.saturating_sub(2)], batch_idx);
-        let b_batch = e.bcast_index(&b.shape[..rb.saturating_sub(2)], batch_idx);
+        let a_batch = e.bcast_prefix(a, ra.saturating_sub(2), batch_idx);
+        let b_batch = e.bcast_prefix(b, rb.saturating_sub(2), batch_idx);
         let a_idx = |k: &V| {
             let mut i = a_batch.clone();
             i.extend(m.clone());
@@ -208,8 +212,9 @@ fn matmul(e: &mut Emitter, a: &Buf, b: &Buf, out: &Buf) {
 fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     let rank = a.rank();
     let depth = a.shape[rank - 1];
-    let batch = &out.shape[..rank - 2];
-    if e.isa.is_some_and(|isa| amx::usable(isa, a, bp, out)) {
+    let batch = out.extents()[..rank - 2].to_vec();
+    let sized = a.is_sized_at_run_time();
+    if e.isa.is_some_and(|isa| !sized && amx::usable(isa, a, bp, out)) {
         return amx::emit(e, a, bp, out);
     }
     if let Some(isa) = tiling(e, a, bp, out) {
@@ -218,7 +223,7 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
         let rows = Matrix { buf: a, depth, at: &at };
         let product = Product {
             batch,
-            m: a.shape[rank - 2],
+            m: a.extents().swap_remove(rank - 2),
             n: out.shape[rank - 1],
             a: &rows,
             b: Panels::Packed(bp),
@@ -232,7 +237,7 @@ fn matmul_packed(e: &mut Emitter, a: &Buf, bp: &Buf, out: &Buf) {
     }
     let g = mxc_dialects::mx::depth_pairing(bp.dtype) as i64;
     let panel = bp.shape[bp.rank() - 1] as i64 / g;
-    e.nest(&out.shape, |e, idx| {
+    e.nest_over(&out.extents(), |e, idx| {
         let (m, n) = (&idx[rank - 2], &idx[rank - 1]);
         let (p, j) = (e.div_idx(n, panel), e.rem_idx(n, panel));
         let a_idx = |k: &V| [&idx[..rank - 2], &[m.clone(), k.clone()]].concat();

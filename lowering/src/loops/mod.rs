@@ -180,10 +180,10 @@ struct Lowered {
 fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>, sizes: &SizeArgs) -> Result<Lowered, String> {
     let symbolic = op.operands.iter().chain(&op.results).find(|v| g.ty(**v).is_symbolic());
     if let Some(v) = symbolic {
-        if !generic::covers(op) {
+        if !generic::covers(g, op) {
             return Err(format!(
                 "{} has symbolic dimensions: a {} kernel that takes sizes at run time is not built yet \
-                 (element-wise and fused element-wise kernels are; docs/shapes.md)",
+                 (docs/shapes.md says which are)",
                 g.ty(*v),
                 op.kind
             ));

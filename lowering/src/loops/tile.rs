@@ -21,6 +21,7 @@
 
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
+use super::sizes::Extent;
 use super::vector::VectorIsa;
 use mxc_dialects::mx::depth_pairing;
 use mxc_dialects::DType;
@@ -272,9 +273,11 @@ impl RowsOfA for Matrix<'_> {
 }
 
 /// A matrix product `out[batch, m, n] = finish(sum over k of A[batch, m, k] * B[batch, k, n])`.
+/// The batch and the rows may be sizes only the run knows (`Extent::Run`); the columns and the
+/// depth are fixed.
 pub struct Product<'a> {
-    pub batch: &'a [usize],
-    pub m: usize,
+    pub batch: Vec<Extent>,
+    pub m: Extent,
     pub n: usize,
     /// How A's rows are read.
     pub a: &'a dyn RowsOfA,
@@ -341,10 +344,12 @@ struct Chunks {
 
 /// Writes the tiled product `p` for the vector unit `isa`.
 pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
-    let tile = p.a.tile(isa, p.m);
+    // the tile and the blocks are chosen for the rows at the cost point
+    let tile = p.a.tile(isa, p.m.at_cost_point());
     let width = tile.width();
     let panels = p.n.div_ceil(width);
-    let micro_rows = p.m.div_ceil(tile.rows);
+    let micro_row_extent = e.extent_chunks(&p.m, tile.rows);
+    let micro_rows = micro_row_extent.at_cost_point();
     let (steps, per_step) = p.a.steps();
     let per_chunk = (B_CHUNK_BYTES / (4 * width * per_step.max(1))).clamp(1, steps.max(1));
     let chunks = Chunks {
@@ -353,27 +358,29 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
         count: steps.div_ceil(per_chunk).max(1),
     };
     let per_block = block_micro_rows(per_chunk * per_step, tile, micro_rows);
-    let blocks = micro_rows.div_ceil(per_block);
+    let blocks = e.extent_chunks(&micro_row_extent, per_block);
     // the sums of a block's micro-tiles between chunks, per thread (on its stack)
     let scratch = (chunks.count > 1).then(|| {
         let buf = Buf::new(&e.fresh("sums"), p.sums.dtype(), &[per_block * tile.rows, width]);
         e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
         buf
     });
-    let mut dims = p.batch.to_vec();
-    dims.extend([blocks, panels]);
-    e.nest(&dims, |e, idx| {
+    let mut dims = p.batch.clone();
+    dims.extend([blocks, Extent::Fixed(panels)]);
+    let rows = RowCount::of(e, &p.m, tile.rows);
+    let count = e.extent_value(&micro_row_extent);
+    e.nest_over(&dims, |e, idx| {
         let (batch, rest) = idx.split_at(p.batch.len());
         let (block, panel) = (&rest[0], &rest[1]);
         p.a.prepare(e);
         let column = e.lin(&[(panel, width as i64)], 0);
         let first = e.lin(&[(block, per_block as i64)], 0);
         let next = e.lin(&[(&first, 1)], per_block as i64);
-        let count = e.idx(micro_rows as i64);
         let end = e.min_idx(&next, &count);
         let at = Tiles {
             p,
             tile,
+            rows: &rows,
             batch,
             column: &column,
             first: &first,
@@ -443,10 +450,40 @@ fn block_micro_rows(depth: usize, tile: MicroTile, micro_rows: usize) -> usize {
     micro_rows.max(1).div_ceil(blocks)
 }
 
+/// The product's rows as its micro-tiles see them: how many, the last one's index, and from
+/// which row of a micro-tile on the row may lie past the end (the last micro-tile's missing
+/// rows: none where the rows are a fixed multiple of the tile's; from the second where only
+/// the run knows).
+struct RowCount {
+    count: V,
+    last: V,
+    partial_from: Option<usize>,
+}
+
+impl RowCount {
+    fn of(e: &mut Emitter, m: &Extent, tile_rows: usize) -> RowCount {
+        let count = e.extent_value(m);
+        let (last, partial_from) = match m {
+            Extent::Fixed(m) => (e.idx(*m as i64 - 1), Some(m % tile_rows).filter(|&f| f != 0)),
+            Extent::Run { value, .. } => {
+                let one = e.idx(1);
+                let last = e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1);
+                (last, Some(1).filter(|_| tile_rows > 1))
+            }
+        };
+        RowCount {
+            count,
+            last,
+            partial_from,
+        }
+    }
+}
+
 /// What the micro-tiles of one iteration of the parallel loop share.
 struct Tiles<'a> {
     p: &'a Product<'a>,
     tile: MicroTile,
+    rows: &'a RowCount,
     batch: &'a [V],
     /// The first column of the panel.
     column: &'a V,
@@ -467,15 +504,12 @@ impl Tiles<'_> {
         let lanes = tile.lanes;
         let first_row = e.lin(&[(micro, tile.rows as i64)], 0);
         // the last micro-tile may have fewer rows: the missing ones repeat the last row, unstored
-        let full_rows = p.m % tile.rows;
-        let last_row = e.idx(p.m as i64 - 1);
         let rows: Vec<V> = (0..tile.rows)
             .map(|i| {
                 let r = e.lin(&[(&first_row, 1)], i as i64);
-                match full_rows {
-                    0 => r,
-                    f if i < f => r,
-                    _ => e.min_idx(&r, &last_row),
+                match self.rows.partial_from {
+                    Some(f) if i >= f => e.min_idx(&r, &self.rows.last),
+                    _ => r,
                 }
             })
             .collect();
@@ -593,8 +627,6 @@ impl Tiles<'_> {
         sums: &[V],
     ) {
         let (p, lanes, batch) = (self.p, self.tile.lanes, self.batch);
-        let full_rows = p.m % self.tile.rows;
-        let rows_left = e.idx(p.m as i64);
         for (i, row) in rows.iter().enumerate() {
             let store = |e: &mut Emitter| {
                 for (j, col) in columns.iter().enumerate() {
@@ -606,9 +638,9 @@ impl Tiles<'_> {
                     });
                 }
             };
-            if full_rows != 0 && i >= full_rows {
+            if self.rows.partial_from.is_some_and(|f| i >= f) {
                 let r = e.lin(&[(first_row, 1)], i as i64);
-                let inside = e.cmp_idx("slt", &r, &rows_left);
+                let inside = e.cmp_idx("slt", &r, &self.rows.count);
                 e.if_then(&inside, store);
             } else {
                 store(e);
