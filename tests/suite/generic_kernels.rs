@@ -217,3 +217,47 @@ fn products_over_run_time_rows_and_batches_run_every_size_in_range() {
         .filter(|k| k.symbol.contains("matmul_packed"));
     assert!(packed.clone().any(|k| k.takes_sizes()), "{:?}", cpu.program().kernels);
 }
+
+#[test]
+fn attention_over_run_time_queries_and_keys_runs_every_size_in_range() {
+    // the masked attention the rewrite recognises (tests/rules/attention-symbolic.mx), and the
+    // op itself in the other layout with a mask per query
+    let recognised = r#"graph "g" symbols<b[1..2], s[1..300]> (%q: tensor<(b)x2x(s)x16xf32> "q", %k: tensor<(b)x2x(s)x16xf32> "k", %v: tensor<(b)x2x(s)x16xf32> "v", %mask: tensor<(b)x1x1x(s)xf32> "mask") {
+  %0 = mx.transpose %k {perm = [0, 1, 3, 2]} : tensor<(b)x2x16x(s)xf32>
+  %1 = mx.matmul %q, %0 : tensor<(b)x2x(s)x(s)xf32>
+  %2 = mx.constant {value = dense<[4.0]> : tensor<f32>} : tensor<f32>
+  %3 = mx.div %1, %2 : tensor<(b)x2x(s)x(s)xf32>
+  %4 = mx.add %3, %mask : tensor<(b)x2x(s)x(s)xf32>
+  %5 = mx.softmax %4 {axis = 3} : tensor<(b)x2x(s)x(s)xf32>
+  %6 = mx.matmul %5, %v : tensor<(b)x2x(s)x16xf32>
+  return "y" = %6
+}
+"#;
+    let direct = r#"graph "g" symbols<b[1..2], s[1..300], t[1..300]> (%q: tensor<(b)x(s)x3x8xf32> "q", %k: tensor<(b)x(t)x3x8xf32> "k", %v: tensor<(b)x(t)x3x5xf32> "v", %mask: tensor<(b)x1x(s)x(t)xf32> "mask") {
+  %0 = mx.attention %q, %k, %v, %mask {layout = "bshd", scale = 0.3, zero_nan_rows = 1} : tensor<(b)x(s)x3x5xf32>
+  return "y" = %0
+}
+"#;
+    let points: &[&[(&str, u64)]] = &[
+        &[("b", 1), ("s", 1), ("t", 1)],
+        &[("b", 2), ("s", 7), ("t", 33)],
+        &[("b", 1), ("s", 33), ("t", 5)],
+        &[("b", 2), ("s", 64), ("t", 257)],
+        &[("b", 1), ("s", 300), ("t", 300)],
+    ];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(direct, target, points, 1e-4);
+    }
+    let points: Vec<Vec<(&str, u64)>> = points.iter().map(|p| p[..2].to_vec()).collect();
+    let points: Vec<&[(&str, u64)]> = points.iter().map(Vec::as_slice).collect();
+    runs_at_every_size(recognised, Target::Cpu, &points, 1e-4);
+    let cpu = compile_and_load(recognised, Target::Cpu);
+    assert!(
+        cpu.program()
+            .kernels
+            .iter()
+            .any(|k| k.symbol.contains("attention") && k.takes_sizes()),
+        "{:?}",
+        cpu.program().kernels
+    );
+}

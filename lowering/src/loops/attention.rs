@@ -28,6 +28,7 @@
 use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::scalar::Cmp;
+use super::sizes::Extent;
 use super::tile::MicroTile;
 use super::vector::VectorIsa;
 use mxc_dialects::mx::attention::{dims, Dims};
@@ -43,7 +44,10 @@ struct Attention<'a> {
     v: &'a Buf,
     mask: Option<&'a Buf>,
     out: &'a Buf,
+    /// The dimensions (the batch, queries and keys at the cost point where only the run knows
+    /// them: `run` has them as extents; heads and depths are fixed).
     d: Dims,
+    run: RunDims,
     scale: f64,
     zero_nan_rows: bool,
 }
@@ -61,16 +65,48 @@ impl Attention<'_> {
     }
 }
 
+/// The batch, queries and keys as extents, and the last query's and key's indices.
+struct RunDims {
+    batch: Extent,
+    queries: Extent,
+    keys: Extent,
+    last_query: V,
+    last_key: V,
+}
+
+impl RunDims {
+    fn of(e: &mut Emitter, d: &Dims, q: &Buf, k: &Buf) -> RunDims {
+        let row = |b: &Buf| b.extents().swap_remove(d.seq_axis);
+        let (queries, keys) = (row(q), row(k));
+        let mut last = |n: &Extent| match n {
+            Extent::Fixed(n) => e.idx(*n as i64 - 1),
+            Extent::Run { value, .. } => {
+                let one = e.idx(1);
+                e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1)
+            }
+        };
+        RunDims {
+            batch: q.extents().swap_remove(0),
+            last_query: last(&queries),
+            last_key: last(&keys),
+            queries,
+            keys,
+        }
+    }
+}
+
 pub fn lower(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
     let layout = attrs.str("layout")?;
     let types: Vec<TensorType> = ins.iter().map(|b| TensorType::new(b.dtype, b.shape.clone())).collect();
+    let d = dims(&types, layout)?;
     let a = Attention {
         q: &ins[0],
         k: &ins[1],
         v: &ins[2],
         mask: ins.get(3),
         out: &outs[0],
-        d: dims(&types, layout)?,
+        run: RunDims::of(e, &d, &ins[0], &ins[1]),
+        d,
         scale: attrs.float("scale")?,
         zero_nan_rows: attrs.int("zero_nan_rows")? != 0,
     };
@@ -89,14 +125,20 @@ fn scalar(e: &mut Emitter, a: &Attention) {
     let d = a.d;
     let ty = a.q.ty();
     let row_dtype = if ty == Ty::F64 { DType::F64 } else { DType::F32 };
-    let p = Buf::new(&e.fresh("scores"), row_dtype, &[d.keys]);
-    e.line(&format!("{} = memref.alloca() : {}", p.name, p.memref()));
-    e.nest(&[d.batch, d.heads, d.queries], |e, idx| {
+    let keys = a.run.keys.clone();
+    let p = Buf::with_extents(&e.fresh("scores"), row_dtype, vec![keys.clone()]);
+    let size = match &keys {
+        Extent::Fixed(_) => String::new(),
+        Extent::Run { value, .. } => value.name.clone(),
+    };
+    e.line(&format!("{} = memref.alloca({size}) : {}", p.name, p.memref()));
+    let over = [a.run.batch.clone(), Extent::Fixed(d.heads), a.run.queries.clone()];
+    e.nest_over(&over, |e, idx| {
         let (b, h, s) = (&idx[0], &idx[1], &idx[2]);
         let zero = e.zero(ty);
         let lowest = e.lowest(ty);
         let scale = e.float(ty, a.scale);
-        let max = e.nest_acc(&[d.keys], &[lowest], |e, j, acc| {
+        let max = e.nest_acc_over(std::slice::from_ref(&keys), &[lowest], |e, j, acc| {
             let j = &j[0];
             let dot = e.nest_acc(&[d.depth], std::slice::from_ref(&zero), |e, k, acc| {
                 let (qi, ki) = (a.at(b, h, s, &k[0]), a.at(b, h, j, &k[0]));
@@ -109,14 +151,14 @@ fn scalar(e: &mut Emitter, a: &Attention) {
             e.write(&p, std::slice::from_ref(j), &score);
             vec![e.max(&acc[0], &score)]
         });
-        let sum = e.nest_acc(&[d.keys], std::slice::from_ref(&zero), |e, j, acc| {
+        let sum = e.nest_acc_over(std::slice::from_ref(&keys), std::slice::from_ref(&zero), |e, j, acc| {
             let score = e.read(&p, j);
             let shifted = e.sub(&score, &max[0]);
             let ex = e.math("exp", &shifted);
             e.write(&p, j, &ex);
             vec![e.add(&acc[0], &ex)]
         });
-        e.for_each(d.keys, |e, j| {
+        e.for_each(keys.clone(), |e, j| {
             let ex = e.read(&p, std::slice::from_ref(&j));
             let mut prob = e.div(&ex, &sum[0]);
             if a.zero_nan_rows {
@@ -126,7 +168,7 @@ fn scalar(e: &mut Emitter, a: &Attention) {
             e.write(&p, &[j], &prob);
         });
         e.for_each(d.value_depth, |e, c| {
-            let y = e.nest_acc(&[d.keys], std::slice::from_ref(&zero), |e, j, acc| {
+            let y = e.nest_acc_over(std::slice::from_ref(&keys), std::slice::from_ref(&zero), |e, j, acc| {
                 let vi = a.at(b, h, &j[0], &c);
                 vec![e.multiply_add(&acc[0], &p, j, a.v, &vi)]
             });
@@ -154,7 +196,11 @@ fn tiled(e: &mut Emitter, a: &Attention, isa: VectorIsa) {
     let lanes = isa.lanes;
     let rows = 2 * lanes;
     let micro = MicroTile::most_rows(isa);
-    let key_tile = KEY_TILE.min(d.keys);
+    // a tile of the most keys the run may have (the keys at the cost point may be fewer)
+    let key_tile = match a.run.keys.fixed() {
+        Some(keys) => KEY_TILE.min(keys),
+        None => KEY_TILE,
+    };
     let mut scratch = |name: &str, shape: &[usize]| {
         let buf = Buf::new(&e.fresh(name), DType::F32, shape);
         e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
@@ -166,11 +212,14 @@ fn tiled(e: &mut Emitter, a: &Attention, isa: VectorIsa) {
         out_t: scratch("out_t", &[d.value_depth.next_multiple_of(micro), rows]),
         sums: scratch("sums", &[rows]),
     };
-    let blocks = d.queries.div_ceil(rows);
-    e.nest(&[d.batch, d.heads, blocks], |e, idx| {
+    let blocks = e.extent_chunks(&a.run.queries, rows);
+    let tiles = e.extent_chunks(&a.run.keys, key_tile);
+    let (keys, count) = (e.extent_value(&a.run.keys), e.extent_value(&tiles));
+    let over = [a.run.batch.clone(), Extent::Fixed(d.heads), blocks];
+    e.nest_over(&over, |e, idx| {
         let (b, h) = (&idx[0], &idx[1]);
         let first = e.lin(&[(&idx[2], rows as i64)], 0);
-        let last_query = e.idx(d.queries as i64 - 1);
+        let last_query = a.run.last_query.clone();
         // the block's rows past the last query repeat it; they are computed and not stored
         let query = |e: &mut Emitter, r: &V| {
             let row = e.lin(&[(&first, 1), (r, 1)], 0);
@@ -190,11 +239,10 @@ fn tiled(e: &mut Emitter, a: &Attention, isa: VectorIsa) {
         let lowest = e.float(Ty::F32, f64::NEG_INFINITY);
         let lowest = e.splat(&lowest, lanes);
         let inits = [lowest.clone(), lowest, zeros.clone(), zeros.clone()];
-        let tiles = d.keys.div_ceil(key_tile);
-        let (start, count) = (e.idx(0), e.idx(tiles as i64));
-        let state = e.for_between(&start, &count, tiles as u64, &inits, |e, t, carried| {
+        let start = e.idx(0);
+        let state = e.for_between(&start, &count, tiles.at_cost_point() as u64, &inits, |e, t, carried| {
             let key0 = e.lin(&[(t, key_tile as i64)], 0);
-            let rest = e.lin(&[(t, -(key_tile as i64))], d.keys as i64);
+            let rest = e.lin(&[(&keys, 1), (t, -(key_tile as i64))], 0);
             let tile_keys = e.idx(key_tile as i64);
             let valid = e.min_idx(&rest, &tile_keys);
             let block = Block {
@@ -245,7 +293,7 @@ impl Block<'_> {
         let (a, lanes, micro) = (self.a, self.lanes, self.micro);
         let (b, h) = self.batch_head;
         let micro_tiles = self.micro_tiles(e, self.valid);
-        let last_key = e.idx(a.d.keys as i64 - 1);
+        let last_key = a.run.last_key.clone();
         let scale = e.float(Ty::F32, a.scale);
         let zero = e.zero(Ty::F32);
         let start = e.idx(0);
@@ -291,7 +339,7 @@ impl Block<'_> {
     fn mask_vector(&self, e: &mut Emitter, key: &V, half: usize, query: &dyn Fn(&mut Emitter, &V) -> V) -> V {
         let (a, lanes) = (self.a, self.lanes);
         let mask = a.mask.expect("a mask");
-        let per_query = mask.rank() >= 2 && mask.shape[mask.rank() - 2] > 1;
+        let per_query = mask.rank() >= 2 && !mask.is_unit(mask.rank() - 2);
         if !per_query {
             let zero = e.idx(0);
             let first = query(e, &zero);
@@ -436,7 +484,7 @@ fn outer_product_step(e: &mut Emitter, acc: &[V], vectors: &[V], element: impl F
 /// Each of the block's query rows that exists, times the reciprocal of its sum, stored (a row
 /// whose softmax is NaN, with `zero_nan_rows`: the sum of `0 * v` over the keys).
 fn store_rows(e: &mut Emitter, a: &Attention, s: &Scratch, (b, h): (&V, &V), first: &V, rows: usize) {
-    let queries = e.idx(a.d.queries as i64);
+    let queries = e.extent_value(&a.run.queries);
     e.for_each(rows, |e, r| {
         let row = e.lin(&[(first, 1), (&r, 1)], 0);
         let exists = e.cmp_idx("slt", &row, &queries);
@@ -460,7 +508,8 @@ fn store_rows(e: &mut Emitter, a: &Attention, s: &Scratch, (b, h): (&V, &V), fir
             let positive = e.cmp(Cmp::Gt, &sum, &zero);
             e.if_else_like(&positive, &[], divide, |e| {
                 e.for_each(a.d.value_depth, |e, c| {
-                    let y = e.nest_acc(&[a.d.keys], std::slice::from_ref(&zero), |e, j, acc| {
+                    let keys = std::slice::from_ref(&a.run.keys);
+                    let y = e.nest_acc_over(keys, std::slice::from_ref(&zero), |e, j, acc| {
                         let x = e.read(a.v, &a.at(b, h, &j[0], &c));
                         let none = e.mul(&x, &zero);
                         vec![e.add(&acc[0], &none)]

@@ -113,7 +113,7 @@ impl Buf {
     }
 
     /// Whether dimension `d` is a fixed 1 (numpy broadcasting reads index 0 there).
-    fn is_unit(&self, d: usize) -> bool {
+    pub fn is_unit(&self, d: usize) -> bool {
         match &self.run_dims {
             Some(dims) => dims[d] == Extent::Fixed(1),
             None => self.shape[d] == 1,

@@ -11,8 +11,9 @@ use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
 /// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
-/// normalisations, reshapes, transposes, expands and gathers, and matrix products whose
-/// columns and depth are fixed (rows and batch may be symbolic); a fused kernel where its
+/// normalisations, reshapes, transposes, expands and gathers, matrix products whose columns
+/// and depth are fixed (rows and batch may be symbolic), attention whose heads and depths are
+/// (batch, queries and keys may be); a fused kernel where its
 /// anchor is one of these with the kernel's result shape (or it has none).
 pub fn covers(g: &Graph, op: &Op) -> bool {
     use OpKind::*;
@@ -28,9 +29,22 @@ pub fn covers(g: &Graph, op: &Op) -> bool {
         None => match op.kind {
             Reshape | BitCast | Transpose | Expand | Gather | Softmax | LayerNorm | BatchNorm => true,
             MatMul | MatMulPacked | Gemm => fixed_columns_and_depth(g, op),
+            Attention => fixed_heads_and_depths(g, op),
             kind => elementwise::lowers(kind),
         },
     }
+}
+
+/// Whether an attention's heads and depths are fixed (its batch, queries and keys may be
+/// symbolic): the last dimension of q, k and v, and their heads axis.
+fn fixed_heads_and_depths(g: &Graph, op: &Op) -> bool {
+    let Ok((heads_axis, _)) = op.attrs.str("layout").and_then(mx::attention::axes) else {
+        return false;
+    };
+    op.operands[..3].iter().all(|&v| {
+        let t = g.ty(v);
+        t.rank() == 4 && t.fixed_dim(3).is_some() && t.fixed_dim(heads_axis).is_some()
+    })
 }
 
 /// Whether a product's columns (the result's last dimension) and depth are fixed.
