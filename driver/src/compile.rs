@@ -10,7 +10,7 @@ use mxc_dialects::dim::{self, InputDims};
 use mxc_dialects::items::output_item_axes;
 use mxc_dialects::Graph;
 use mxc_kernels::mxr::{Contents, Items, Mxr, SizedMxr, Variant};
-use mxc_lowering::loops::size_generic;
+use mxc_lowering::loops::{size_generic_kind, LoopError};
 use mxc_onnx::{import_file, model_input_dims, ImportOptions};
 use mxc_rewrite::StageHook;
 use std::collections::HashMap;
@@ -88,8 +88,8 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
             return Ok(None);
         }
     };
-    let generic = |op: &mxc_dialects::Op| op.kind == mxc_dialects::OpKind::Constant || size_generic(&graph, op);
-    if let Some(op) = graph.ops.iter().find(|op| !generic(op)) {
+    // ops of kinds no kernel over symbolic sizes exists for: no need to rewrite the graph to know
+    if let Some(op) = graph.ops.iter().find(|op| !size_generic_kind(op.kind)) {
         request.observer.note(&format!(
             "{}: no program for every size: {} has no kernel that takes sizes at run time yet",
             request.label, op.kind
@@ -102,10 +102,18 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
         stage: stages,
         ..request.options.clone()
     };
-    let compiled = mxc_codegen::compile(&graph, request.target, &options)
-        .context(|| format!("compiling {} over symbolic sizes", request.model.display()));
+    let compiled = mxc_codegen::compile(&graph, request.target, &options);
     request.observer.ended();
-    let compiled = compiled?;
+    let compiled = match compiled {
+        Err(mxc_codegen::CodegenError::Loops(LoopError::NotSizeGeneric { op, message, .. })) => {
+            request.observer.note(&format!(
+                "{}: no program for every size: after rewriting, {op}: {message}",
+                request.label
+            ));
+            return Ok(None);
+        }
+        other => other.context(|| format!("compiling {} over symbolic sizes", request.model.display()))?,
+    };
     request.observer.compiled(&label, &graph, &compiled);
     Ok(Some(stored(request.target, compiled)))
 }

@@ -19,7 +19,8 @@ use super::registry::{imports_symbolic, reads_shape, takes_strings, Registry, NE
 use super::shape_values::{self, Operand, SizeValues, SHAPE_ARITHMETIC};
 use super::tensor::{decode_tensor, dtype_of, require_dtype};
 use super::{ImportError, ImportOptions};
-use mxc_dialects::{Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
+use mxc_dialects::dim::infer::Target;
+use mxc_dialects::{Attr, Attrs, DType, Def, Graph, OpKind, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -315,20 +316,23 @@ impl Importer {
                 .is_some_and(|v| self.sizes.contains_key(&v))
         };
         let arithmetic = match op {
-            "Slice" | "Gather" => sized(0),
+            "Slice" | "Gather" | "Reshape" => sized(0),
             _ => (0..inputs.len()).any(sized),
         };
-        if arithmetic && domain.is_empty() && SHAPE_ARITHMETIC.contains(&op) {
+        // a value computed at run time among the operands: the sizes become run-time values too
+        let computed = |v: &ValueId| !self.sizes.contains_key(v) && self.graph.constant_value(*v).is_none();
+        let at_run_time = inputs.iter().flatten().any(computed);
+        if arithmetic && domain.is_empty() && SHAPE_ARITHMETIC.contains(&op) && !at_run_time {
             return self.shape_arithmetic(&label, node, opset, &inputs);
         }
-        if let Some((k, _)) = (inputs.iter().enumerate())
-            .find(|(k, v)| v.is_some_and(|v| self.sizes.contains_key(&v)) && !reads_shape(op, *k))
-        {
-            let message = format!(
-                "input #{k} (\"{}\") is a shape computed from symbolic sizes; {op} over it is not supported yet",
-                node.input[k]
-            );
-            return Err(node_err(&label, message));
+        let mut inputs = inputs;
+        for (k, input) in inputs.iter_mut().enumerate() {
+            let Some(values) = input.and_then(|v| self.sizes.get(&v)).cloned() else {
+                continue;
+            };
+            if !reads_shape(op, k) {
+                *input = Some(self.sizes_at_run_time(&values).map_err(|m| node_err(&label, m))?);
+            }
         }
         let symbolic = inputs.iter().flatten().find(|v| self.graph.ty(**v).is_symbolic());
         if let Some(&v) = symbolic.filter(|_| !imports_symbolic(domain, op)) {
@@ -418,6 +422,55 @@ impl Importer {
             None => return Err(err("the node has no output".into())),
         }
         Ok(())
+    }
+
+    /// Sizes as a value a kernel reads (a node computes with a shape beside values only the run
+    /// knows: `Range` indices times a sequence length): each symbolic element counted at run
+    /// time, the sum of ones expanded to it (`reduce_sum` of `expand`); a vector's elements
+    /// concatenated.
+    fn sizes_at_run_time(&mut self, values: &SizeValues) -> Result<ValueId, String> {
+        let build = |g: &mut Graph, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs| {
+            g.build(kind, operands, attrs).map(|r| r[0]).map_err(|e| e.to_string())
+        };
+        let dtype = values.dtype;
+        let one = self.graph.constant(Tensor::from_i64s(dtype, vec![1], &[1]));
+        let mut elements = Vec::with_capacity(values.elements.len());
+        for e in &values.elements {
+            let element = match e {
+                Target::Size(d) if d.as_constant().is_none() => {
+                    let shape = Attrs::new().with("shape", Attr::Sizes(vec![d.clone()]));
+                    let ones = build(&mut self.graph, OpKind::Expand, vec![one], shape)?;
+                    let attrs = Attrs::new()
+                        .with("axes", Attr::Ints(vec![0]))
+                        .with("keepdims", Attr::Int(1));
+                    build(&mut self.graph, OpKind::ReduceSum, vec![ones], attrs)?
+                }
+                Target::Size(d) => {
+                    let n = i64::try_from(d.as_constant().unwrap_or(0)).unwrap_or(i64::MAX);
+                    self.graph.constant(Tensor::from_i64s(dtype, vec![1], &[n]))
+                }
+                Target::Negative(n) => self.graph.constant(Tensor::from_i64s(dtype, vec![1], &[*n])),
+            };
+            elements.push(element);
+        }
+        let vector = match elements.len() {
+            1 => elements[0],
+            _ => build(
+                &mut self.graph,
+                OpKind::Concat,
+                elements,
+                Attrs::new().with("axis", Attr::Int(0)),
+            )?,
+        };
+        match values.scalar {
+            true => build(
+                &mut self.graph,
+                OpKind::Reshape,
+                vec![vector],
+                Attrs::new().with("shape", Attr::Ints(vec![])),
+            ),
+            false => Ok(vector),
+        }
     }
 
     /// A constant of `values`: a placeholder of its sizes at the cost point, with the sizes

@@ -110,19 +110,22 @@ const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
 /// sizes at the cost point (`Shape` would make them constants).
 #[rustfmt::skip]
 const SYMBOLIC_OPS: &[&str] = &[
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
-    "Equal", "Erf", "Exp", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool", "Greater",
-    "Identity", "LayerNormalization", "LeakyRelu", "Less", "Log", "MatMul", "Max", "MaxPool", "Min",
-    "Mul", "Neg", "Not", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
+    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
+    "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool", "Greater", "GreaterOrEqual",
+    "Identity", "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min",
+    "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
     "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Size", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub",
-    "Tanh", "Transpose", "Unsqueeze", "Where",
+    "Tanh", "Transpose", "Unsqueeze", "Where", "Xor",
 ];
 
 /// Whether input `k` of `op` is a shape its parser reads as sizes (`Ctx::sizes_input`), so
-/// that it may be one computed from symbolic sizes: a `Reshape`'s target, a `Slice`'s starts
-/// and ends.
+/// that it may be one computed from symbolic sizes: a `Reshape`'s or `Expand`'s target, a
+/// `Slice`'s starts and ends, `ConstantOfShape`'s shape, a `Range`'s limit.
 pub fn reads_shape(op: &str, k: usize) -> bool {
-    matches!((op, k), ("Reshape", 1) | ("Slice", 1 | 2))
+    matches!(
+        (op, k),
+        ("Reshape", 1) | ("Slice", 1 | 2) | ("Expand", 1) | ("ConstantOfShape", 0) | ("Range", 1)
+    )
 }
 
 /// Whether a node of `op` of `domain` may read values of symbolic dimensions (`SYMBOLIC_OPS`).

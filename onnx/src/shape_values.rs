@@ -28,13 +28,16 @@ pub const SHAPE_ARITHMETIC: &[&str] = &[
     "Cast",
     "Concat",
     "Div",
+    "Equal",
     "Gather",
     "Identity",
     "Mul",
+    "Reshape",
     "Slice",
     "Squeeze",
     "Sub",
     "Unsqueeze",
+    "Where",
 ];
 
 /// An operand of shape arithmetic: sizes, or a constant tensor the node reads.
@@ -75,7 +78,7 @@ impl SizeValues {
     }
 
     /// The elements as sizes, refusing a negative one (for `what`).
-    fn sizes(&self, what: &str) -> Result<Vec<Dim>, String> {
+    pub fn sizes(&self, what: &str) -> Result<Vec<Dim>, String> {
         self.elements
             .iter()
             .map(|e| match e {
@@ -91,18 +94,20 @@ impl Operand {
     fn values(&self) -> Result<SizeValues, String> {
         match self {
             Operand::Sizes(s) => Ok(s.clone()),
-            Operand::Constant(t) if t.dtype().is_int() && t.shape().len() <= 1 => Ok(SizeValues {
-                dtype: t.dtype(),
-                scalar: t.shape().is_empty(),
-                elements: t
-                    .to_i64_vec()
-                    .into_iter()
-                    .map(|n| match n >= 0 {
-                        true => Target::Size(Dim::constant(n as u64)),
-                        false => Target::Negative(n),
-                    })
-                    .collect(),
-            }),
+            Operand::Constant(t) if (t.dtype().is_int() || t.dtype() == DType::Bool) && t.shape().len() <= 1 => {
+                Ok(SizeValues {
+                    dtype: t.dtype(),
+                    scalar: t.shape().is_empty(),
+                    elements: t
+                        .to_i64_vec()
+                        .into_iter()
+                        .map(|n| match n >= 0 {
+                            true => Target::Size(Dim::constant(n as u64)),
+                            false => Target::Negative(n),
+                        })
+                        .collect(),
+                })
+            }
             Operand::Constant(t) => Err(format!(
                 "shape arithmetic with a constant of {}: only integer scalars and vectors are supported",
                 t.ty
@@ -227,8 +232,78 @@ pub fn evaluate(op: &str, node: &NodeView, opset: i64, operands: &[Option<Operan
                 _ => Err(format!("{op} of sizes other than between a scalar and a vector of one")),
             }
         }
+        "Reshape" => {
+            let target = operand(1)?.ints("a reshape's target")?;
+            // a 0 in a target of one element copies it: the same as its length
+            let allow_zero = node.int("allowzero", 0)? != 0;
+            let n = x.elements.len() as i64;
+            let target: Vec<i64> = target
+                .iter()
+                .map(|&m| if m == 0 && !allow_zero { n } else { m })
+                .collect();
+            match target.as_slice() {
+                [] if n == 1 => Ok(SizeValues { scalar: true, ..x }),
+                [m] if *m == n || *m == -1 => Ok(SizeValues { scalar: false, ..x }),
+                _ => Err(format!("a reshape of {n} sizes to {target:?}")),
+            }
+        }
+        "Equal" => equal(&x, &operand(1)?.values()?),
+        "Where" => {
+            let cond = operand(0)?.values()?;
+            let (a, b) = (operand(1)?.values()?, operand(2)?.values()?);
+            let n = [cond.elements.len(), a.elements.len(), b.elements.len()]
+                .into_iter()
+                .max()
+                .unwrap_or(0);
+            let at = |v: &SizeValues, i: usize| v.elements[i.min(v.elements.len() - 1)].clone();
+            let elements = (0..n)
+                .map(|i| match at(&cond, i) {
+                    Target::Size(c) => match c.as_constant() {
+                        Some(0) => Ok(at(&b, i)),
+                        Some(_) => Ok(at(&a, i)),
+                        None => Err("a select of sizes on a symbolic condition".to_string()),
+                    },
+                    Target::Negative(_) => Ok(at(&a, i)),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(SizeValues {
+                dtype: a.dtype,
+                scalar: cond.scalar && a.scalar && b.scalar,
+                elements,
+            })
+        }
         _ => arithmetic(op, &x, &operand(1)?.values()?),
     }
+}
+
+/// `a == b` element by element, a one-element operand broadcast: decided at import, where the
+/// sizes are equal expressions, or a symbolic size's range leaves out the other's value; a
+/// bool vector of fixed values.
+fn equal(a: &SizeValues, b: &SizeValues) -> Result<SizeValues, String> {
+    let n = a.elements.len().max(b.elements.len());
+    let at = |v: &SizeValues, i: usize| v.elements[i.min(v.elements.len() - 1)].clone();
+    let elements = (0..n)
+        .map(|i| {
+            let same = match (at(a, i), at(b, i)) {
+                (Target::Negative(x), Target::Negative(y)) => x == y,
+                (Target::Negative(_), _) | (_, Target::Negative(_)) => false,
+                (Target::Size(x), Target::Size(y)) if x == y => true,
+                (Target::Size(x), Target::Size(y)) => {
+                    let ((x_lo, x_hi), (y_lo, y_hi)) = (x.bounds(), y.bounds());
+                    match x_hi < y_lo || y_hi < x_lo {
+                        true => false,
+                        false => return Err(format!("whether {x} equals {y} depends on the sizes")),
+                    }
+                }
+            };
+            Ok(Target::Size(Dim::constant(same as u64)))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(SizeValues {
+        dtype: DType::Bool,
+        scalar: a.scalar && b.scalar,
+        elements,
+    })
 }
 
 /// `a op b` element by element (`Add`, `Sub`, `Mul`, `Div`), a one-element operand broadcast.

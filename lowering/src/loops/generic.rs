@@ -11,7 +11,7 @@ use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
 /// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
-/// normalisations, reshapes, transposes, expands and gathers, matrix products whose columns
+/// normalisations, reductions, reshapes, transposes, expands, slices and gathers, matrix products whose columns
 /// and depth are fixed (rows and batch may be symbolic), attention whose heads and depths are
 /// (batch, queries and keys may be); a fused kernel where its
 /// anchor is one of these with the kernel's result shape (or it has none).
@@ -27,10 +27,10 @@ pub fn covers(g: &Graph, op: &Op) -> bool {
         },
         Some(_) => false,
         None => match op.kind {
-            Reshape | BitCast | Transpose | Expand | Gather | Softmax | LayerNorm | BatchNorm => true,
             MatMul | MatMulPacked | Gemm => fixed_columns_and_depth(g, op),
             Attention => fixed_heads_and_depths(g, op),
-            kind => elementwise::lowers(kind),
+            Fused | Constant => false,
+            kind => covers_kind(kind),
         },
     }
 }
@@ -45,6 +45,35 @@ fn fixed_heads_and_depths(g: &Graph, op: &Op) -> bool {
         let t = g.ty(v);
         t.rank() == 4 && t.fixed_dim(3).is_some() && t.fixed_dim(heads_axis).is_some()
     })
+}
+
+/// Whether some kernel of ops of kind `kind` takes sizes at run time (`covers` says which ops'
+/// do): what a graph is checked for before its rewriting, which may turn ops into others
+/// (products with symbolic columns into attention).
+pub fn covers_kind(kind: OpKind) -> bool {
+    use OpKind::*;
+    elementwise::lowers(kind)
+        || matches!(
+            kind,
+            Reshape
+                | BitCast
+                | Transpose
+                | Expand
+                | Slice
+                | Gather
+                | Softmax
+                | LayerNorm
+                | BatchNorm
+                | ReduceSum
+                | ReduceMean
+                | ReduceMax
+                | MatMul
+                | MatMulPacked
+                | Gemm
+                | Attention
+                | Fused
+                | Constant
+        )
 }
 
 /// Whether a product's columns (the result's last dimension) and depth are fixed.

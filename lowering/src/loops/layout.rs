@@ -31,11 +31,15 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
         OpKind::Expand => copy_nest(e, &ins[0], out, |e, idx| e.bcast_index_of(&ins[0], idx)),
         OpKind::Transpose => transpose(e, &attrs.dims("perm")?, &ins[0], out),
         OpKind::Slice => {
-            let (starts, steps) = (attrs.ints("starts")?, attrs.ints("steps")?);
+            // a start may be a size only the run knows (then its step is 1)
+            let starts: Vec<Extent> = attrs.sizes("starts")?.iter().map(|d| e.extent(d)).collect();
+            let steps = attrs.ints("steps")?;
             copy_nest(e, &ins[0], out, |e, idx| {
-                idx.iter()
-                    .enumerate()
-                    .map(|(d, i)| e.lin(&[(i, steps[d])], starts[d]))
+                (idx.iter().enumerate())
+                    .map(|(d, i)| match &starts[d] {
+                        Extent::Fixed(start) => e.lin(&[(i, steps[d])], *start as i64),
+                        Extent::Run { value, .. } => e.lin(&[(i, steps[d]), (value, 1)], 0),
+                    })
                     .collect()
             });
         }

@@ -50,7 +50,7 @@ mod window;
 mod winograd;
 
 pub use emit::Parallel;
-pub use generic::covers as size_generic;
+pub use generic::covers_kind as size_generic_kind;
 pub use gpu_binary::GpuToolkit;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
 pub use sizes::SizeArgs;
@@ -108,6 +108,9 @@ pub enum LoopError {
     Op { index: usize, op: String, message: String },
     #[error("MLIR {stage}: {message}")]
     Mlir { stage: &'static str, message: String },
+    /// An op over symbolic sizes whose kernel cannot take them at run time yet.
+    #[error("op #{index} ({op}): {message}")]
+    NotSizeGeneric { index: usize, op: String, message: String },
     /// A file GPU code generation needs is missing (what it is and where it was looked for).
     #[error("{0}")]
     GpuToolkit(String),
@@ -138,12 +141,20 @@ pub fn lower_graph(g: &Graph, isa: Option<VectorIsa>) -> Result<LoopModule, Loop
                 continue;
             }
             let symbol = format!("{prefix}k{index}_{}", kernel_name(op));
+            let op_name = match region {
+                0 => op.kind.to_string(),
+                n => format!("{} in region {n}", op.kind),
+            };
+            if let Some(message) = not_size_generic(graph, op) {
+                return Err(LoopError::NotSizeGeneric {
+                    index,
+                    op: op_name,
+                    message,
+                });
+            }
             let lowered = lower_op(graph, op, &symbol, isa, &sizes).map_err(|message| LoopError::Op {
                 index,
-                op: match region {
-                    0 => op.kind.to_string(),
-                    n => format!("{} in region {n}", op.kind),
-                },
+                op: op_name,
                 message,
             })?;
             mlir.push_str(&lowered.func);
@@ -179,16 +190,6 @@ struct Lowered {
 /// kernel over symbolic types takes.
 fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>, sizes: &SizeArgs) -> Result<Lowered, String> {
     let symbolic = op.operands.iter().chain(&op.results).find(|v| g.ty(**v).is_symbolic());
-    if let Some(v) = symbolic {
-        if !generic::covers(g, op) {
-            return Err(format!(
-                "{} has symbolic dimensions: a {} kernel that takes sizes at run time is not built yet \
-                 (docs/shapes.md says which are)",
-                g.ty(*v),
-                op.kind
-            ));
-        }
-    }
     let mut e = Emitter::with_isa(isa);
     let (ins, outs, params) = match symbolic {
         None => {
@@ -218,6 +219,23 @@ fn lower_op(g: &Graph, op: &Op, symbol: &str, isa: Option<VectorIsa>, sizes: &Si
         memrefs,
         takes_sizes: symbolic.is_some(),
         range_dim,
+    })
+}
+
+/// Why the kernel of `op` (over symbolic types) cannot take its sizes at run time, if it cannot.
+fn not_size_generic(g: &Graph, op: &Op) -> Option<String> {
+    let v = op
+        .operands
+        .iter()
+        .chain(&op.results)
+        .find(|v| g.ty(**v).is_symbolic())?;
+    (!generic::covers(g, op)).then(|| {
+        format!(
+            "{} has symbolic dimensions: a {} kernel that takes sizes at run time is not built yet \
+             (docs/shapes.md says which are)",
+            g.ty(*v),
+            op.kind
+        )
     })
 }
 

@@ -5,6 +5,7 @@
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
 use super::rows;
+use super::sizes::Extent;
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -19,14 +20,17 @@ pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[
 /// (each lane its own reduction), along it when it is the only one reduced.
 pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize], keep: bool) {
     let kept: Vec<usize> = (0..x.rank()).filter(|d| !axes.contains(d)).collect();
-    let kept_shape: Vec<usize> = kept.iter().map(|&d| x.shape[d]).collect();
+    let extents = x.extents();
+    let kept_shape: Vec<Extent> = kept.iter().map(|&d| extents[d].clone()).collect();
+    let reduced_shape: Vec<Extent> = axes.iter().map(|&d| extents[d].clone()).collect();
     let reduction = Reduction {
         kind,
         x,
         out,
         kept: &kept,
         axes,
-        reduced_shape: axes.iter().map(|&d| x.shape[d]).collect(),
+        count: e.extent_product(&reduced_shape),
+        reduced_shape,
         keep,
     };
     let last = x.rank().checked_sub(1);
@@ -37,8 +41,8 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
         .filter(|&l| last_kept && vectors && x.shape[x.rank() - 1] >= l);
     if let Some(lanes) = across {
         let (outer_dims, width) = kept_shape.split_at(kept_shape.len() - 1);
-        return e.nest(outer_dims, |e, row| {
-            rows::each(e, (width[0], lanes), &|e, column, lanes| {
+        return e.nest_over(outer_dims, |e, row| {
+            rows::each(e, (width[0].clone(), lanes), &|e, column, lanes| {
                 let outer = [row, std::slice::from_ref(column)].concat();
                 reduction.at(e, &outer, lanes)
             });
@@ -48,7 +52,7 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
     if let Some(lanes) = e.f32_lanes().filter(|_| last_only && vectors) {
         return reduction.rows(e, lanes);
     }
-    e.nest(&kept_shape, |e, outer| reduction.at(e, outer, 1));
+    e.nest_over(&kept_shape, |e, outer| reduction.at(e, outer, 1));
 }
 
 /// One reduction op on its buffers.
@@ -58,7 +62,9 @@ struct Reduction<'a> {
     out: &'a Buf,
     kept: &'a [usize],
     axes: &'a [usize],
-    reduced_shape: Vec<usize>,
+    reduced_shape: Vec<Extent>,
+    /// The elements each result reduces.
+    count: Extent,
     keep: bool,
 }
 
@@ -72,10 +78,11 @@ impl Reduction<'_> {
     }
 
     /// The result from the reduced value of `count` elements: their mean, or itself.
-    fn finish(&self, e: &mut Emitter, r: V, count: usize) -> V {
+    fn finish(&self, e: &mut Emitter, r: V, count: &Extent) -> V {
         match self.kind {
             OpKind::ReduceMean => {
-                let n = e.num(r.ty, count as f64);
+                let n = e.extent_as_number(count, r.ty);
+                let n = e.splat(&n, r.lanes);
                 e.div(&r, &n)
             }
             _ => r,
@@ -90,12 +97,12 @@ impl Reduction<'_> {
             _ => e.zero(x.ty()),
         };
         let init = e.splat(&init, lanes);
-        let acc = e.nest_acc(&self.reduced_shape, &[init], |e, inner, acc| {
+        let acc = e.nest_acc_over(&self.reduced_shape, &[init], |e, inner, acc| {
             let idx = merge(x.rank(), kept, outer, axes, inner);
             let v = e.read_lanes(x, &idx, lanes);
             vec![self.step(e, &acc[0], &v)]
         });
-        let r = self.finish(e, acc[0].clone(), self.reduced_shape.iter().product());
+        let r = self.finish(e, acc[0].clone(), &self.count);
         let out_idx = if self.keep {
             let zeros: Vec<V> = axes.iter().map(|_| e.idx(0)).collect();
             merge(x.rank(), kept, outer, axes, &zeros)
@@ -108,17 +115,20 @@ impl Reduction<'_> {
     /// The last dimension alone reduced: each row folded in vectors, then across the lanes.
     fn rows(&self, e: &mut Emitter, lanes: usize) {
         let x = self.x;
-        let n = x.shape[x.rank() - 1];
+        let mut outer = x.extents();
+        let n = outer.pop().expect("a reduced last dimension");
         let (neutral, across) = match self.kind {
             OpKind::ReduceMax => (f64::NEG_INFINITY, "maximumf"),
             _ => (0.0, "add"),
         };
-        e.nest(&x.shape[..x.rank() - 1], |e, row| {
+        e.nest_over(&outer, |e, row| {
             let read =
                 |e: &mut Emitter, j: &V, lanes: usize| e.read_lanes(x, &[row, std::slice::from_ref(j)].concat(), lanes);
-            let folded = rows::fold(e, (n, lanes), (neutral, neutral), &read, &|e, a, v| self.step(e, a, v));
+            let folded = rows::fold(e, (n.clone(), lanes), (neutral, neutral), &read, &|e, a, v| {
+                self.step(e, a, v)
+            });
             let r = e.reduce_lanes(across, &folded);
-            let r = self.finish(e, r, n);
+            let r = self.finish(e, r, &n);
             let mut at = row.to_vec();
             if self.keep {
                 at.push(e.idx(0));

@@ -4,9 +4,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::shape_values::SizeValues;
 use super::super::tensor::{check_constant, require_numeric_dtype};
 use super::random;
-use mxc_dialects::{DType, Tensor, TensorType, ValueId};
+use mxc_dialects::dim::Dim;
+use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
 pub fn register(r: &mut Registry) {
     r.add_all("Constant", constant);
@@ -58,6 +60,9 @@ fn filled(ty: TensorType, value: &Tensor) -> Result<Tensor, String> {
 }
 
 fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    if let Some(sizes) = ctx.sizes_input(0).filter(SizeValues::is_symbolic) {
+        return symbolic_constant_of_shape(ctx, &sizes.sizes("a fill's shape")?);
+    }
     let dims = ctx.const_input(0, "input")?.to_i64_vec();
     let shape = dims
         .iter()
@@ -68,6 +73,25 @@ fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         .unwrap_or_else(|| Tensor::from_f32s(vec![1], &[0.0]));
     let t = filled(TensorType::new(value.dtype(), shape), &value)?;
     Ok(vec![ctx.constant(t)])
+}
+
+/// `ConstantOfShape` of a shape computed from symbolic sizes: the value expanded to it.
+fn symbolic_constant_of_shape(ctx: &mut Ctx, dims: &[Dim]) -> Result<Vec<ValueId>, String> {
+    let value = ctx
+        .tensor_attr("value")?
+        .unwrap_or_else(|| Tensor::from_f32s(vec![1], &[0.0]));
+    let one = filled(TensorType::new(value.dtype(), vec![1; dims.len()]), &value)?;
+    let one = ctx.constant(one);
+    Ok(vec![expand_to(ctx, one, dims)?])
+}
+
+/// `x` broadcast to `dims` (an `mx.expand` to sizes).
+pub fn expand_to(ctx: &mut Ctx, x: ValueId, dims: &[Dim]) -> Result<ValueId, String> {
+    let shape = match dims.iter().all(|d| d.as_constant().is_some()) {
+        true => Attr::Ints(dims.iter().map(|d| d.as_constant().unwrap_or(0) as i64).collect()),
+        false => Attr::Sizes(dims.to_vec()),
+    };
+    ctx.build1(OpKind::Expand, vec![x], Attrs::new().with("shape", shape))
 }
 
 fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
@@ -91,7 +115,43 @@ fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 /// The most elements a `Range` may have (it becomes a constant).
 const RANGE_LIMIT: usize = 1 << 24;
 
+/// A `Range` whose limit is a size computed from symbolic ones, from a constant integer start
+/// `s >= 0` by a constant step `d > 0`: the range to the limit's largest value, a constant,
+/// sliced to its first `ceil((limit - s) / d)` elements.
+fn symbolic_range(ctx: &mut Ctx, limit: &Dim) -> Result<Vec<ValueId>, String> {
+    let (start, delta) = (ctx.const_number(0, "start")?, ctx.const_number(2, "delta")?);
+    let dtype = start.dtype();
+    let (s, d) = (start.get_i64(0), delta.get_i64(0));
+    if !dtype.is_int() || s < 0 || d <= 0 {
+        return Err(format!(
+            "a range to a symbolic limit from {} by {} is not supported (integers from 0 or more, by a positive step, are)",
+            start.get_f64(0),
+            delta.get_f64(0)
+        ));
+    }
+    let count = limit
+        .add(&Dim::constant(d as u64 - 1))
+        .and_then(|n| n.sub(&Dim::constant(s as u64)))
+        .and_then(|n| n.floor_div(d as u64))
+        .map_err(|e| format!("the length of a range to {limit}: {e}"))?;
+    let largest = count.bounds().1.max(0) as usize;
+    if largest > RANGE_LIMIT {
+        return Err(format!("a range of up to {largest} elements is too large"));
+    }
+    let values: Vec<i64> = (0..largest as i64).map(|i| s + i * d).collect();
+    let ramp = ctx.constant(Tensor::from_i64s(dtype, vec![largest], &values));
+    let attrs = Attrs::new()
+        .with("starts", Attr::Ints(vec![0]))
+        .with("ends", Attr::Sizes(vec![count]))
+        .with("steps", Attr::Ints(vec![1]));
+    Ok(vec![ctx.build1(OpKind::Slice, vec![ramp], attrs)?])
+}
+
 fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
+    if let Some(limit) = ctx.sizes_input(1).filter(SizeValues::is_symbolic) {
+        let limit = limit.sizes("a range's limit")?;
+        return symbolic_range(ctx, &limit[0]);
+    }
     let start = ctx.const_input(0, "start")?;
     let limit = ctx.const_input(1, "limit")?;
     let delta = ctx.const_input(2, "delta")?;

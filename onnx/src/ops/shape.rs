@@ -182,6 +182,15 @@ fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
 
 fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
+    if let Some(sizes) = ctx.sizes_input(1).filter(SizeValues::is_symbolic) {
+        let target = sizes.sizes("an expand's shape")?;
+        return symbolic_expand(ctx, x, &target);
+    }
+    if ctx.ty(x).is_symbolic() {
+        let target = sizes(&ctx.const_input(1, "shape")?.to_i64_vec(), "shape")?;
+        let target: Vec<Dim> = target.iter().map(|&n| Dim::constant(n as u64)).collect();
+        return symbolic_expand(ctx, x, &target);
+    }
     let target = sizes(&ctx.const_input(1, "shape")?.to_i64_vec(), "shape")?;
     check_size(&target)?;
     let shape = broadcast_shapes(&ctx.ty(x).shape, &target)?;
@@ -193,6 +202,16 @@ fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         vec![x],
         Attrs::new().with("shape", Attr::Ints(shape.iter().map(|&d| d as i64).collect())),
     )?])
+}
+
+/// `Expand` over symbolic sizes: `x` broadcast with `target` both ways (numpy).
+fn symbolic_expand(ctx: &mut Ctx, x: ValueId, target: &[Dim]) -> Result<Vec<ValueId>, String> {
+    let dims = ctx.ty(x).dims();
+    let out = mxc_dialects::dim::infer::broadcast(&dims, target).map_err(|e| e.to_string())?;
+    if out == dims {
+        return Ok(vec![x]);
+    }
+    Ok(vec![super::constant::expand_to(ctx, x, &out)?])
 }
 
 /// The dimensions from `start` to `end` (negative from the end, clamped), as sizes: a constant,
