@@ -1,22 +1,24 @@
-"""Dynamic-shape benchmark (not a test): one `.mxr` compiled with a symbolic dimension against
-files compiled for each size alone and against onnxruntime, at each size asked for, in one
-session. The model's input dimension is made a `dim_param` (and the outputs' dimension of the
-same size at that axis) unless it is one, the dynamic file compiled once with `--shape NAME=...SYMBOL...`, a
-fixed-size file compiled per size; then, per size, the dynamic file's outputs are checked
-against onnxruntime's and the three are timed in alternating rounds (onnxruntime, the
-fixed-size file, the dynamic file; `mxc perf` end-to-end medians). Prints the medians and the
-ratios dynamic/fixed and dynamic/onnxruntime.
+"""Dynamic-shape benchmark (not a test): one `.mxr` compiled for a model's dynamic dimensions
+against files compiled for each size alone and against onnxruntime, at each point of sizes
+asked for, in one session. The dynamic file is compiled once, as a user would: with no
+`--shape` (each `dim_param` a symbol of the default range, narrowed to what the model reads),
+or with the `--shape` arguments given (narrower ranges, optimal sizes); a fixed-size file is
+compiled per point. Then, per point, the dynamic file's outputs are checked against
+onnxruntime's and the three are timed in alternating rounds (onnxruntime, the fixed-size
+file, the dynamic file; `mxc perf` end-to-end medians). Prints the medians and the ratios
+dynamic/fixed and dynamic/onnxruntime. A model whose dimensions are fixed gets one made a
+`dim_param` with `--make-dynamic INPUT:AXIS:NAME` (and the outputs' dimension of the same size
+at that axis).
 
 Usage:
-    .cache/venv/bin/python bench/dynamic_shapes.py MODEL.onnx --input input --axis 0 \\
-        --symbol 'n[1..16]{1,8}' --sizes 1,3,8,16 [--threads 2] [-n 20] [--rounds 3]
-    .cache/venv/bin/python bench/dynamic_shapes.py ~/.cache/mxc-bench-models/bert_mini_dynamic/model.onnx \\
-        --input input_ids --axis 1 --symbol 's[1..512]{1,7,128,512}' --sizes 1,7,128,512
+    .cache/venv/bin/python bench/dynamic_shapes.py MODEL.onnx --at batch=1,sequence=7 --at batch=2,sequence=64 \\
+        [--shape 'input_ids=batchxsequence[1..512]{128}' ...] [--threads 2] [-n 20] [--rounds 3]
+    .cache/venv/bin/python bench/dynamic_shapes.py ~/.cache/mxc-bench-models/resnet50/model.onnx \\
+        --make-dynamic input:0:N --at N=1 --at N=3 --at N=5
 """
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,47 +32,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_onnxruntime import MXC, OnnxruntimeWorker, mxc_ms  # noqa: E402
 
 
-def make_dynamic(model_path: Path, input_name: str, axis: int, out: Path) -> list:
-    """The model with `input_name`'s dimension `axis` a dim_param (and each output's dimension
-    of the same size at that axis), unless it is one already; returns the input's declared
-    dimensions (a dim_param as 1)."""
+def make_dynamic(model_path: Path, spec: str, out: Path) -> None:
+    """The model with input INPUT's dimension AXIS a dim_param NAME (`spec`: INPUT:AXIS:NAME),
+    and each output's dimension of the same size at that axis."""
+    input_name, axis, name = spec.split(":")
+    axis = int(axis)
     model = onnx.load(str(model_path))
     value = next(v for v in model.graph.input if v.name == input_name)
-    dims = value.type.tensor_type.shape.dim
-    if not dims[axis].dim_param:
-        size = dims[axis].dim_value
-        for v in [value, *model.graph.output]:
-            d = v.type.tensor_type.shape.dim
-            if len(d) > axis and d[axis].dim_value == size:
-                d[axis].ClearField("dim_value")
-                d[axis].dim_param = "dynamic"
+    size = value.type.tensor_type.shape.dim[axis].dim_value
+    for v in [value, *model.graph.output]:
+        d = v.type.tensor_type.shape.dim
+        if len(d) > axis and d[axis].dim_value == size:
+            d[axis].ClearField("dim_value")
+            d[axis].dim_param = name
     onnx.save(model, str(out))
-    return [d.dim_value or 1 for d in dims]
 
 
-def random_inputs(model_path: Path, input_name: str, shape: list, axis: int, size: int, rng) -> dict:
-    """A value for every input: the symbolic dimension (the dim_param of `input_name`'s axis,
-    wherever it appears) at `size`, another dim_param as `input_name`'s dimension `shape` gives
-    where it has it, else 1; floats normal, integers 0 or 1."""
+def input_shapes(model_path: Path, sizes: dict) -> dict:
+    """Each input's shape at `sizes` (by dim_param; a dim_param not given is 1)."""
     model = onnx.load(str(model_path), load_external_data=False)
     initializers = {i.name for i in model.graph.initializer}
-    inputs = [v for v in model.graph.input if v.name not in initializers]
-    dims = next(v for v in inputs if v.name == input_name).type.tensor_type.shape.dim
-    params = {d.dim_param: n for d, n in zip(dims, shape) if d.dim_param}
-    params[dims[axis].dim_param] = size
+    shapes = {}
+    for v in model.graph.input:
+        if v.name in initializers:
+            continue
+        dims = v.type.tensor_type.shape.dim
+        shapes[v.name] = (
+            [sizes.get(d.dim_param, 1) if d.dim_param else d.dim_value for d in dims],
+            onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type),
+        )
+    return shapes
+
+
+def random_inputs(shapes: dict, rng) -> dict:
+    """Floats normal, integers 0 or 1 (token ids, masks and segment ids alike)."""
     values = {}
-    for v in inputs:
-        t = v.type.tensor_type
-        shape = [params.get(d.dim_param, 1) if d.dim_param else d.dim_value for d in t.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+    for name, (shape, dtype) in shapes.items():
         if np.issubdtype(dtype, np.floating):
-            values[v.name] = rng.standard_normal(shape).astype(dtype)
+            values[name] = rng.standard_normal(shape).astype(dtype)
         else:
-            values[v.name] = rng.integers(0, 2, shape).astype(dtype)
+            values[name] = rng.integers(0, 2, shape).astype(dtype)
     return values
 
 
-def run(args: list, refusal_ok: bool = False) -> str:
+def run(args: list, refusal_ok: bool = False):
     """`mxc ARGS`' stderr; a failure ends the benchmark unless `refusal_ok` (then None)."""
     done = subprocess.run([str(MXC), *args], capture_output=True, text=True)
     if done.returncode != 0:
@@ -83,53 +88,50 @@ def run(args: list, refusal_ok: bool = False) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
-    parser.add_argument("--input", required=True, help="the input whose dimension is symbolic")
-    parser.add_argument("--axis", type=int, required=True)
-    parser.add_argument("--symbol", required=True, help="the dimension, e.g. n[1..16]{1,8}")
-    parser.add_argument("--sizes", required=True, help="sizes to run, e.g. 1,3,8,16")
-    parser.add_argument("--dims", help="the input's other dimensions where the model leaves them open, e.g. 1,128")
+    parser.add_argument("--at", action="append", required=True, help="a point of sizes, e.g. batch=1,sequence=7")
+    parser.add_argument("--shape", action="append", default=[], help="an mxc --shape for the dynamic file")
+    parser.add_argument("--make-dynamic", help="INPUT:AXIS:NAME, for a model of fixed shapes")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("-n", type=int, default=20, dest="runs")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    points = [{k: int(v) for k, v in (kv.split("=") for kv in at.split(","))} for at in args.at]
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        dynamic_onnx = work / "dynamic.onnx"
-        shape = make_dynamic(args.model, args.input, args.axis, dynamic_onnx)
-        if args.dims:
-            shape = [int(d) for d in args.dims.split(",")]
-        dims = [str(d) for d in shape]
-        dims[args.axis] = args.symbol
+        model = args.model
+        if args.make_dynamic:
+            model = work / "dynamic.onnx"
+            make_dynamic(args.model, args.make_dynamic, model)
         dynamic = work / "dynamic.mxr"
-        said = run(["compile", str(dynamic_onnx), "--shape", f"{args.input}={','.join(dims)}", "-o", str(dynamic), "-q"])
+        given = [a for s in args.shape for a in ("--shape", s)]
+        said = run(["compile", str(model), *given, "-o", str(dynamic)])
         for line in said.splitlines():
-            if "independent items" in line or "only at the compiled sizes" in line:
+            if ": " in line and not line.startswith(str(dynamic) + " ("):
                 print(line.split(": ", 1)[1])
-        print(f"{'size':>5} {'max |mxc-ort|':>14} {'onnxruntime ms':>15} {'fixed ms':>10} {'dynamic ms':>11} {'dyn/fixed':>10} {'dyn/ort':>8}")
+        print(f"{'sizes':>22} {'max |mxc-ort|':>14} {'onnxruntime ms':>15} {'fixed ms':>10} {'dynamic ms':>11} {'dyn/fixed':>10} {'dyn/ort':>8}")
         rng = np.random.default_rng(0)
-        for size in sizes:
-            shape_n = list(shape)
-            shape_n[args.axis] = size
-            values = random_inputs(dynamic_onnx, args.input, shape, args.axis, size, rng)
+        session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        for i, sizes in enumerate(points):
+            label = ",".join(f"{k}={v}" for k, v in sizes.items())
+            shapes = input_shapes(model, sizes)
+            values = random_inputs(shapes, rng)
             files = []
-            for i, (name, value) in enumerate(values.items()):
-                path = work / f"in{size}_{i}.npy"
+            for j, (name, value) in enumerate(values.items()):
+                path = work / f"in{i}_{j}.npy"
                 np.save(path, value)
                 files.append((name, path))
-            fixed = work / f"fixed{size}.mxr"
-            shape_text = ",".join(str(d) for d in shape_n)
-            run(["compile", str(dynamic_onnx), "--shape", f"{args.input}={shape_text}", "-o", str(fixed), "-q"])
-            out = work / f"out{size}"
-            given = [a for name, path in files for a in ("--input", f"{name}={path}")]
-            if run(["run", str(dynamic), *given, "-o", str(out)], refusal_ok=True) is None:
-                print(f"{size:>5} the dynamic file refuses this size (mxc run says why)", flush=True)
+            fixed = work / f"fixed{i}.mxr"
+            fixed_shapes = [a for n, (s, _) in shapes.items() for a in ("--shape", f"{n}={'x'.join(map(str, s))}")]
+            run(["compile", str(model), *fixed_shapes, "-o", str(fixed), "-q"])
+            out = work / f"out{i}"
+            inputs = [a for name, path in files for a in ("--input", f"{name}={path}")]
+            if run(["run", str(dynamic), *inputs, "-o", str(out)], refusal_ok=True) is None:
+                print(f"{label:>22} the dynamic file refuses these sizes (mxc run says why)", flush=True)
                 continue
-            session = ort.InferenceSession(str(dynamic_onnx), providers=["CPUExecutionProvider"])
             expected = session.run(None, values)
             names = [o.name for o in session.get_outputs()]
             diff = max(float(np.max(np.abs(np.load(out / f"{n}.npy") - e))) for n, e in zip(names, expected))
-            worker = OnnxruntimeWorker(dynamic_onnx, files, args.threads)
+            worker = OnnxruntimeWorker(model, files, args.threads)
             theirs, fixed_ms, dynamic_ms = [], [], []
             for _ in range(args.rounds):
                 theirs.append(worker.median_ms(args.runs))
@@ -140,7 +142,7 @@ def main() -> None:
             per_fixed = med([d / f for d, f in zip(dynamic_ms, fixed_ms)])
             per_ort = med([d / t for d, t in zip(dynamic_ms, theirs)])
             print(
-                f"{size:>5} {diff:>14.2e} {med(theirs):>15.3f} {med(fixed_ms):>10.3f} {med(dynamic_ms):>11.3f} {per_fixed:>10.2f} {per_ort:>8.2f}",
+                f"{label:>22} {diff:>14.2e} {med(theirs):>15.3f} {med(fixed_ms):>10.3f} {med(dynamic_ms):>11.3f} {per_fixed:>10.2f} {per_ort:>8.2f}",
                 flush=True,
             )
 

@@ -158,9 +158,10 @@ fn params_by_size(sized: &mxr::SizedMxr) -> String {
     }
     out.push_str("symbols:\n");
     for s in sized.dims.symbols() {
-        let runs = match sized.items.iter().any(|i| i.symbol == s.name) {
-            true => "any size in range (independent items: other sizes in parts)",
-            false => "the compiled sizes",
+        let runs = match (sized.items.iter().any(|i| i.symbol == s.name), &sized.generic) {
+            (_, Some(_)) => "any size in range (the compiled sizes specialised, others in the program for every size)",
+            (true, None) => "any size in range (independent items: other sizes in parts)",
+            (false, None) => "the compiled sizes",
         };
         out.push_str(&format!(
             "  {}: runs {runs}\n",

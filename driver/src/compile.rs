@@ -11,7 +11,7 @@ use mxc_dialects::items::output_item_axes;
 use mxc_dialects::Graph;
 use mxc_kernels::mxr::{Contents, Items, Mxr, SizedMxr, Variant};
 use mxc_lowering::loops::{size_generic_kind, LoopError};
-use mxc_onnx::{import_file, model_input_dims, ImportOptions};
+use mxc_onnx::{import_file, model_input_dims, ImportOptions, SizeLimit};
 use mxc_rewrite::StageHook;
 use std::collections::HashMap;
 use std::path::Path;
@@ -64,37 +64,42 @@ pub fn compile(request: Request) -> Result<Contents> {
         let (mxr, _) = compile_one(&request, &opts, &request.label)?;
         return Ok(Contents::One(Box::new(mxr)));
     }
+    let mut no_generic = None;
     if dims.symbols().iter().any(|s| s.optimals.is_empty()) {
-        if let Some(mxr) = compile_generic(&request, &dims)? {
-            return Ok(Contents::One(Box::new(mxr)));
+        match compile_generic(&request, &dims)? {
+            Ok(mxr) => return Ok(Contents::One(Box::new(mxr))),
+            Err(why) => no_generic = Some(why),
         }
     }
-    compile_by_size(&request, dims).map(Contents::BySize)
+    compile_by_size(&request, dims, no_generic.as_deref()).map(Contents::BySize)
 }
 
 /// One program for every size in the symbols' ranges (its kernels take the sizes at run time),
-/// where the model imports over symbols and each of its ops has a size-generic kernel; `None`
-/// (the reason told the observer) where not, for the programs by optimal size to be compiled
-/// instead.
-fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
+/// where the model imports over symbols and each of its ops has a size-generic kernel; else
+/// why not (also told the observer), for the programs by optimal size to be compiled instead.
+fn compile_generic(request: &Request, dims: &InputDims) -> Result<std::result::Result<Mxr, String>> {
+    let refuse = |why: String| {
+        request
+            .observer
+            .note(&format!("{}: no program for every size: {why}", request.label));
+        Ok(Err(why))
+    };
     let opts = shapes::symbolic_import(dims, request.structures.clone());
-    let graph = match import_file(request.model, &opts) {
+    let narrowed = |limits: &[SizeLimit]| {
+        let said: Vec<String> = limits.iter().map(|l| l.to_string()).collect();
+        request.observer.note(&format!(
+            "{}: the symbols' ranges narrowed to what the model reads: {}",
+            request.label,
+            said.join(", ")
+        ));
+    };
+    let graph = match shapes::import_within_limits(request.model, opts, &narrowed) {
         Ok(graph) => graph,
-        Err(e) => {
-            request.observer.note(&format!(
-                "{}: no program for every size: the model does not import over symbols ({e})",
-                request.label
-            ));
-            return Ok(None);
-        }
+        Err(e) => return refuse(format!("the model does not import over symbols ({e})")),
     };
     // ops of kinds no kernel over symbolic sizes exists for: no need to rewrite the graph to know
     if let Some(op) = graph.ops.iter().find(|op| !size_generic_kind(op.kind)) {
-        request.observer.note(&format!(
-            "{}: no program for every size: {} has no kernel that takes sizes at run time yet",
-            request.label, op.kind
-        ));
-        return Ok(None);
+        return refuse(format!("{} has no kernel that takes sizes at run time yet", op.kind));
     }
     let label = format!("{} (every size in range)", request.label);
     let stages = request.observer.stages();
@@ -106,16 +111,12 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
     request.observer.ended();
     let compiled = match compiled {
         Err(mxc_codegen::CodegenError::Loops(LoopError::NotSizeGeneric { op, message, .. })) => {
-            request.observer.note(&format!(
-                "{}: no program for every size: after rewriting, {op}: {message}",
-                request.label
-            ));
-            return Ok(None);
+            return refuse(format!("after rewriting, {op}: {message}"));
         }
         other => other.context(|| format!("compiling {} over symbolic sizes", request.model.display()))?,
     };
     request.observer.compiled(&label, &graph, &compiled);
-    Ok(Some(stored(request.target, compiled)))
+    Ok(Ok(stored(request.target, compiled)))
 }
 
 /// One program for each point of the symbols' optimal sizes, and the symbols that count
@@ -123,10 +124,11 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<Option<Mxr>> {
 /// A symbol without optimal sizes is compiled at its least size, and must count independent
 /// items (then every size in range runs in parts); else the compile is refused, saying what to
 /// give.
-fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
+/// `no_generic` says why no program for every size was made, where one was tried.
+fn compile_by_size(request: &Request, dims: InputDims, no_generic: Option<&str>) -> Result<SizedMxr> {
     let defaulted: Vec<(String, String)> = (dims.symbols().iter())
         .filter(|s| s.optimals.is_empty())
-        .map(|s| (s.name.clone(), no_optimals(&dims, &s.name)))
+        .map(|s| (s.name.clone(), no_optimals(&dims, &s.name, no_generic)))
         .collect();
     let dims = dims.with_least_optimals();
     let points = dims.optimal_points().context(|| request.model.display().to_string())?;
@@ -175,7 +177,25 @@ fn compile_by_size(request: &Request, dims: InputDims) -> Result<SizedMxr> {
             false => return Err(invalid(format!("{}: {ask}", request.model.display()))),
         }
     }
-    Ok(SizedMxr { dims, variants, items })
+    // sizes between the optimal ones of a symbol whose items mix: the generic program, where
+    // the model has one (not tried again where it was tried for want of optimal sizes)
+    let mixing = (dims.symbols().iter()).any(|s| !items.iter().any(|i| i.symbol == s.name));
+    let generic = match (mixing, no_generic) {
+        (true, None) => compile_generic(request, &dims)?.ok().map(Box::new),
+        _ => None,
+    };
+    if generic.is_some() {
+        request.observer.note(&format!(
+            "{}: sizes between the compiled ones run in the program for every size",
+            request.label
+        ));
+    }
+    Ok(SizedMxr {
+        dims,
+        variants,
+        items,
+        generic,
+    })
 }
 
 /// Import options for the inputs' shapes at `sizes`.
@@ -276,9 +296,9 @@ impl ItemProof {
     }
 }
 
-/// For `symbol`, without optimal sizes and not counting independent items: where it is and
-/// what to give.
-fn no_optimals(dims: &InputDims, symbol: &str) -> String {
+/// For `symbol`, without optimal sizes and not counting independent items: where it is, what
+/// to give, and why no program for every size was made.
+fn no_optimals(dims: &InputDims, symbol: &str, no_generic: Option<&str>) -> String {
     let (lo, hi) = dims
         .symbols()
         .iter()
@@ -299,8 +319,9 @@ fn no_optimals(dims: &InputDims, symbol: &str) -> String {
     format!(
         "input `{input}` dimension {axis} is {symbol} in [{lo}..{hi}], with no optimal size to compile for, \
          and its items are not independent (other sizes cannot run in parts of one): give some, as in \
-         --shape {input}={} (code for every size in a range, with sizes as arguments, is not built yet)",
-        example.join("x")
+         --shape {input}={} (no program for every size: {})",
+        example.join("x"),
+        no_generic.unwrap_or("not tried")
     )
 }
 

@@ -55,8 +55,12 @@ impl Runner {
     /// The program that runs `inputs` (for programs by size, chosen by their shapes), loaded
     /// once for each choice.
     pub fn runnable(&self, inputs: &HashMap<String, Tensor>) -> Result<Arc<Runnable>> {
+        let shape_of = |name: &str| inputs.get(name).map(|t| t.shape().to_vec());
+        // one program for every size (alone, or for the sizes no variant is compiled for) is
+        // loaded once: it takes the sizes itself
         let key: Vec<(String, Vec<usize>)> = match &self.contents {
             Contents::One(_) => Vec::new(),
+            Contents::BySize(sized) if sized.generic.is_some() && !sized.compiled_for(&shape_of) => Vec::new(),
             Contents::BySize(sized) => (sized.dims.inputs().iter())
                 .filter_map(|(name, _)| inputs.get(name).map(|t| (name.clone(), t.shape().to_vec())))
                 .collect(),
@@ -65,7 +69,6 @@ impl Runner {
         if let Some(r) = loaded.get(&key) {
             return Ok(r.clone());
         }
-        let shape_of = |name: &str| inputs.get(name).map(|t| t.shape().to_vec());
         let (mut runnable, _) = Runnable::load(self.contents.clone(), &shape_of)?;
         runnable.set_parallelism(Parallelism {
             threads: self.threads,

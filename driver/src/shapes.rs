@@ -193,6 +193,28 @@ pub fn symbolic_import(dims: &dim::InputDims, structures: Structures) -> ImportO
     }
 }
 
+/// The model imported over symbolic sizes with `opts`; where that fails and the model limits a
+/// symbol's size (`mxc_onnx::SizeLimit`), imported again with the symbols narrowed to their
+/// limits (`told` hears which), until it imports or nothing narrows.
+pub fn import_within_limits(
+    model: &Path,
+    mut opts: ImportOptions,
+    told: &dyn Fn(&[mxc_onnx::SizeLimit]),
+) -> std::result::Result<mxc_dialects::Graph, mxc_onnx::ImportError> {
+    loop {
+        match mxc_onnx::import_file(model, &opts) {
+            Err(mxc_onnx::ImportError::Limited { error, limits }) => match mxc_onnx::narrowed(&opts, &limits) {
+                Some(narrow) => {
+                    told(&limits);
+                    opts = narrow;
+                }
+                None => return Err(mxc_onnx::ImportError::Limited { error, limits }),
+            },
+            other => return other,
+        }
+    }
+}
+
 /// `opts` with the shape `dims` gives each input it has none for, when `dims` are all fixed.
 pub fn fixed_by(dims: &dim::InputDims, mut opts: ImportOptions) -> Result<ImportOptions> {
     if dims.is_fixed() {

@@ -129,6 +129,13 @@ impl Ctx<'_> {
         self.opt_input(i).and_then(|v| self.imp.sizes.get(&v).cloned())
     }
 
+    /// Notes that the model reads at most so much of a symbolic size (`size_limits.rs`).
+    pub fn note_limit(&mut self, limit: crate::SizeLimit) {
+        if !self.imp.limits.contains(&limit) {
+            self.imp.limits.push(limit);
+        }
+    }
+
     /// A constant of `values`: a placeholder of its sizes at the cost point, with the sizes
     /// kept beside it where some is symbolic.
     pub fn sizes_constant(&mut self, values: SizeValues) -> ValueId {

@@ -44,6 +44,22 @@ pub enum ImportError {
     Value { value: String, message: String },
     #[error(transparent)]
     Limit(#[from] mxc_dialects::SizeError),
+    /// An import over symbolic sizes that failed where the model limits a symbol's size
+    /// (`size_limits.rs`): the error, and the limits, for a caller to narrow the symbols to.
+    #[error("{error} ({})", limited(.limits))]
+    Limited {
+        error: Box<ImportError>,
+        limits: Vec<crate::SizeLimit>,
+    },
+}
+
+/// What a failed import over symbolic sizes says of the model's limits.
+fn limited(limits: &[crate::SizeLimit]) -> String {
+    let said: Vec<String> = limits.iter().map(|l| l.to_string()).collect();
+    format!(
+        "the model limits its sizes: {}; give ranges within them",
+        said.join(", ")
+    )
 }
 
 /// How a node is named in messages: its name in quotes, or (for a node without a name) its

@@ -42,6 +42,8 @@ pub struct Importer {
     /// Shapes computed over symbolic sizes (`shape_values.rs`), by the placeholder constant
     /// that stands for each in the graph.
     pub(super) sizes: HashMap<ValueId, SizeValues>,
+    /// Where the model clamps a symbolic size to a fixed extent (`size_limits.rs`).
+    pub(super) limits: Vec<super::SizeLimit>,
 }
 
 /// A value a region reads from the graphs around it.
@@ -97,11 +99,20 @@ pub fn import_model(
         },
         registry: Registry::standard(),
         sizes: HashMap::new(),
+        limits: Vec::new(),
     };
     imp.add_initializers(g)?;
     imp.add_inputs(g, opts)?;
-    imp.import_nodes(&g.node)?;
-    imp.add_outputs(&g.output)?;
+    let imported = imp.import_nodes(&g.node).and_then(|()| imp.add_outputs(&g.output));
+    if let Err(error) = imported {
+        return Err(match imp.limits.is_empty() {
+            true => error,
+            false => ImportError::Limited {
+                error: Box::new(error),
+                limits: imp.limits,
+            },
+        });
+    }
     for vi in &g.value_info {
         if let Some(&v) = imp.env.get(vi.name()) {
             imp.check_declared(vi, v)?;

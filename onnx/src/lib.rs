@@ -19,6 +19,7 @@ mod ops;
 pub mod proto;
 mod registry;
 mod shape_values;
+mod size_limits;
 mod tensor;
 #[cfg(test)]
 mod testutil;
@@ -28,6 +29,7 @@ pub use error::ImportError;
 pub use input_dims::{model_input_dims, model_input_types};
 pub use model::{import_bytes, import_file, model_input_kinds, read_tensor_file, ImportOptions};
 pub use registry::{OpSupport, NEWEST_OPSET};
+pub use size_limits::{narrowed, SizeLimit};
 
 /// Every op the importer has a parser for, sorted by domain and op type.
 pub fn supported_ops() -> Vec<OpSupport> {

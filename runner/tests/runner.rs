@@ -153,6 +153,7 @@ fn a_batch_no_program_is_compiled_for_runs_in_parts() {
             inputs: vec![("x".into(), 0)],
             outputs: vec![("y".into(), 0)],
         }],
+        generic: None,
     };
     let mut bytes = Vec::new();
     mxr::write_contents(&Contents::BySize(sized), None, &mut bytes).unwrap();

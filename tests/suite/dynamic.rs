@@ -156,7 +156,7 @@ fn a_batch_compiles_once_and_runs_at_every_size_in_range() {
 }
 
 #[test]
-fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
+fn a_size_between_the_optimal_ones_runs_in_the_program_for_every_size() {
     let dir = tempfile::tempdir().unwrap();
     let onnx = model(dir.path(), 0);
     let file = dir.path().join("mixed.mxr");
@@ -168,54 +168,77 @@ fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
         said.contains("n runs only at the compiled sizes: at n=4, mx.softmax (on tensor<4x4xf32>): it normalises over the item axis 0"),
         "{said}"
     );
-    let x = batch(dir.path(), 4);
-    assert_eq!(run_y(file, &x, &dir.path().join("out4")).shape(), [4, 4]);
-    let x = batch(dir.path(), 3);
-    let out = mxc(&["run", file, "--input", &format!("x={x}")]);
+    assert!(
+        said.contains("sizes between the compiled ones run in the program for every size"),
+        "{said}"
+    );
+    let params = mxc(&["params", file]);
+    assert!(
+        String::from_utf8_lossy(&params.stdout).contains("others in the program for every size"),
+        "{}",
+        String::from_utf8_lossy(&params.stdout)
+    );
+    // an optimal size runs its own program, another the generic one: both as a file for it alone
+    for n in [4, 3, 16] {
+        let x = batch(dir.path(), n);
+        let dynamic = run_y(file, &x, &dir.path().join(format!("out{n}")));
+        let fixed = run_y(&onnx, &x, &dir.path().join(format!("fixed{n}")));
+        assert!(close(&dynamic, &fixed), "n = {n}");
+    }
+}
+
+#[test]
+fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    // a convolution has no kernel that takes sizes at run time: no program for every size
+    let onnx = conv_model(dir.path(), true);
+    let file = dir.path().join("mixed.mxr");
+    let file = file.to_str().unwrap();
+    let compile = mxc(&["compile", &onnx, "--shape", "x=n[1..16]{1, 4}x1x4x4", "-o", file]);
+    assert!(compile.status.success(), "{}", stderr(&compile));
+    let values = vec![0.5f32; 3 * 16];
+    let x = dir.path().join("x3.npy");
+    npy::write(&x, &Tensor::from_f32s(vec![3, 1, 4, 4], &values)).unwrap();
+    let out = mxc(&["run", file, "--input", &format!("x={}", x.display())]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out).trim(),
         "error: no program in this file runs n=3: it holds programs for (n=1), (n=4) \
-         (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)"
+         and no program for every size (`mxc compile` said why): compile with this size among the optimal ones"
     );
 }
 
 #[test]
-fn a_dim_param_without_optimal_sizes_compiles_when_its_items_are_independent() {
+fn a_dim_param_without_optimal_sizes_compiles_into_one_program_for_every_size() {
     let dir = tempfile::tempdir().unwrap();
-    // rows kept apart: compiled for one row, any batch runs in parts of it
-    let onnx = model(dir.path(), 1);
-    let file = dir.path().join("m.mxr");
-    let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
-    let said = stderr(&out);
-    assert!(out.status.success(), "{said}");
-    assert!(
-        said.contains("batch had no optimal size: compiled for batch=1, other sizes run in parts of it"),
-        "{said}"
-    );
-    let x = batch(dir.path(), 6);
-    let dynamic = run_y(file.to_str().unwrap(), &x, &dir.path().join("dynamic6"));
-    let fixed = run_y(&onnx, &x, &dir.path().join("fixed6"));
-    assert!(close(&dynamic, &fixed));
-    // rows mixed by a softmax over the batch: asked for optimal sizes, saying why
+    // rows kept apart, or mixed by a softmax over the batch: either way one program, its
+    // kernels taking the batch at run time
+    for softmax_axis in [1, 0] {
+        let onnx = model(dir.path(), softmax_axis);
+        let file = dir.path().join(format!("m{softmax_axis}.mxr"));
+        let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
+        let said = stderr(&out);
+        assert!(out.status.success(), "{said}");
+        assert!(said.contains("(every size in range)"), "{said}");
+        let params = mxc(&["params", file.to_str().unwrap()]);
+        let params = String::from_utf8_lossy(&params.stdout).to_string();
+        assert!(
+            params.contains("batch in [1..4096]: runs any size in range"),
+            "{params}"
+        );
+        for n in [1, 6] {
+            let x = batch(dir.path(), n);
+            let dynamic = run_y(
+                file.to_str().unwrap(),
+                &x,
+                &dir.path().join(format!("d{softmax_axis}_{n}")),
+            );
+            let fixed = run_y(&onnx, &x, &dir.path().join(format!("f{softmax_axis}_{n}")));
+            assert!(close(&dynamic, &fixed), "softmax over axis {softmax_axis}, batch {n}");
+        }
+    }
     let mixed = model(dir.path(), 0);
     let file = dir.path().join("mixed.mxr");
-    let out = mxc(&["compile", &mixed, "-o", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(
-        err.contains(
-            "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for, \
-             and its items are not independent (other sizes cannot run in parts of one): \
-             give some, as in --shape x=batch[1..4096]{1}x8"
-        ),
-        "{err}"
-    );
-    assert!(
-        err.contains("batch runs only at the compiled sizes: at batch=2, mx.softmax"),
-        "{err}"
-    );
-    assert!(!file.exists(), "nothing is written");
     // the dim_param's own name takes the range and optimals given
     let out = mxc(&[
         "compile",
@@ -233,6 +256,75 @@ fn a_dim_param_without_optimal_sizes_compiles_when_its_items_are_independent() {
     assert!(out.status.success(), "{}", stderr(&out));
     let params = mxc(&["params", file.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<2x8xf32>"));
+}
+
+/// x: f32[batch, 1, 4, 4] → y = relu(conv 1x1 to 2 channels), then a softmax over the batch
+/// when `mixed`: a model whose convolution has no kernel that takes sizes at run time.
+fn conv_model(dir: &Path, mixed: bool) -> String {
+    let mut nodes = vec![
+        node("Conv", &["x", "w"], "c", vec![]),
+        node("Relu", &["c"], if mixed { "r" } else { "y" }, vec![]),
+    ];
+    if mixed {
+        nodes.push(node("Softmax", &["r"], "y", vec![axis(0)]));
+    }
+    let graph = proto::GraphProto {
+        name: Some("conv".into()),
+        node: nodes,
+        initializer: vec![weight("w", &[2, 1, 1, 1], &[0.5, -0.25])],
+        input: vec![float_value("x", &["batch", "1", "4", "4"])],
+        output: vec![float_value("y", &["batch", "2", "4", "4"])],
+        ..Default::default()
+    };
+    let path = dir.join(format!("conv{}.onnx", u8::from(mixed)));
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn without_a_program_for_every_size_independent_items_run_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    // images kept apart: compiled for one, any batch runs in parts of it
+    let onnx = conv_model(dir.path(), false);
+    let file = dir.path().join("m.mxr");
+    let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("no program for every size: mx.conv has no kernel that takes sizes at run time yet"),
+        "{said}"
+    );
+    assert!(
+        said.contains("batch had no optimal size: compiled for batch=1, other sizes run in parts of it"),
+        "{said}"
+    );
+    let values: Vec<f32> = (0..3 * 16).map(|i| ((i * 5) % 13) as f32 * 0.25 - 1.5).collect();
+    let x = dir.path().join("x3.npy");
+    npy::write(&x, &Tensor::from_f32s(vec![3, 1, 4, 4], &values)).unwrap();
+    let x = x.to_str().unwrap();
+    let dynamic = run_y(file.to_str().unwrap(), x, &dir.path().join("dynamic3"));
+    let fixed = run_y(&onnx, x, &dir.path().join("fixed3"));
+    assert!(close(&dynamic, &fixed));
+    // images mixed by a softmax over the batch: asked for optimal sizes, saying why
+    let mixed = conv_model(dir.path(), true);
+    let file = dir.path().join("mixed.mxr");
+    let out = mxc(&["compile", &mixed, "-o", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for, \
+             and its items are not independent (other sizes cannot run in parts of one): \
+             give some, as in --shape x=batch[1..4096]{1}x1x4x4 \
+             (no program for every size: mx.conv has no kernel that takes sizes at run time yet)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("batch runs only at the compiled sizes: at batch=2, mx.softmax"),
+        "{err}"
+    );
+    assert!(!file.exists(), "nothing is written");
 }
 
 #[test]

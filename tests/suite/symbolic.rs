@@ -197,16 +197,58 @@ fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
         "error: node #0 (output \"y\") (Tile): reads a value of symbolic dimensions (tensor<(n)x4xf32>); \
          importing Tile over symbolic sizes is not supported yet"
     );
-    // a shape of symbolic sizes used where no parser reads it as sizes
-    let filled = vec![
-        node("Shape", &["x"], "s", vec![]),
-        node("ConstantOfShape", &["s"], "y", vec![]),
-    ];
-    assert_eq!(
-        refusal("filled", filled, vec![]),
-        "error: node #1 (output \"y\") (ConstantOfShape): input #0 (\"s\") is a shape computed from symbolic \
-         sizes; ConstantOfShape over it is not supported yet"
-    );
+}
+
+#[test]
+fn shapes_computed_from_symbolic_sizes_make_fills_ranges_and_run_time_values() {
+    let dir = tempfile::tempdir().unwrap();
+    // ConstantOfShape of x's shape, a Range to its length, and that length used beside values
+    // only the run knows
+    let graph = proto::GraphProto {
+        name: Some("shapes".into()),
+        node: vec![
+            node("Shape", &["x"], "s", vec![]),
+            node("ConstantOfShape", &["s"], "filled", vec![]),
+            node("Gather", &["s", "zero"], "n", vec![]),
+            node("Range", &["start", "n", "step"], "r", vec![]),
+            node("Mul", &["r", "n"], "scaled", vec![]),
+        ],
+        initializer: vec![
+            int64_initializer("zero", &[0]),
+            int64_initializer("start", &[0]),
+            int64_initializer("step", &[1]),
+        ],
+        input: vec![float_value("x", &["n", "4"])],
+        output: vec![
+            proto::ValueInfoProto {
+                name: Some("filled".into()),
+                ..Default::default()
+            },
+            proto::ValueInfoProto {
+                name: Some("scaled".into()),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let model = dir.path().join("shapes.onnx");
+    std::fs::write(&model, model_bytes(graph)).unwrap();
+    let ir = read(&model, &["--shape", "x=n[1..8],4"]);
+    for expected in [
+        "{shape = sizes<(n)x4>} : tensor<(n)x4xf32>",
+        "mx.slice",
+        "{ends = sizes<(n)>, starts = [0], steps = [1]} : tensor<(n)xi64>",
+        "mx.reduce_sum",
+    ] {
+        assert!(ir.contains(expected), "{expected}\n{ir}");
+    }
+    // and the graph at a size computes what the model does there
+    let g = import_symbolic(&model, &[("x", "n[1..8], 4")]);
+    let fixed = at_sizes(&g, &BTreeMap::from([("n".to_string(), 3)])).unwrap();
+    let x = Tensor::from_f32s(vec![3, 4], &[0.0; 12]);
+    let out = mxc_dialects::eval::run(&fixed, &[x]).unwrap();
+    assert_eq!(out[0].shape(), [3, 4]);
+    assert_eq!(out[1].to_i64_vec(), [0, 3, 6]);
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! An `.mxr` file holding one program for each combination of sizes it was specialised for:
 //! a model whose inputs have symbolic dimensions (`n[1..16]{1, 8}`), compiled once per point
-//! of optimal sizes. A run binds the symbols from its inputs' shapes and takes the program
-//! compiled for those sizes, or runs a batch in parts (`crate::chunked`).
+//! of optimal sizes, and where the model allows one, a generic program whose kernels take the
+//! sizes at run time. A run binds the symbols from its inputs' shapes and takes the program
+//! compiled for those sizes, else the generic program, else runs a batch in parts
+//! (`crate::chunked`).
 //!
 //! Layout (little-endian; docs/mxr.md): magic `MXRS`, layout version, the file's length; the
 //! metadata (the producer and target, each input's dimensions in the `dim` notation, for each
-//! program its sizes and where its bytes lie, the symbols that count independent items); each
+//! program its sizes and where its bytes lie, the symbols that count independent items, where
+//! the generic program lies, if there is one); each
 //! weight two programs hold alike, once; each program as a whole `.mxr` file
 //! (`super::write_sharing`, unsigned, its shared weights pointing into this file), every part at
 //! a 64-byte aligned offset so that weights stay aligned in a mapping; then the same trailer as
@@ -22,8 +25,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 pub(super) const MAGIC: &[u8; 4] = b"MXRS";
-/// The version of this layout.
-const VERSION: u32 = 1;
+/// The version of this layout (1 had no generic program).
+const VERSION: u32 = 2;
 
 /// Programs compiled for a model with symbolic input dimensions, one per point of sizes.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +35,9 @@ pub struct SizedMxr {
     pub variants: Vec<Variant>,
     /// The symbols whose sizes run in parts: those that count independent items.
     pub items: Vec<Items>,
+    /// The program for every size in range (`Program::is_sized`), for the sizes no variant is
+    /// compiled for.
+    pub generic: Option<Box<Mxr>>,
 }
 
 /// A symbol that counts items the model treats independently (`mxc_dialects::items`): a size
@@ -72,6 +78,21 @@ pub struct Variant {
 }
 
 impl SizedMxr {
+    /// Whether a variant is compiled for the sizes the shapes `shape_of` gives (else the
+    /// generic program, or parts, run them).
+    pub fn compiled_for(&self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> bool {
+        let Ok(sizes) = self.dims.bind(shape_of) else {
+            return false;
+        };
+        (self.variants.iter()).any(|v| sizes.iter().all(|(name, size)| v.sizes.get(name) == Some(size)))
+    }
+
+    /// Every program: the variants', then the generic one.
+    fn programs(&self) -> Vec<&Mxr> {
+        let variants = self.variants.iter().map(|v| &v.mxr);
+        variants.chain(self.generic.as_deref()).collect()
+    }
+
     /// The target its programs are compiled for.
     pub fn target(&self) -> &str {
         self.variants.first().map_or("", |v| v.mxr.target.as_str())
@@ -92,6 +113,9 @@ impl SizedMxr {
         if let Some(i) = self.variants.iter().position(|v| agrees(v, "")) {
             let v = self.variants.into_iter().nth(i).expect("found above");
             return Ok(Selected::One(v.sizes, Box::new(v.mxr)));
+        }
+        if let Some(generic) = self.generic {
+            return Ok(Selected::One(sizes, generic));
         }
         let mut no_sum = None;
         for items in &self.items {
@@ -154,7 +178,7 @@ impl SizedMxr {
             dim::show_sizes(&sizes),
             points.join(", "),
             match no_sum {
-                None => " (code for every size in range, with sizes as arguments, is not built yet: compile with this size among the optimal ones)".to_string(),
+                None => " and no program for every size (`mxc compile` said why): compile with this size among the optimal ones".to_string(),
                 Some(total) => format!(", none of them for the other sizes given, to run {total} in parts"),
             }
         )))
@@ -207,8 +231,9 @@ pub(super) fn split(total: u64, sizes: &[u64]) -> Option<Vec<(usize, usize, usiz
 /// Writes `m` (`super::write`'s layout for each program inside), signed with `key` if given.
 pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     // offsets are fixed-width, so neither the metadata's length nor a program's depends on them
-    let lengths: Vec<Vec<u8>> = vec![Vec::new(); m.variants.len()];
-    let meta_len = metadata(m, &vec![0; m.variants.len()], &lengths).len();
+    let count = m.programs().len();
+    let lengths: Vec<Vec<u8>> = vec![Vec::new(); count];
+    let meta_len = metadata(m, &vec![0; count], &lengths).len();
     let mut at = align(HEAD + meta_len);
     // each weight two programs hold alike is stored once, before the programs
     let (distinct, placed) = shared_weights(m);
@@ -217,11 +242,11 @@ pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write
         shared_at.push(at as u64);
         at = align(at + t.bytes().len());
     }
-    let programs: Vec<Vec<u8>> = (m.variants.iter().zip(&placed))
-        .map(|(v, placed)| {
+    let programs: Vec<Vec<u8>> = (m.programs().into_iter().zip(&placed))
+        .map(|(mxr, placed)| {
             let shared: HashMap<usize, u64> = placed.iter().map(|(&buffer, &d)| (buffer, shared_at[d])).collect();
             let mut bytes = Vec::new();
-            super::write_sharing(&v.mxr, None, &shared, &mut bytes).expect("writing to memory does not fail");
+            super::write_sharing(mxr, None, &shared, &mut bytes).expect("writing to memory does not fail");
             bytes
         })
         .collect();
@@ -258,9 +283,10 @@ fn shared_weights(m: &SizedMxr) -> (Vec<&Tensor>, Vec<HashMap<usize, usize>>) {
     let mut seen: HashMap<WeightKey, (usize, usize, usize)> = HashMap::new();
     let mut all: Vec<Vec<(usize, WeightKey)>> = Vec::new();
     let none = HashMap::new();
-    for (program, v) in m.variants.iter().enumerate() {
+    let programs = m.programs();
+    for (program, mxr) in programs.iter().enumerate() {
         let mut mine = Vec::new();
-        for (buffer, t) in super::weights_in_data(&v.mxr.program, &none) {
+        for (buffer, t) in super::weights_in_data(&mxr.program, &none) {
             let key = (&t.ty, <[u8; 32]>::from(Sha256::digest(t.bytes())));
             let entry = seen.entry(key).or_insert((program, buffer, 0));
             if entry.0 != program {
@@ -280,7 +306,7 @@ fn shared_weights(m: &SizedMxr) -> (Vec<&Tensor>, Vec<HashMap<usize, usize>>) {
                 .map(|(buffer, key)| {
                     let d = *index.entry(key).or_insert_with(|| {
                         let (program, first, _) = seen[&key];
-                        let BufferKind::Constant(t) = &m.variants[program].mxr.program.buffers[first].kind else {
+                        let BufferKind::Constant(t) = &programs[program].program.buffers[first].kind else {
                             unreachable!("weights_in_data gives constants")
                         };
                         distinct.push(t);
@@ -305,7 +331,7 @@ fn metadata(m: &SizedMxr, offsets: &[u64], programs: &[Vec<u8>]) -> Vec<u8> {
         dims.iter().for_each(|d| w.str(&d.to_string()));
     }
     w.u64(m.variants.len() as u64);
-    for ((v, &at), bytes) in m.variants.iter().zip(offsets).zip(programs) {
+    for ((v, &at), bytes) in m.variants.iter().zip(offsets).zip(programs.iter()) {
         w.u64(v.sizes.len() as u64);
         for (name, &size) in &v.sizes {
             w.str(name);
@@ -325,6 +351,16 @@ fn metadata(m: &SizedMxr, offsets: &[u64], programs: &[Vec<u8>]) -> Vec<u8> {
             }
         }
     }
+    // the generic program, after the variants'
+    match m.generic.is_some() {
+        true => {
+            let last = m.variants.len();
+            w.u64(1);
+            w.u64(offsets[last]);
+            w.u64(programs[last].len() as u64);
+        }
+        false => w.u64(0),
+    }
     w.0
 }
 
@@ -340,21 +376,29 @@ pub(super) fn decode(
     let bad = |m: String| RunError::Load(format!("{what}: {m}"));
     let (body, signer) = open_frame(bytes, VERSION, "programs-by-size format", true, trust).map_err(&bad)?;
     let mut r = Reader { bytes: body, pos: HEAD };
-    let (sized, parts) = read_metadata(&mut r).map_err(&bad)?;
+    let (sized, parts, generic) = read_metadata(&mut r).map_err(&bad)?;
+    let part = |at: usize, len: usize, which: &str| {
+        if !at.is_multiple_of(super::ALIGN) || at.checked_add(len).is_none_or(|end| end > body.len()) {
+            return Err(bad(format!("{which} lies outside the file")));
+        }
+        let mut mxr = decode_part(file.clone(), at, len, &format!("{what} ({which})"), target)?;
+        mxr.signer = signer;
+        Ok(mxr)
+    };
     let mut variants = Vec::with_capacity(parts.len());
     for (sizes, at, len) in parts {
-        let inner = format!("{what} (the program for {})", dim::show_sizes(&sizes));
-        if at % super::ALIGN != 0 || at.checked_add(len).is_none_or(|end| end > body.len()) {
-            return Err(bad(format!(
-                "the program for {} lies outside the file",
-                dim::show_sizes(&sizes)
-            )));
-        }
-        let mut mxr = decode_part(file.clone(), at, len, &inner, target)?;
-        mxr.signer = signer;
+        let mxr = part(at, len, &format!("the program for {}", dim::show_sizes(&sizes)))?;
         variants.push(Variant { sizes, mxr });
     }
-    let sized = SizedMxr { variants, ..sized };
+    let generic = match generic {
+        Some((at, len)) => Some(Box::new(part(at, len, "the program for every size")?)),
+        None => None,
+    };
+    let sized = SizedMxr {
+        variants,
+        generic,
+        ..sized
+    };
     check_variants(&sized).map_err(&bad)?;
     Ok(sized)
 }
@@ -362,7 +406,10 @@ pub(super) fn decode(
 /// The metadata: the inputs' dimensions (the variants left empty) and where each program lies.
 type Placed = Vec<(Sizes, usize, usize)>;
 
-fn read_metadata(r: &mut Reader) -> Result<(SizedMxr, Placed), String> {
+/// Where a program lies in the file: its offset and length.
+type Span = (usize, usize);
+
+fn read_metadata(r: &mut Reader) -> Result<(SizedMxr, Placed, Option<Span>), String> {
     let (_producer, _target) = (r.str()?, r.str()?);
     let mut inputs = Vec::new();
     for _ in 0..r.count()? {
@@ -399,12 +446,18 @@ fn read_metadata(r: &mut Reader) -> Result<(SizedMxr, Placed), String> {
             outputs,
         });
     }
+    let generic = match r.u64()? {
+        0 => None,
+        1 => Some((r.u64()? as usize, r.u64()? as usize)),
+        k => return Err(format!("the generic program's flag is {k}, not 0 or 1")),
+    };
     let sized = SizedMxr {
         dims,
         variants: Vec::new(),
         items,
+        generic: None,
     };
-    Ok((sized, parts))
+    Ok((sized, parts, generic))
 }
 
 /// Each program against the dimensions: one size for every symbol, its inputs' shapes those
@@ -412,6 +465,20 @@ fn read_metadata(r: &mut Reader) -> Result<(SizedMxr, Placed), String> {
 fn check_variants(m: &SizedMxr) -> Result<(), String> {
     if m.variants.is_empty() {
         return Err("it holds no program".into());
+    }
+    if let Some(g) = &m.generic {
+        let p = &g.program;
+        let mut symbols: Vec<&str> = p.symbols.iter().map(|s| s.name.as_str()).collect();
+        let mut expected: Vec<&str> = m.dims.symbols().iter().map(|s| s.name.as_str()).collect();
+        symbols.sort_unstable();
+        expected.sort_unstable();
+        if !p.is_sized() || symbols != expected || g.target != m.target() {
+            return Err(format!(
+                "the program for every size is over {symbols:?} for target {}, the file's over {expected:?} for {}",
+                g.target,
+                m.target()
+            ));
+        }
     }
     for v in &m.variants {
         let at = dim::show_sizes(&v.sizes);

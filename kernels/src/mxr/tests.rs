@@ -391,6 +391,7 @@ fn sized_sample() -> SizedMxr {
             inputs: vec![("x".into(), 0)],
             outputs: vec![("y".into(), 0)],
         }],
+        generic: None,
     }
 }
 
@@ -451,7 +452,7 @@ fn programs_by_size_round_trip_and_refuse_damage() {
     version[4] = 9;
     assert_eq!(
         bad(&version),
-        "loading the kernels: s.mxr: programs-by-size format version 9; this mxc reads version 1 (compile the model again)"
+        "loading the kernels: s.mxr: programs-by-size format version 9; this mxc reads version 2 (compile the model again)"
     );
     // items whose axis the programs do not have are refused
     let mut wrong = sized;
@@ -498,7 +499,9 @@ fn a_size_picks_its_program_or_runs_in_parts() {
     no_items.items.clear();
     let err = no_items.select(&shape(3)).unwrap_err().to_string();
     assert!(
-        err.starts_with("no program in this file runs n=3: it holds programs for (n=1), (n=2) (code for every size"),
+        err.starts_with(
+            "no program in this file runs n=3: it holds programs for (n=1), (n=2) and no program for every size"
+        ),
         "{err}"
     );
 }

@@ -160,6 +160,17 @@ fn symbolic_slice(
             .map_err(|e| format!("a bound of axis {axis}: {e}"))
         };
         (first[axis], last[axis]) = (bound(&starts[i])?, bound(&ends[i])?);
+        // a symbol clamped to a fixed extent: the model reads no more of it than that
+        if let (Target::Size(at), Some(most)) = (&ends[i], dims[axis].as_constant()) {
+            if let Some(s) = at.as_symbol().filter(|s| s.bounds().1 > most) {
+                let limit = crate::SizeLimit {
+                    symbol: s.name.clone(),
+                    most,
+                    node: format!("\"{}\"", ctx.node.proto.name()),
+                };
+                ctx.note_limit(limit);
+            }
+        }
     }
     let sizes = |dims: Vec<Dim>| match dims.iter().all(|d| d.as_constant().is_some()) {
         true => Attr::Ints(dims.iter().map(|d| d.as_constant().unwrap_or(0) as i64).collect()),
