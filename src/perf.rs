@@ -106,10 +106,11 @@ pub fn report(exe: &Executable, inputs: &HashMap<String, Tensor>, iterations: us
     for route in exe.call_routes() {
         writeln!(out, "library calls: {route}").unwrap();
     }
-    let in_loops = exe.program().steps_in_loops();
+    let as_run = exe.program_as_run();
+    let in_loops = as_run.steps_in_loops();
     let mut kernels: Vec<(Duration, &Step, bool)> = per_step
         .iter_mut()
-        .zip(&exe.program().steps)
+        .zip(&as_run.steps)
         .zip(in_loops)
         .map(|((times, step), in_loop)| (median(times), step, in_loop))
         .collect();

@@ -150,7 +150,17 @@ impl Executable {
         &self.program
     }
 
-    /// The memory a run uses besides its inputs and outputs.
+    /// The plan as the most recent run had it: of a program over symbolic sizes, at that run's
+    /// sizes (ranges, estimates and types evaluated), else (or before any run) `program()`'s.
+    pub fn program_as_run(&self) -> Cow<'_, Program> {
+        match self.sized.as_ref().and_then(SizedRuns::last) {
+            Some(plan) => Cow::Owned(plan.program.clone()),
+            None => Cow::Borrowed(&self.program),
+        }
+    }
+
+    /// The memory a run uses besides its inputs and outputs (of a program over symbolic sizes,
+    /// the most recent run's temporaries; before any, those at the largest sizes).
     pub fn memory_use(&self) -> MemoryUse {
         let weights = self.program.buffers.iter().filter_map(|b| match &b.kind {
             BufferKind::Constant(t) => Some(t.bytes().len()),
@@ -162,7 +172,9 @@ impl Executable {
                 Code::Host(host) => host.weights_copied(),
                 Code::Gpu(gpu) => gpu.weights_uploaded,
             },
-            arena: self.memory.size,
+            arena: (self.sized.as_ref())
+                .and_then(SizedRuns::last)
+                .map_or(self.memory.size, |plan| plan.memory.size),
         }
     }
 

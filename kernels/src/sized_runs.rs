@@ -40,6 +40,12 @@ impl SizedRuns {
         }))
     }
 
+    /// The plan of the most recent run (`None` before the first).
+    pub fn last(&self) -> Option<Arc<AtSizes>> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.last().map(|(_, plan)| plan.clone())
+    }
+
     /// The plan at the sizes `inputs`' shapes say.
     pub fn plan_for(&self, program: &Program, inputs: &HashMap<String, Tensor>) -> Result<Arc<AtSizes>, RunError> {
         let sizes = self

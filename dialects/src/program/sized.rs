@@ -105,9 +105,13 @@ impl Program {
         }
         for step in &mut p.steps {
             if let Some(k) = p.kernels.iter().find(|k| k.symbol == step.symbol && k.sizes.is_some()) {
-                // the work estimate (what splitting across threads weighs) scales with the range
-                let scaled = step.work as u128 * k.range as u128 / step.range.max(1) as u128;
-                step.work = u64::try_from(scaled).unwrap_or(u64::MAX);
+                // the estimates (the work splitting across threads weighs, the arithmetic `mxc
+                // perf` divides by) scale with the range
+                let scale = |n: u64| {
+                    let scaled = n as u128 * k.range as u128 / step.range.max(1) as u128;
+                    u64::try_from(scaled).unwrap_or(u64::MAX)
+                };
+                (step.work, step.flops) = (scale(step.work), scale(step.flops));
                 step.range = k.range;
             }
         }

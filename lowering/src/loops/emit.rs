@@ -487,13 +487,17 @@ impl Emitter {
         });
     }
 
-    /// The parallel loop: the leading dimensions of `shape` (until `PARALLEL_ITERATIONS` at the
-    /// cost point) as one loop over `%lo..%hi` whose index is split back into theirs, then the
+    /// The parallel loop: the leading dimensions of `shape` (until `PARALLEL_ITERATIONS` at
+    /// their least sizes) as one loop over `%lo..%hi` whose index is split back into theirs, then the
     /// other dimensions as plain loops.
     fn parallel_nest(&mut self, shape: &[Extent], body: impl FnOnce(&mut Emitter, &[V])) {
+        // a size only the run knows counts as its least, so that a batch of 1 still leaves
+        // parts for every thread
         let mut lead = 0;
+        let mut least = 1usize;
         let mut range = 1usize;
-        while lead < shape.len() && (lead == 0 || range < PARALLEL_ITERATIONS) {
+        while lead < shape.len() && (lead == 0 || least < PARALLEL_ITERATIONS) {
+            least = least.saturating_mul(shape[lead].least());
             range = range.saturating_mul(shape[lead].at_cost_point());
             lead += 1;
         }

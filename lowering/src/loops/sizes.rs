@@ -84,6 +84,14 @@ impl Extent {
         }
     }
 
+    /// Its least size over the symbols' ranges.
+    pub fn least(&self) -> usize {
+        match self {
+            Extent::Fixed(n) => *n,
+            Extent::Run { dim, .. } => usize::try_from(dim.bounds().0.max(0)).unwrap_or(0),
+        }
+    }
+
     /// The dimension it is, for the plan (a fixed extent is a constant).
     pub fn dim(&self) -> Dim {
         match self {

@@ -358,10 +358,15 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
         count: steps.div_ceil(per_chunk).max(1),
     };
     let per_block = block_micro_rows(per_chunk * per_step, tile, micro_rows);
-    let blocks = e.extent_chunks(&micro_row_extent, per_block);
+    let most = most_block_micro_rows(per_chunk * per_step, tile);
+    let (blocks, block_rows) = run_time_blocks(e, &micro_row_extent, (per_block, most));
     // the sums of a block's micro-tiles between chunks, per thread (on its stack)
     let scratch = (chunks.count > 1).then(|| {
-        let buf = Buf::new(&e.fresh("sums"), p.sums.dtype(), &[per_block * tile.rows, width]);
+        let rows = match &block_rows {
+            None => per_block,
+            Some(_) => most,
+        };
+        let buf = Buf::new(&e.fresh("sums"), p.sums.dtype(), &[rows * tile.rows, width]);
         e.line(&format!("{} = memref.alloca() : {}", buf.name, buf.memref()));
         buf
     });
@@ -374,8 +379,18 @@ pub fn emit(e: &mut Emitter, p: &Product, isa: VectorIsa) {
         let (block, panel) = (&rest[0], &rest[1]);
         p.a.prepare(e);
         let column = e.lin(&[(panel, width as i64)], 0);
-        let first = e.lin(&[(block, per_block as i64)], 0);
-        let next = e.lin(&[(&first, 1)], per_block as i64);
+        let (first, next) = match &block_rows {
+            None => {
+                let first = e.lin(&[(block, per_block as i64)], 0);
+                let next = e.lin(&[(&first, 1)], per_block as i64);
+                (first, next)
+            }
+            Some(rows) => {
+                let first = e.op("t", Ty::Index, &format!("arith.muli {block}, {rows} : index"));
+                let next = e.op("t", Ty::Index, &format!("arith.addi {first}, {rows} : index"));
+                (first, next)
+            }
+        };
         let end = e.min_idx(&next, &count);
         let at = Tiles {
             p,
@@ -445,9 +460,30 @@ impl Chunks {
 /// `A_BLOCK_BYTES`, and blocks as even as that allows (threads take whole blocks, so one short
 /// block would leave a thread idle).
 fn block_micro_rows(depth: usize, tile: MicroTile, micro_rows: usize) -> usize {
-    let most = (A_BLOCK_BYTES / (4 * depth.max(1)) / tile.rows).clamp(1, micro_rows.max(1));
+    let most = most_block_micro_rows(depth, tile).min(micro_rows.max(1));
     let blocks = micro_rows.max(1).div_ceil(most);
     micro_rows.max(1).div_ceil(blocks)
+}
+
+/// The most micro-tile rows a block has: its block of A (`depth` deep) within `A_BLOCK_BYTES`.
+fn most_block_micro_rows(depth: usize, tile: MicroTile) -> usize {
+    (A_BLOCK_BYTES / (4 * depth.max(1)) / tile.rows).max(1)
+}
+
+/// The blocks of `micro_rows` micro-tile rows: their count, and where the rows are known only
+/// at run time, the micro-tile rows of each, at most `most` and as even as that allows
+/// (computed at the kernel's entry; `None`: each has `per_block`, `block_micro_rows`').
+fn run_time_blocks(e: &mut Emitter, micro_rows: &Extent, (per_block, most): (usize, usize)) -> (Extent, Option<V>) {
+    let Extent::Run { value, .. } = micro_rows else {
+        return (e.extent_chunks(micro_rows, per_block), None);
+    };
+    let blocks = e.extent_chunks(micro_rows, most);
+    let count = e.extent_value(&blocks);
+    let one = e.idx(1);
+    let padded = e.hoisted_op(&format!("arith.addi {value}, {count} : index"), Ty::Index, 1);
+    let padded = e.hoisted_op(&format!("arith.subi {padded}, {one} : index"), Ty::Index, 1);
+    let rows = e.hoisted_op(&format!("arith.divsi {padded}, {count} : index"), Ty::Index, 1);
+    (blocks, Some(rows))
 }
 
 /// The product's rows as its micro-tiles see them: how many, the last one's index, and from
