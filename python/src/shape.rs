@@ -71,11 +71,12 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of a tensor type (fixed, packed).
+    /// The shape of a tensor type (fixed or symbolic: a program for every size takes and gives
+    /// symbolic ones; packed).
     pub fn of(ty: &TensorType) -> Shape {
         Shape {
             dtype: ty.dtype,
-            dims: ty.shape.iter().map(|&d| Dim::constant(d as u64)).collect(),
+            dims: ty.dims(),
             strides: None,
         }
     }
