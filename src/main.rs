@@ -365,7 +365,7 @@ impl ProgramArgs {
     /// The program, loaded or compiled, and a value for each of its inputs; for a file of
     /// programs by size, the sizes it runs.
     fn load(&self) -> Result<(Runnable, HashMap<String, Tensor>, Option<dim::Sizes>)> {
-        let (mut loaded, given, sizes) = if is_mxr(&self.model) {
+        let (mut loaded, given, sizes, shapes) = if is_mxr(&self.model) {
             let contents = mxr::read_contents(&self.model, self.target.map(Target::name), &self.trust.policy()?)?;
             let interface = match &contents {
                 Contents::One(m) => m.program.interface.clone(),
@@ -380,14 +380,14 @@ impl ProgramArgs {
                 given.or_else(|| shapes.get(name).cloned())
             };
             let (runnable, sizes) = Runnable::load(contents, &shape_of)?;
-            (runnable, given, sizes)
+            (runnable, given, sizes, shapes)
         } else {
             let given = inputs::load(&self.inputs, &mut inputs::model_kinds(&self.model))?;
             let opts = inputs::specialize(self.shapes.import_options("run")?, &given.tensors, &given.structures)?;
             let opts = inputs::with_model_dims(&self.model, opts)?;
             let target = self.target.unwrap_or(Target::Cpu);
             let exe = mxc_driver::compile_model(&self.model, target, &opts, &self.rules.compile_options()?)?;
-            (Runnable::One(Box::new(exe)), given, None)
+            (Runnable::One(Box::new(exe)), given, None, HashMap::new())
         };
         loaded.set_parallelism(Parallelism {
             threads: self.threads.map_or(Parallelism::all_cores().threads, |n| n as usize),
@@ -398,12 +398,12 @@ impl ProgramArgs {
             (_, true) => inputs::Fill::Constant(1.0),
             _ => inputs::Fill::Seeded(self.seed),
         };
-        let values = inputs::complete_with(
-            loaded.executable().program(),
-            &loaded.input_shapes(),
-            given.tensors,
-            fill,
-        )?;
+        // a batch in parts takes the whole batch's shapes; a program for every size, --shape's
+        let mut fill_shapes = loaded.input_shapes();
+        for (name, shape) in shapes {
+            fill_shapes.entry(name).or_insert(shape);
+        }
+        let values = inputs::complete_with(loaded.executable().program(), &fill_shapes, given.tensors, fill)?;
         Ok((loaded, values, sizes))
     }
 }

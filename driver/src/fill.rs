@@ -30,7 +30,7 @@ pub enum Fill {
 }
 
 /// Adds a value made by `fill` for every program input not in `given`, of the program's type
-/// or of the shape `shapes` gives it; an input larger than the tensor-size limit
+/// (a symbolic one at its cost point) or of the shape `shapes` gives it; an input larger than the tensor-size limit
 /// (`mxc_dialects::max_tensor_bytes`) is refused, naming it.
 pub fn complete_with(
     program: &Program,
@@ -44,9 +44,8 @@ pub fn complete_with(
     });
     for b in &program.inputs {
         let ty = &program.buffers[b.buffer].ty;
-        let ty = &shapes
-            .get(&b.name)
-            .map_or_else(|| ty.clone(), |s| ty.with_shape(s.clone()));
+        // a symbolic input not given a shape takes its sizes at the cost point
+        let ty = &ty.with_shape(shapes.get(&b.name).cloned().unwrap_or_else(|| ty.shape.clone()));
         if let Some(value) = given.get_mut(&b.name) {
             // a bf16 or narrow-typed value read from .npy comes as its numpy stand-in
             if let Some(retyped) = value.as_stood_in_for(ty.dtype) {
