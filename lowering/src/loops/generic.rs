@@ -11,9 +11,9 @@ use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
 /// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
-/// normalisations, reductions, reshapes, transposes, expands, slices and gathers, matrix products whose columns
-/// and depth are fixed (rows and batch may be symbolic), attention whose heads and depths are
-/// (batch, queries and keys may be); a fused kernel where its
+/// normalisations, reductions, reshapes, transposes, expands, slices and gathers, matrix
+/// products whose columns and depth are fixed (rows and batch may be symbolic), attention
+/// whose heads and depths are (batch, queries and keys may be); a fused kernel where its
 /// anchor is one of these with the kernel's result shape (or it has none).
 pub fn covers(g: &Graph, op: &Op) -> bool {
     use OpKind::*;
