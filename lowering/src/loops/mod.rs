@@ -53,7 +53,7 @@ pub use emit::Parallel;
 pub use generic::covers_kind as size_generic_kind;
 pub use gpu_binary::GpuToolkit;
 pub use llvm::{to_llvm_ir, MlirToLlvm, PIPELINE};
-pub use sizes::SizeArgs;
+use sizes::SizeArgs;
 pub use vector::VectorIsa;
 
 use buffer::Buf;

@@ -30,19 +30,8 @@ impl SizeArgs {
         }
     }
 
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.position.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.position.is_empty()
-    }
-
-    /// The symbols' names in order.
-    pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<(usize, &String)> = self.position.iter().map(|(n, &i)| (i, n)).collect();
-        names.sort_unstable();
-        names.into_iter().map(|(_, n)| n.clone()).collect()
     }
 
     /// The MLIR type of the sizes parameter.
