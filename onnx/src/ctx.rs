@@ -129,6 +129,11 @@ impl Ctx<'_> {
         self.opt_input(i).and_then(|v| self.imp.sizes.get(&v).cloned())
     }
 
+    /// Sizes as a value kernels read (`Importer::sizes_at_run_time`).
+    pub fn sizes_at_run_time(&mut self, values: &SizeValues) -> Result<ValueId, String> {
+        self.imp.sizes_at_run_time(values)
+    }
+
     /// Notes that the model reads at most so much of a symbolic size (`size_limits.rs`).
     pub fn note_limit(&mut self, limit: crate::SizeLimit) {
         if !self.imp.limits.contains(&limit) {

@@ -439,7 +439,7 @@ impl Importer {
     /// knows: `Range` indices times a sequence length): each symbolic element counted at run
     /// time, the sum of ones expanded to it (`reduce_sum` of `expand`); a vector's elements
     /// concatenated.
-    fn sizes_at_run_time(&mut self, values: &SizeValues) -> Result<ValueId, String> {
+    pub(super) fn sizes_at_run_time(&mut self, values: &SizeValues) -> Result<ValueId, String> {
         let build = |g: &mut Graph, kind: OpKind, operands: Vec<ValueId>, attrs: Attrs| {
             g.build(kind, operands, attrs).map(|r| r[0]).map_err(|e| e.to_string())
         };

@@ -111,7 +111,7 @@ const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
 #[rustfmt::skip]
 const SYMBOLIC_OPS: &[&str] = &[
     "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
-    "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool", "Greater", "GreaterOrEqual",
+    "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "GatherND", "Gemm", "GlobalAveragePool", "Greater", "GreaterOrEqual",
     "Identity", "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min",
     "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
     "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Size", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub",

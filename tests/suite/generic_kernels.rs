@@ -261,3 +261,17 @@ fn attention_over_run_time_queries_and_keys_runs_every_size_in_range() {
         cpu.program().kernels
     );
 }
+
+#[test]
+fn concatenations_run_every_size_in_range() {
+    let src = r#"graph "g" symbols<b[1..3], s[1..40]> (%x: tensor<(b)x(s)x2xf32> "x", %y: tensor<(b)x(s)x3xf32> "y") {
+  %0 = mx.concat %x, %y {axis = 2} : tensor<(b)x(s)x5xf32>
+  %1 = mx.concat %x, %x {axis = 1} : tensor<(b)x(s * 2)x2xf32>
+  return "c" = %0, "d" = %1
+}
+"#;
+    let points: &[&[(&str, u64)]] = &[&[("b", 1), ("s", 1)], &[("b", 2), ("s", 17)], &[("b", 3), ("s", 40)]];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(src, target, points, 0.0);
+    }
+}

@@ -484,3 +484,51 @@ fn run_on_ref(graph: &mxc_dialects::Graph, inputs: &HashMap<String, Tensor>) -> 
     let exe = mxc_kernels::Executable::load(compiled.program, &compiled.library).unwrap();
     exe.run(inputs).unwrap().remove(0).1
 }
+
+#[test]
+fn gather_nd_over_symbolic_data_indexes_rows_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = proto::GraphProto {
+        name: Some("gather_nd".into()),
+        node: vec![node("GatherND", &["x", "i"], "y", vec![])],
+        input: vec![
+            float_value("x", &["n", "4"]),
+            proto::ValueInfoProto {
+                name: Some("i".into()),
+                r#type: Some(proto::TypeProto {
+                    value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
+                        elem_type: Some(proto::tensor_proto::DataType::Int64 as i32),
+                        shape: Some(proto::TensorShapeProto {
+                            dim: [3, 2]
+                                .iter()
+                                .map(|&d| proto::tensor_shape_proto::Dimension {
+                                    value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
+                                    ..Default::default()
+                                })
+                                .collect(),
+                        }),
+                    })),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ],
+        output: vec![proto::ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = dir.path().join("gather_nd.onnx");
+    std::fs::write(&model, model_bytes(graph)).unwrap();
+    let g = import_symbolic(&model, &[("x", "n[1..8], 4")]);
+    let x = Tensor::from_f32s(vec![3, 4], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    // rows 2 and -3 (the first), columns 1, 3 and -1 (the last)
+    let i = Tensor::from_i64s(DType::I64, vec![3, 2], &[2, 1, -3, 3, 1, -1]);
+    let fixed = at_sizes(&g, &BTreeMap::from([("n".to_string(), 3)])).unwrap();
+    let symbolic = mxc_dialects::eval::run(&fixed, &[x.clone(), i.clone()]).unwrap();
+    let imported = import_fixed(&model, &[("x", vec![3, 4])]);
+    let expected = mxc_dialects::eval::run(&imported, &[x, i]).unwrap();
+    assert_eq!(symbolic[0].to_f64_vec(), [9.0, 3.0, 7.0]);
+    assert_eq!(symbolic[0].to_f64_vec(), expected[0].to_f64_vec());
+}

@@ -11,7 +11,7 @@ use super::sizes::{Extent, SizeArgs};
 use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 
 /// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
-/// normalisations, reductions, reshapes, transposes, expands, slices and gathers, matrix
+/// normalisations, reductions, reshapes, transposes, expands, slices, concatenations and gathers, matrix
 /// products whose columns and depth are fixed (rows and batch may be symbolic), attention
 /// whose heads and depths are (batch, queries and keys may be); a fused kernel where its
 /// anchor is one of these with the kernel's result shape (or it has none).
@@ -60,6 +60,7 @@ pub fn covers_kind(kind: OpKind) -> bool {
                 | Transpose
                 | Expand
                 | Slice
+                | Concat
                 | Gather
                 | Softmax
                 | LayerNorm

@@ -73,6 +73,9 @@ fn reinterpret(e: &mut Emitter, v: &V, to: DType) -> V {
 /// one loop over them (the parallel loop) copies each operand's run for that index in turn,
 /// contiguous runs in vectors on a vector unit; else a loop per operand.
 fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
+    if ins.iter().chain([out]).any(Buf::is_sized_at_run_time) {
+        return concat_over_extents(e, axis, ins, out);
+    }
     let outer: usize = out.shape[..axis].iter().product();
     if axis == 0 || outer == 1 || ins.iter().any(Buf::is_empty) {
         let mut offset = 0;
@@ -117,6 +120,23 @@ fn concat(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
             offset += run;
         }
     });
+}
+
+/// `concat` over sizes only the run knows: a loop nest per operand, each at its offset along
+/// the axis (the sum of the operands' extents before it).
+fn concat_over_extents(e: &mut Emitter, axis: usize, ins: &[Buf], out: &Buf) {
+    let mut offset = e.idx(0);
+    for src in ins {
+        let extents = src.extents();
+        e.nest_over(&extents, |e, idx| {
+            let v = e.load(src, idx);
+            let mut dst = idx.to_vec();
+            dst[axis] = e.lin(&[(&idx[axis], 1), (&offset, 1)], 0);
+            e.store(out, &dst, &v);
+        });
+        let n = e.extent_value(&extents[axis]);
+        offset = e.lin(&[(&offset, 1), (&n, 1)], 0);
+    }
 }
 
 /// `out[.., p, k / g, j * g + k % g] = x[.., k, p * panel + j]`, 0 past the last column or

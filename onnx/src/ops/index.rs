@@ -6,9 +6,11 @@
 
 use super::super::ctx::Ctx;
 use super::super::registry::Registry;
+use super::super::shape_values::SizeValues;
 use super::super::tensor::check_constant;
 use super::axes;
-use super::shape::reshape;
+use super::shape::{self, reshape};
+use mxc_dialects::dim::Dim;
 use mxc_dialects::mx::SCATTER_REDUCTIONS;
 use mxc_dialects::{strides_of, Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
@@ -101,8 +103,50 @@ fn gather_nd(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
     let data_shape = ctx.ty(data).shape.clone();
     let batch = usize::try_from(ctx.node.int("batch_dims", 0)?).map_err(|_| "batch_dims must not be negative")?;
+    if ctx.ty(data).is_symbolic() || ctx.ty(indices).is_symbolic() {
+        return symbolic_gather_nd(ctx, data, indices, batch);
+    }
     let rows = nd_rows(ctx, &data_shape, indices, batch)?;
     Ok(vec![gather_flat(ctx, data, rows.count, &rows.rest, rows.index)?])
+}
+
+/// `GatherND` over symbolic sizes, without batch dimensions: the row of the data seen as
+/// `[rows, rest...]` each index tuple names, `sum_j index_j * stride_j` (negative entries
+/// counted from the end), the extents and strides sizes computed at run time.
+fn symbolic_gather_nd(ctx: &mut Ctx, data: ValueId, indices: ValueId, batch: usize) -> Result<Vec<ValueId>, String> {
+    let dims = ctx.ty(data).dims();
+    let index_dims = ctx.ty(indices).dims();
+    let k = match index_dims.last().and_then(Dim::as_constant) {
+        Some(k) if batch == 0 && (k as usize) <= dims.len() => k as usize,
+        _ => {
+            return Err(format!(
+                "a GatherND over symbolic sizes with batch_dims {batch} and indices of {} is not supported \
+                 (batch_dims 0 and a fixed tuple length are)",
+                ctx.ty(indices)
+            ))
+        }
+    };
+    let indexed = &dims[..k];
+    let strides: Vec<Dim> = (0..k)
+        .map(|j| shape::product(&indexed[j + 1..]))
+        .collect::<Result<_, _>>()?;
+    let vector = |values: &[Dim]| SizeValues {
+        scalar: false,
+        ..SizeValues::of_dims(values)
+    };
+    let extents = ctx.sizes_at_run_time(&vector(indexed))?;
+    let strides = ctx.sizes_at_run_time(&vector(&strides))?;
+    let i = non_negative(ctx, indices, extents)?;
+    let scaled = ctx.op(OpKind::Mul, &[i, strides])?;
+    let index = ctx.reduce(OpKind::ReduceSum, scaled, &[index_dims.len() - 1], false)?;
+    let mut flat = vec![shape::product(indexed)?];
+    flat.extend_from_slice(&dims[k..]);
+    let flat_data = shape::reshape_dims(ctx, data, &flat)?;
+    Ok(vec![ctx.build1(
+        OpKind::Gather,
+        vec![flat_data, index],
+        Attrs::new().with("axis", Attr::Int(0)),
+    )?])
 }
 
 /// The rows of a tensor seen as `[count, rest...]` that ND index tuples name.
