@@ -183,6 +183,11 @@ fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         0 => ctx.ty(scale).dtype,
         code => require_dtype(code as i32)?,
     };
+    if !out.is_float() {
+        return Err(format!(
+            "the result would be {out}: a dequantisation gives a float type (output_dtype, else the scale's)"
+        ));
+    }
     let scale = broadcast_param(ctx, scale, &shape, axis, block)?;
     let zero_point = zero_point
         .map(|z| broadcast_param(ctx, z, &shape, axis, block))
@@ -392,6 +397,26 @@ mod tests {
             .unwrap();
         let x = Tensor::from_f32s(vec![5], &[1.0, 3.0, 5.0, -4.0, 1000.0]);
         assert_eq!(run(&g, &[x]).unwrap()[0].to_f64_vec(), [0.0, 2.0, 2.0, 0.0, 255.0]);
+    }
+
+    #[test]
+    fn dequantisation_to_a_type_that_is_not_a_float_is_refused() {
+        for out in [DataType::String, DataType::Int32] {
+            let err = ModelBuilder::new(21)
+                .input("x", DataType::Uint8, &[5])
+                .init(f32_tensor("s", &[], &[2.0]))
+                .node(node(
+                    "DequantizeLinear",
+                    &["x", "s"],
+                    &["y"],
+                    vec![int_attr("output_dtype", out as i64)],
+                ))
+                .output("y")
+                .import()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("a dequantisation gives a float type"), "{err}");
+        }
     }
 
     #[test]
