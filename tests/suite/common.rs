@@ -283,6 +283,16 @@ fn as_reference_type(actual: Tensor, expected: &Tensor) -> Tensor {
 
 /// A float tensor's ValueInfoProto; each dimension is a number or a symbolic name.
 pub fn float_value(name: &str, dims: &[&str]) -> mxc_onnx::proto::ValueInfoProto {
+    tensor_value(name, mxc_onnx::proto::tensor_proto::DataType::Float, dims)
+}
+
+/// A tensor's ValueInfoProto of element type `elem`; each dimension is a number or a symbolic
+/// name.
+pub fn tensor_value(
+    name: &str,
+    elem: mxc_onnx::proto::tensor_proto::DataType,
+    dims: &[&str],
+) -> mxc_onnx::proto::ValueInfoProto {
     use mxc_onnx::proto::{self, tensor_shape_proto::dimension::Value, tensor_shape_proto::Dimension};
     let dim = dims
         .iter()
@@ -298,7 +308,7 @@ pub fn float_value(name: &str, dims: &[&str]) -> mxc_onnx::proto::ValueInfoProto
         name: Some(name.into()),
         r#type: Some(proto::TypeProto {
             value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
-                elem_type: Some(proto::tensor_proto::DataType::Float as i32),
+                elem_type: Some(elem as i32),
                 shape: Some(proto::TensorShapeProto { dim }),
             })),
             ..Default::default()

@@ -4,7 +4,7 @@
 //! (`specialise::at_sizes`), and a node whose parser would compute with the sizes at the cost
 //! point is refused by name.
 
-use crate::common::{float_value, int64_initializer, model_bytes, mxc, node, stderr};
+use crate::common::{float_value, int64_initializer, model_bytes, mxc, node, stderr, tensor_value};
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::specialise::at_sizes;
 use mxc_dialects::text::print;
@@ -493,25 +493,7 @@ fn gather_nd_over_symbolic_data_indexes_rows_at_run_time() {
         node: vec![node("GatherND", &["x", "i"], "y", vec![])],
         input: vec![
             float_value("x", &["n", "4"]),
-            proto::ValueInfoProto {
-                name: Some("i".into()),
-                r#type: Some(proto::TypeProto {
-                    value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
-                        elem_type: Some(proto::tensor_proto::DataType::Int64 as i32),
-                        shape: Some(proto::TensorShapeProto {
-                            dim: [3, 2]
-                                .iter()
-                                .map(|&d| proto::tensor_shape_proto::Dimension {
-                                    value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
-                                    ..Default::default()
-                                })
-                                .collect(),
-                        }),
-                    })),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
+            tensor_value("i", proto::tensor_proto::DataType::Int64, &["3", "2"]),
         ],
         output: vec![proto::ValueInfoProto {
             name: Some("y".into()),

@@ -78,17 +78,10 @@ impl RunDims {
     fn of(e: &mut Emitter, d: &Dims, q: &Buf, k: &Buf) -> RunDims {
         let row = |b: &Buf| b.extents().swap_remove(d.seq_axis);
         let (queries, keys) = (row(q), row(k));
-        let mut last = |n: &Extent| match n {
-            Extent::Fixed(n) => e.idx(*n as i64 - 1),
-            Extent::Run { value, .. } => {
-                let one = e.idx(1);
-                e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1)
-            }
-        };
         RunDims {
             batch: q.extents().swap_remove(0),
-            last_query: last(&queries),
-            last_key: last(&keys),
+            last_query: e.extent_last(&queries),
+            last_key: e.extent_last(&keys),
             queries,
             keys,
         }

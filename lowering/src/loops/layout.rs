@@ -227,13 +227,9 @@ fn copy_nest(e: &mut Emitter, src: &Buf, out: &Buf, source: impl FnOnce(&mut Emi
 fn gather(e: &mut Emitter, axis: usize, data: &Buf, indices: &Buf, out: &Buf) {
     let extent = data.extents().swap_remove(axis);
     let q = indices.rank();
-    let one = e.idx(1);
     let n = e.extent_value(&extent);
     // the last index along the axis (an empty axis has none: every read is clamped to 0)
-    let last = match &extent {
-        Extent::Fixed(n) => e.idx((*n as i64 - 1).max(0)),
-        Extent::Run { value, .. } => e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1),
-    };
+    let last = e.extent_last(&extent);
     e.nest_over(&out.extents(), |e, idx| {
         let raw = e.read(indices, &idx[axis..axis + q]);
         let i = e.convert(&raw, Ty::Index);

@@ -127,6 +127,17 @@ impl Emitter {
         }
     }
 
+    /// The last index along an extent (0 for an empty one), computed at the entry.
+    pub fn extent_last(&mut self, n: &Extent) -> V {
+        match n {
+            Extent::Fixed(n) => self.idx((*n as i64 - 1).max(0)),
+            Extent::Run { value, .. } => {
+                let one = self.idx(1);
+                self.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1)
+            }
+        }
+    }
+
     /// An extent as a number of type `ty` (a count to divide by).
     pub fn extent_as_number(&mut self, n: &Extent, ty: Ty) -> V {
         match n {

@@ -499,13 +499,10 @@ struct RowCount {
 impl RowCount {
     fn of(e: &mut Emitter, m: &Extent, tile_rows: usize) -> RowCount {
         let count = e.extent_value(m);
-        let (last, partial_from) = match m {
-            Extent::Fixed(m) => (e.idx(*m as i64 - 1), Some(m % tile_rows).filter(|&f| f != 0)),
-            Extent::Run { value, .. } => {
-                let one = e.idx(1);
-                let last = e.hoisted_op(&format!("arith.subi {value}, {one} : index"), Ty::Index, 1);
-                (last, Some(1).filter(|_| tile_rows > 1))
-            }
+        let last = e.extent_last(m);
+        let partial_from = match m {
+            Extent::Fixed(m) => Some(m % tile_rows).filter(|&f| f != 0),
+            Extent::Run { .. } => Some(1).filter(|_| tile_rows > 1),
         };
         RowCount {
             count,
