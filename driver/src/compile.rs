@@ -84,7 +84,6 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<std::result::R
             .note(&format!("{}: no program for every size: {why}", request.label));
         Ok(Err(why))
     };
-    let opts = shapes::symbolic_import(dims, request.structures.clone());
     let narrowed = |limits: &[SizeLimit]| {
         let said: Vec<String> = limits.iter().map(|l| l.to_string()).collect();
         request.observer.note(&format!(
@@ -93,9 +92,30 @@ fn compile_generic(request: &Request, dims: &InputDims) -> Result<std::result::R
             said.join(", ")
         ));
     };
-    let graph = match shapes::import_within_limits(request.model, opts, &narrowed) {
+    let import = |dims: &InputDims| {
+        let opts = shapes::symbolic_import(dims, request.structures.clone());
+        shapes::import_within_limits(request.model, opts, &narrowed)
+    };
+    let graph = match import(dims) {
         Ok(graph) => graph,
-        Err(e) => return refuse(format!("the model does not import over symbols ({e})")),
+        // the sizes in steps, where the model is consistent only at multiples of one
+        Err(e) => match (shapes::SIZE_STEPS.iter())
+            .filter_map(|&k| shapes::in_steps_of(dims, k).map(|stepped| (k, stepped)))
+            .find_map(|(k, stepped)| import(&stepped).ok().map(|graph| (k, stepped, graph)))
+        {
+            Some((k, stepped, graph)) => {
+                let shown: Vec<String> = (stepped.inputs().iter())
+                    .map(|(name, dims)| format!("{name}: {}", dim::show(dims)))
+                    .collect();
+                request.observer.note(&format!(
+                    "{}: the model is consistent only at sizes in steps of {k} ({e}); its program takes {}",
+                    request.label,
+                    shown.join(", ")
+                ));
+                graph
+            }
+            None => return refuse(format!("the model does not import over symbols ({e})")),
+        },
     };
     // ops of kinds no kernel over symbolic sizes exists for: no need to rewrite the graph to know
     if let Some(op) = graph.ops.iter().find(|op| !size_generic_kind(op.kind)) {

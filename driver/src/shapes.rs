@@ -215,6 +215,46 @@ pub fn import_within_limits(
     }
 }
 
+/// The steps a symbol without optimal sizes is tried in when the model does not import over
+/// it as it is: image models whose feature levels are joined again (a detector's upsampled
+/// levels concatenated with finer ones) are consistent only at multiples of their coarsest
+/// level's stride.
+pub const SIZE_STEPS: [u64; 6] = [2, 4, 8, 16, 32, 64];
+
+/// `dims` with each symbol that has no optimal sizes taken in steps of `k`: `height[1..4096]`
+/// becomes `height_in_32s[1..128] * 32` (for `k` 32), the symbol counting the steps; `None`
+/// where no symbol changes, where such a symbol is used other than as a whole dimension, or
+/// where its range holds no multiple of `k`.
+pub fn in_steps_of(dims: &dim::InputDims, k: u64) -> Option<dim::InputDims> {
+    let stepped = |d: &Dim| -> Option<Option<Dim>> {
+        if d.symbols().all(|s| !s.optimals.is_empty()) {
+            return Some(None);
+        }
+        let s = d.as_symbol()?;
+        let (lo, hi) = s.bounds();
+        let (lo, hi) = (lo.div_ceil(k).max(1), hi / k);
+        let name = format!("{}_in_{k}s", s.name);
+        let steps = dim::Symbol::new(&name, vec![(lo, hi)], Vec::new()).ok()?;
+        Some(Some(Dim::symbol(steps).mul(&Dim::constant(k)).ok()?))
+    };
+    let mut changed = false;
+    let mut inputs = Vec::with_capacity(dims.inputs().len());
+    for (name, input) in dims.inputs() {
+        let mut stepped_dims = Vec::with_capacity(input.len());
+        for d in input {
+            match stepped(d)? {
+                Some(s) => {
+                    changed = true;
+                    stepped_dims.push(s);
+                }
+                None => stepped_dims.push(d.clone()),
+            }
+        }
+        inputs.push((name.clone(), stepped_dims));
+    }
+    changed.then(|| dim::InputDims::new(inputs).ok()).flatten()
+}
+
 /// `opts` with the shape `dims` gives each input it has none for, when `dims` are all fixed.
 pub fn fixed_by(dims: &dim::InputDims, mut opts: ImportOptions) -> Result<ImportOptions> {
     if dims.is_fixed() {

@@ -105,17 +105,19 @@ const STRING_INPUTS: &[(&str, &str, &[usize], Option<usize>)] = &[
 /// products, a legacy `Softmax`'s matrix, a `Reshape` target's `0` and `-1`, the axes
 /// `Squeeze` and `Unsqueeze` drop and insert) or refuses a symbolic one (`auto_pad` `SAME_*`
 /// over a stride, `MaxPool`'s indices, training-mode `BatchNormalization`, a `Gather`'s
-/// constant index past a symbolic axis's least size). A node of any
+/// constant index past a symbolic axis's least size, a `Split` of a symbolic axis, a `Resize`
+/// other than a nearest upsampling by whole scales, a `ConvTranspose` whose pads an
+/// `output_shape` or `SAME_*` padding would set from the sizes). A node of any
 /// other op reading a symbolic value is refused by name: its parser may compute with the
 /// sizes at the cost point (`Shape` would make them constants).
 #[rustfmt::skip]
 const SYMBOLIC_OPS: &[&str] = &[
-    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "Cos", "Div",
+    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Div",
     "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "GatherND", "Gemm", "GlobalAveragePool", "Greater", "GreaterOrEqual",
     "Identity", "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min",
     "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu",
-    "Reshape", "Round", "Shape", "Sigmoid", "Sin", "Size", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub",
-    "Tanh", "Transpose", "Unsqueeze", "Where", "Xor",
+    "Reshape", "Resize", "Round", "Shape", "Sigmoid", "Sin", "Size", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub",
+    "Tanh", "Transpose", "Unsqueeze", "Upsample", "Where", "Xor",
 ];
 
 /// Whether input `k` of `op` is a shape its parser reads as sizes (`Ctx::sizes_input`), so

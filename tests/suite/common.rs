@@ -328,6 +328,28 @@ pub fn int64_initializer(name: &str, values: &[i64]) -> mxc_onnx::proto::TensorP
     }
 }
 
+/// An ints attribute.
+pub fn ints(name: &str, values: &[i64]) -> mxc_onnx::proto::AttributeProto {
+    use mxc_onnx::proto;
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Ints as i32),
+        ints: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A string attribute.
+pub fn text(name: &str, value: &str) -> mxc_onnx::proto::AttributeProto {
+    use mxc_onnx::proto;
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::String as i32),
+        s: Some(value.as_bytes().to_vec()),
+        ..Default::default()
+    }
+}
+
 /// An ONNX node of the default domain.
 pub fn node(
     op: &str,

@@ -3,7 +3,7 @@
 //! its inputs' sizes, runs a batch no program is compiled for in parts when the batch's items
 //! are independent, and refuses a size out of range, or one it cannot make, naming the symbol.
 
-use crate::common::{float_value, model_bytes, mxc, node, stderr};
+use crate::common::{float_value, ints, model_bytes, mxc, node, stderr, text};
 use mxc_dialects::Tensor;
 use mxc_kernels::npy;
 use mxc_onnx::proto;
@@ -190,8 +190,8 @@ fn a_size_between_the_optimal_ones_runs_in_the_program_for_every_size() {
 #[test]
 fn a_size_no_program_is_compiled_for_is_refused_when_the_items_mix() {
     let dir = tempfile::tempdir().unwrap();
-    // a convolution has no kernel that takes sizes at run time: no program for every size
-    let onnx = conv_model(dir.path(), true);
+    // a linear resize does not import over symbols: no program for every size
+    let onnx = resized_model(dir.path(), true);
     let file = dir.path().join("mixed.mxr");
     let file = file.to_str().unwrap();
     let compile = mxc(&["compile", &onnx, "--shape", "x=n[1..16]{1, 4}x1x4x4", "-o", file]);
@@ -258,25 +258,26 @@ fn a_dim_param_without_optimal_sizes_compiles_into_one_program_for_every_size() 
     assert!(String::from_utf8_lossy(&params.stdout).contains("x: tensor<2x8xf32>"));
 }
 
-/// x: f32[batch, 1, 4, 4] → y = relu(conv 1x1 to 2 channels), then a softmax over the batch
-/// when `mixed`: a model whose convolution has no kernel that takes sizes at run time.
-fn conv_model(dir: &Path, mixed: bool) -> String {
+/// x: f32[batch, 1, 4, 4] → y = relu(bilinear resize by 2), then a softmax over the batch
+/// when `mixed`: a model that does not import over symbols (a linear resize reads input
+/// positions a table lists per size).
+fn resized_model(dir: &Path, mixed: bool) -> String {
     let mut nodes = vec![
-        node("Conv", &["x", "w"], "c", vec![]),
+        node("Resize", &["x", "", "scales"], "c", vec![text("mode", "linear")]),
         node("Relu", &["c"], if mixed { "r" } else { "y" }, vec![]),
     ];
     if mixed {
         nodes.push(node("Softmax", &["r"], "y", vec![axis(0)]));
     }
     let graph = proto::GraphProto {
-        name: Some("conv".into()),
+        name: Some("resized".into()),
         node: nodes,
-        initializer: vec![weight("w", &[2, 1, 1, 1], &[0.5, -0.25])],
+        initializer: vec![weight("scales", &[4], &[1.0, 1.0, 2.0, 2.0])],
         input: vec![float_value("x", &["batch", "1", "4", "4"])],
-        output: vec![float_value("y", &["batch", "2", "4", "4"])],
+        output: vec![float_value("y", &["batch", "1", "8", "8"])],
         ..Default::default()
     };
-    let path = dir.join(format!("conv{}.onnx", u8::from(mixed)));
+    let path = dir.join(format!("resized{}.onnx", u8::from(mixed)));
     std::fs::write(&path, model_bytes(graph)).unwrap();
     path.to_str().unwrap().to_string()
 }
@@ -285,13 +286,17 @@ fn conv_model(dir: &Path, mixed: bool) -> String {
 fn without_a_program_for_every_size_independent_items_run_in_parts() {
     let dir = tempfile::tempdir().unwrap();
     // images kept apart: compiled for one, any batch runs in parts of it
-    let onnx = conv_model(dir.path(), false);
+    let onnx = resized_model(dir.path(), false);
     let file = dir.path().join("m.mxr");
     let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
     let said = stderr(&out);
     assert!(out.status.success(), "{said}");
     assert!(
-        said.contains("no program for every size: mx.conv has no kernel that takes sizes at run time yet"),
+        said.contains(
+            "no program for every size: the model does not import over symbols (node #0 (output \"c\") (Resize): \
+             over symbolic sizes, Resize is a nearest upsampling by whole scales: \
+             mode \"linear\" is not one)"
+        ),
         "{said}"
     );
     assert!(
@@ -306,7 +311,7 @@ fn without_a_program_for_every_size_independent_items_run_in_parts() {
     let fixed = run_y(&onnx, x, &dir.path().join("fixed3"));
     assert!(close(&dynamic, &fixed));
     // images mixed by a softmax over the batch: asked for optimal sizes, saying why
-    let mixed = conv_model(dir.path(), true);
+    let mixed = resized_model(dir.path(), true);
     let file = dir.path().join("mixed.mxr");
     let out = mxc(&["compile", &mixed, "-o", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
@@ -316,7 +321,7 @@ fn without_a_program_for_every_size_independent_items_run_in_parts() {
             "input `x` dimension 0 is batch in [1..4096], with no optimal size to compile for, \
              and its items are not independent (other sizes cannot run in parts of one): \
              give some, as in --shape x=batch[1..4096]{1}x1x4x4 \
-             (no program for every size: mx.conv has no kernel that takes sizes at run time yet)"
+             (no program for every size: the model does not import over symbols"
         ),
         "{err}"
     );
@@ -369,5 +374,106 @@ fn a_file_of_programs_by_size_is_signed_and_checked_whole() {
         stderr(&out).contains("digest mismatch: the file is corrupt"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// x: f32[1, 3, height, width] → a detector's shape in small: two strided convolutions, the
+/// coarser level upsampled (nearest, by 2) and concatenated with the finer, split in two
+/// halves, one max-pooled and added to the other, and a transposed convolution back to the
+/// image's size: y f32[1, 2, height, width]. Consistent only where height and width are
+/// multiples of 4.
+fn detector_model(dir: &Path) -> String {
+    let values = |n: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7) % 11) as f32 * 0.125 - 0.6).collect() };
+    let window = |stride: i64| vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[stride, stride])];
+    let split = proto::NodeProto {
+        op_type: Some("Split".into()),
+        input: vec!["joined".into(), "halves".into()],
+        output: vec!["a".into(), "b".into()],
+        attribute: vec![axis(1)],
+        ..Default::default()
+    };
+    let pool = vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])];
+    let graph = proto::GraphProto {
+        name: Some("detector".into()),
+        node: vec![
+            node("Conv", &["x", "w1"], "c1", window(2)),
+            node("Relu", &["c1"], "fine", vec![]),
+            node("Conv", &["fine", "w2"], "coarse", window(2)),
+            node("Resize", &["coarse", "", "scales"], "up", vec![]),
+            node("Concat", &["fine", "up"], "joined", vec![axis(1)]),
+            split,
+            node("MaxPool", &["a"], "pooled", pool),
+            node("Add", &["pooled", "b"], "sum", vec![]),
+            node("ConvTranspose", &["sum", "wt"], "y", vec![ints("strides", &[2, 2])]),
+        ],
+        initializer: vec![
+            weight("w1", &[4, 3, 3, 3], &values(108)),
+            weight("w2", &[4, 4, 3, 3], &values(144)),
+            weight("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+            weight("wt", &[4, 2, 2, 2], &values(32)),
+            crate::common::int64_initializer("halves", &[4, 4]),
+        ],
+        input: vec![float_value("x", &["1", "3", "height", "width"])],
+        output: vec![float_value("y", &["1", "2", "height", "width"])],
+        ..Default::default()
+    };
+    let path = dir.join("detector.onnx");
+    std::fs::write(&path, model_bytes(graph)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// An image of `height x width` for the detector, as an .npy file.
+fn image(dir: &Path, height: usize, width: usize) -> String {
+    let values: Vec<f32> = (0..3 * height * width)
+        .map(|i| ((i * 5) % 17) as f32 * 0.125 - 1.0)
+        .collect();
+    let path = dir.join(format!("image{height}x{width}.npy"));
+    npy::write(&path, &Tensor::from_f32s(vec![1, 3, height, width], &values)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn an_image_model_consistent_at_multiples_of_its_stride_compiles_into_one_program_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = detector_model(dir.path());
+    let file = dir.path().join("detector.mxr");
+    let out = mxc(&["compile", &onnx, "-o", file.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("the model is consistent only at sizes in steps of 4"),
+        "{said}"
+    );
+    assert!(
+        said.contains("its program takes x: [1, 3, height_in_4s[1..1024] * 4, width_in_4s[1..1024] * 4]"),
+        "{said}"
+    );
+    assert!(said.contains("(every size in range)"), "{said}");
+    let file = file.to_str().unwrap();
+    let run = mxc(&["perf", file, "--shape", "x=1x3x8x12", "-n", "1"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    for (height, width) in [(8, 12), (20, 16), (36, 44)] {
+        let x = image(dir.path(), height, width);
+        let generic = run_y(file, &x, &dir.path().join(format!("g{height}x{width}")));
+        let fixed = run_y(&onnx, &x, &dir.path().join(format!("f{height}x{width}")));
+        assert_eq!(generic.shape(), [1, 2, height, width]);
+        assert!(close(&generic, &fixed), "at {height} x {width}");
+    }
+    // a size the model is not consistent at is refused, naming the dimension and the step
+    let x = image(dir.path(), 10, 12);
+    let run = mxc(&[
+        "run",
+        file,
+        "--input",
+        &format!("x={x}"),
+        "-o",
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run)
+            .contains("input `x` dimension 2 is 10, not a multiple of 4 (the program takes height_in_4s[1..1024] * 4)"),
+        "{}",
+        stderr(&run)
     );
 }

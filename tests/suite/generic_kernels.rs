@@ -169,11 +169,18 @@ fn gathers_and_expands_run_every_size_in_range() {
 
 /// `mx.constant` of `rows x cols` f32 weights, the text form's.
 fn weights(name: &str, rows: usize, cols: usize) -> String {
-    let values: Vec<String> = (0..rows * cols)
+    constant(name, &[rows, cols])
+}
+
+/// `mx.constant` of f32 values of shape `dims`, the text form's.
+fn constant(name: &str, dims: &[usize]) -> String {
+    let values: Vec<String> = (0..dims.iter().product::<usize>())
         .map(|i| format!("{:.4}", ((i * 7) % 13) as f64 * 0.05 - 0.3))
         .collect();
+    let shape: Vec<String> = dims.iter().map(usize::to_string).collect();
+    let ty = format!("tensor<{}xf32>", shape.join("x"));
     format!(
-        "  %{name} = mx.constant {{value = dense<[{}]> : tensor<{rows}x{cols}xf32>}} : tensor<{rows}x{cols}xf32>\n",
+        "  %{name} = mx.constant {{value = dense<[{}]> : {ty}}} : {ty}\n",
         values.join(", ")
     )
 }
@@ -274,4 +281,60 @@ fn concatenations_run_every_size_in_range() {
     for target in [Target::Ref, Target::Cpu] {
         runs_at_every_size(src, target, points, 0.0);
     }
+}
+
+#[test]
+fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range() {
+    // a small network's layers over a symbolic image: the first layer's three channels (read
+    // a kernel row at a time), a pool with padding, a strided convolution (read a window
+    // position at a time), a pointwise one, a depthwise and a transposed one, an average pool
+    // that counts only the input and a global one
+    let window = |s: usize, p: usize| {
+        format!("dilations = [1, 1], group = 1, pads = [{p}, {p}, {p}, {p}], strides = [{s}, {s}]")
+    };
+    let src = format!(
+        r#"graph "g" symbols<b[1..2], h[5..40], w[5..40]> (%x: tensor<(b)x3x(h)x(w)xf32> "x") {{
+{}{}{}{}{}{}  %0 = mx.conv %x, %k1, %b1 {{{}}} : tensor<(b)x8x(h)x(w)xf32>
+  %1 = mx.relu %0 : tensor<(b)x8x(h)x(w)xf32>
+  %2 = mx.max_pool %1 {{ceil_mode = 0, dilations = [1, 1], kernel = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}} : tensor<(b)x8x((h + 1) / 2)x((w + 1) / 2)xf32>
+  %3 = mx.conv %2, %k2 {{{}}} : tensor<(b)x8x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
+  %4 = mx.conv %3, %k3 {{{}}} : tensor<(b)x16x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
+  %5 = mx.sigmoid %4 : tensor<(b)x16x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
+  %6 = mx.mul %4, %5 : tensor<(b)x16x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
+  %7 = mx.conv %6, %k4 {{dilations = [1, 1], group = 16, pads = [1, 1, 1, 1], strides = [1, 1]}} : tensor<(b)x16x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
+  %8 = mx.conv_transpose %7, %k5 {{dilations = [1, 1], group = 1, output_padding = [0, 0], pads = [0, 0, 0, 0], strides = [2, 2]}} : tensor<(b)x4x(((((h + 1) / 2) + 1) / 2) * 2)x(((((w + 1) / 2) + 1) / 2) * 2)xf32>
+  %9 = mx.average_pool %2 {{ceil_mode = 0, count_include_pad = 0, dilations = [1, 1], kernel = [3, 3], pads = [1, 1, 1, 1], strides = [1, 1]}} : tensor<(b)x8x((h + 1) / 2)x((w + 1) / 2)xf32>
+  %10 = mx.global_average_pool %7 : tensor<(b)x16x1x1xf32>
+  return "features" = %8, "pooled" = %9, "global" = %10
+}}
+"#,
+        constant("k1", &[8, 3, 3, 3]),
+        constant("b1", &[8]),
+        constant("k2", &[8, 8, 3, 3]),
+        constant("k3", &[16, 8, 1, 1]),
+        constant("k4", &[16, 1, 3, 3]),
+        constant("k5", &[16, 4, 2, 2]),
+        window(1, 1),
+        window(2, 1),
+        window(1, 0),
+    );
+    let points: &[&[(&str, u64)]] = &[
+        &[("b", 1), ("h", 5), ("w", 5)],
+        &[("b", 2), ("h", 8), ("w", 13)],
+        &[("b", 1), ("h", 17), ("w", 9)],
+        &[("b", 2), ("h", 32), ("w", 32)],
+        &[("b", 1), ("h", 40), ("w", 40)],
+    ];
+    for target in [Target::Ref, Target::Cpu] {
+        runs_at_every_size(&src, target, points, 1e-4);
+    }
+    // on cpu the convolutions are implicit GEMMs over packed weights that take their sizes
+    let cpu = compile_and_load(&src, Target::Cpu);
+    let kernels = &cpu.program().kernels;
+    assert!(
+        kernels
+            .iter()
+            .any(|k| k.symbol.contains("conv_nhwc_packed") && k.takes_sizes()),
+        "{kernels:?}"
+    );
 }

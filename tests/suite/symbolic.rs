@@ -4,7 +4,7 @@
 //! (`specialise::at_sizes`), and a node whose parser would compute with the sizes at the cost
 //! point is refused by name.
 
-use crate::common::{float_value, int64_initializer, model_bytes, mxc, node, stderr, tensor_value};
+use crate::common::{float_value, int64_initializer, ints, model_bytes, mxc, node, stderr, tensor_value, text};
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::specialise::at_sizes;
 use mxc_dialects::text::print;
@@ -12,24 +12,6 @@ use mxc_dialects::{DType, Tensor};
 use mxc_onnx::{import_file, proto, ImportOptions};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-
-fn ints(name: &str, values: &[i64]) -> proto::AttributeProto {
-    proto::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(proto::attribute_proto::AttributeType::Ints as i32),
-        ints: values.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn text(name: &str, value: &str) -> proto::AttributeProto {
-    proto::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(proto::attribute_proto::AttributeType::String as i32),
-        s: Some(value.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
 
 fn weight(name: &str, dims: &[i64]) -> proto::TensorProto {
     let n: i64 = dims.iter().product();
@@ -196,6 +178,122 @@ fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
         refusal("tile", tile, vec![int64_initializer("reps", &[2, 1])]),
         "error: node #0 (output \"y\") (Tile): reads a value of symbolic dimensions (tensor<(n)x4xf32>); \
          importing Tile over symbolic sizes is not supported yet"
+    );
+    // a split of the symbolic axis; of the fixed one it imports
+    let split = |axis: i64| {
+        vec![proto::NodeProto {
+            op_type: Some("Split".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into(), "z".into()],
+            attribute: vec![int("axis", axis)],
+            ..Default::default()
+        }]
+    };
+    assert_eq!(
+        refusal("split", split(0), vec![]),
+        "error: node #0 (output \"y\") (Split): splitting axis 0, of symbolic extent n[1..8], is not supported"
+    );
+    let fine = dir.path().join("split.onnx");
+    let graph = proto::GraphProto {
+        name: Some("split".into()),
+        node: split(1),
+        input: vec![float_value("x", &["n", "4"])],
+        output: ["y", "z"].map(|name| float_value(name, &["n", "2"])).to_vec(),
+        ..Default::default()
+    };
+    std::fs::write(&fine, model_bytes(graph)).unwrap();
+    let read = import_symbolic(&fine, &[("x", "n[1..8], 4")]);
+    assert_eq!(
+        read.ops
+            .iter()
+            .filter(|op| op.kind == mxc_dialects::OpKind::Slice)
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn resizes_and_transposed_convolutions_over_symbolic_images_import_where_their_sizes_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = |name: &str, node: proto::NodeProto, initializer: Vec<proto::TensorProto>| {
+        let graph = proto::GraphProto {
+            name: Some(name.into()),
+            node: vec![node],
+            initializer,
+            input: vec![float_value("x", &["1", "2", "h", "w"])],
+            output: vec![proto::ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let model = dir.path().join(format!("{name}.onnx"));
+        std::fs::write(&model, model_bytes(graph)).unwrap();
+        mxc(&["read", model.to_str().unwrap(), "--shape", "x=1x2xh[1..64]xw[1..64]"])
+    };
+    let scales = |values: &[f32]| {
+        let mut t = weight("scales", &[4]);
+        t.float_data = values.to_vec();
+        vec![t]
+    };
+    // nearest by whole scales: each element repeated, sizes at run time
+    let up = node("Resize", &["x", "", "scales"], "y", vec![text("mode", "nearest")]);
+    let out = read("nearest", up, scales(&[1.0, 1.0, 2.0, 3.0]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text_form = String::from_utf8_lossy(&out.stdout);
+    assert!(text_form.contains("tensor<1x2x(h * 2)x(w * 3)xf32>"), "{text_form}");
+    assert!(text_form.contains("mx.expand"), "{text_form}");
+    // what reads positions a table lists per size, or rounds other than to floor(y / s), is refused
+    let refused = |name: &str, attrs: Vec<proto::AttributeProto>, values: &[f32]| {
+        let out = read(name, node("Resize", &["x", "", "scales"], "y", attrs), scales(values));
+        assert_eq!(out.status.code(), Some(1));
+        stderr(&out).trim().to_string()
+    };
+    let prefix =
+        "error: node #0 (output \"y\") (Resize): over symbolic sizes, Resize is a nearest upsampling by whole scales: ";
+    assert_eq!(
+        refused("half", vec![], &[1.0, 1.0, 0.5, 1.0]),
+        format!("{prefix}axis 2 has the scale 0.5")
+    );
+    assert_eq!(
+        refused(
+            "corners",
+            vec![text("coordinate_transformation_mode", "align_corners")],
+            &[1.0, 1.0, 2.0, 2.0]
+        ),
+        format!("{prefix}coordinate_transformation_mode \"align_corners\" maps positions by the axis's size")
+    );
+    assert_eq!(
+        refused(
+            "asymmetric",
+            vec![text("coordinate_transformation_mode", "asymmetric")],
+            &[1.0, 1.0, 3.0, 3.0]
+        ),
+        format!(
+            "{prefix}under nearest_mode \"round_prefer_floor\" and coordinate_transformation_mode \"asymmetric\", \
+             output position y of axis 2 does not always read input floor(y / 3)"
+        )
+    );
+    // a transposed convolution with explicit pads imports; one whose pads follow the sizes not
+    let convt = |attrs| node("ConvTranspose", &["x", "wt"], "y", attrs);
+    let out = read(
+        "convt",
+        convt(vec![ints("strides", &[2, 2])]),
+        vec![weight("wt", &[2, 3, 2, 2])],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tensor<1x3x(h * 2)x(w * 2)xf32>"));
+    let out = read(
+        "convt_shape",
+        convt(vec![ints("strides", &[2, 2]), ints("output_shape", &[8, 8])]),
+        vec![weight("wt", &[2, 3, 2, 2])],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out)
+            .contains("over symbolic sizes, the pads are explicit: output_shape sets them from the input's sizes"),
+        "{}",
+        stderr(&out)
     );
 }
 

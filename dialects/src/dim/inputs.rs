@@ -21,8 +21,10 @@ pub struct InputDims {
 
 impl InputDims {
     /// The inputs `inputs`, a symbol used by several of them merged (`Symbol::merged`); every
-    /// symbol must be some input's whole dimension somewhere, so that a value's shape says its
-    /// size (`n * 2` alone says `n` only through a division, refused).
+    /// symbol must be some input's whole dimension, or a multiple of it (`h * 32`: the size of
+    /// `h` is that dimension's over 32, and a size that is no multiple of 32 is refused),
+    /// somewhere, so that a value's shape says its size (`n + 2` alone would say it only
+    /// through a subtraction, refused).
     pub fn new(inputs: Vec<(String, Vec<Dim>)>) -> Result<InputDims, DimError> {
         let mut symbols: Vec<Symbol> = Vec::new();
         for s in inputs.iter().flat_map(|(_, dims)| dims.iter().flat_map(Dim::symbols)) {
@@ -40,11 +42,11 @@ impl InputDims {
             let alone = inputs
                 .iter()
                 .flat_map(|(_, dims)| dims)
-                .any(|d| d.as_symbol() == Some(s));
+                .any(|d| d.as_scaled_symbol().map(|(t, _)| t) == Some(s));
             if !alone {
                 return Err(DimError::Symbol {
                     name: s.name.clone(),
-                    message: "it must be a whole dimension of some input, so that a value's shape gives its size"
+                    message: "it must be a whole dimension of some input, or a multiple of one, so that a value's shape gives its size"
                         .into(),
                 });
             }
@@ -68,9 +70,10 @@ impl InputDims {
     }
 
     /// The sizes the shapes `shape_of` gives (of some inputs, by name) say: each symbol that is
-    /// a whole dimension of a given input takes that size, the same wherever it appears, in
-    /// its range; then every given shape must be what its dimensions are at those sizes.
-    /// Symbols no given input says stay unbound.
+    /// a whole dimension of a given input, or a multiple `k` of it, takes that size (over `k`,
+    /// which must divide it), the same wherever it appears, in its range; then every given
+    /// shape must be what its dimensions are at those sizes. Symbols no given input says stay
+    /// unbound.
     pub fn bind(&self, shape_of: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Sizes, DimError> {
         let mut sizes = Sizes::new();
         let mut said_by: BTreeMap<String, String> = BTreeMap::new();
@@ -88,9 +91,15 @@ impl InputDims {
                 )));
             }
             for (axis, (d, &size)) in dims.iter().zip(shape).enumerate() {
-                let Some(s) = d.as_symbol() else { continue };
+                let Some((s, k)) = d.as_scaled_symbol() else { continue };
                 let (lo, hi) = s.bounds();
                 let size = size as u64;
+                if !size.is_multiple_of(k) {
+                    return Err(DimError::Value(format!(
+                        "input `{name}` dimension {axis} is {size}, not a multiple of {k} (the program takes {d})"
+                    )));
+                }
+                let size = size / k;
                 if size < lo || size > hi {
                     return Err(DimError::Value(format!(
                         "input `{name}` dimension {axis}: {} is {size}, outside its range [{lo}..{hi}]",

@@ -176,6 +176,16 @@ impl Dim {
         (self.symbols.len() == 1 && self.expr == Poly::atom(Atom::Sym(name.clone()))).then_some(s)
     }
 
+    /// The symbol it is a multiple of, and the multiple, when it is one symbol times a positive
+    /// number (`h * 32`; `h` alone is `h * 1`).
+    pub fn as_scaled_symbol(&self) -> Option<(&Symbol, u64)> {
+        let (name, s) = self.symbols.first_key_value()?;
+        let mut terms = self.expr.terms();
+        let (monomial, k) = terms.next()?;
+        let alone = terms.next().is_none() && self.symbols.len() == 1 && monomial == [Atom::Sym(name.clone())];
+        (alone && k > 0).then_some((s, k as u64))
+    }
+
     /// The same expression with each symbol's constraints as `symbols` has them.
     fn with_symbols(mut self, symbols: &BTreeMap<String, Symbol>) -> Dim {
         for (name, s) in self.symbols.iter_mut() {

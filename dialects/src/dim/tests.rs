@@ -291,11 +291,26 @@ fn inputs_share_their_symbols_and_bind_them_from_shapes() {
         .unwrap_err()
         .to_string();
     assert_eq!(err, "input `b` dimension 0 is 6, and n[1..8] * 2 + 1 is 7 there");
-    // a symbol only inside an expression cannot be read off a shape
-    let err = inputs(&[("a", &["n[1..8] * 2"])]).unwrap_err().to_string();
+    // a symbol only inside a sum cannot be read off a shape
+    let err = inputs(&[("a", &["n[1..8] + 2"])]).unwrap_err().to_string();
     assert_eq!(
         err,
-        "symbol n: it must be a whole dimension of some input, so that a value's shape gives its size"
+        "symbol n: it must be a whole dimension of some input, or a multiple of one, so that a value's shape gives its size"
+    );
+    // a multiple of a symbol gives it by a division, and refuses a size it does not divide
+    let m = inputs(&[("image", &["1", "3", "h[1..8] * 32", "w[1..8] * 32"])]).unwrap();
+    assert_eq!(
+        m.bind(&given(vec![("image", vec![1, 3, 64, 256])])).unwrap(),
+        sizes(&[("h", 2), ("w", 8)])
+    );
+    let err = |shapes| m.bind(&given(shapes)).unwrap_err().to_string();
+    assert_eq!(
+        err(vec![("image", vec![1, 3, 100, 64])]),
+        "input `image` dimension 2 is 100, not a multiple of 32 (the program takes h[1..8] * 32)"
+    );
+    assert_eq!(
+        err(vec![("image", vec![1, 3, 64, 288])]),
+        "input `image` dimension 3: w is 9, outside its range [1..8]"
     );
 }
 

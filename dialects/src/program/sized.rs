@@ -47,13 +47,16 @@ impl Program {
     }
 
     /// Checks what a run over symbolic sizes relies on besides the plan at any sizes: every
-    /// symbol is a whole dimension of some input (so the inputs bind it), and every kernel
+    /// symbol is a whole dimension of some input, or a multiple of one (so the inputs bind
+    /// it), and every kernel
     /// that takes sizes says each argument's.
     pub(crate) fn validate_sizes(&self) -> Result<(), PlanError> {
         let dims = self.input_dims()?;
         for s in &self.symbols {
-            let bound =
-                (dims.inputs().iter()).any(|(_, d)| d.iter().any(|d| d.as_symbol().is_some_and(|x| x.name == s.name)));
+            let bound = (dims.inputs().iter()).any(|(_, d)| {
+                d.iter()
+                    .any(|d| d.as_scaled_symbol().is_some_and(|(x, _)| x.name == s.name))
+            });
             if !bound {
                 return Err(PlanError(format!(
                     "symbol {} is no input's whole dimension: no run could say its size",

@@ -6,7 +6,7 @@
 //! rejects a zero extent after the first dimension) and never touched: no loop around an
 //! access to it runs, so its loads are written as a zero constant and its stores dropped.
 
-use super::emit::{Emitter, Ty, V};
+use super::emit::{fixed, Emitter, Ty, V};
 use super::fused::Epilogue;
 use super::sizes::Extent;
 use super::vector::index_list;
@@ -369,11 +369,16 @@ impl Emitter {
     /// `buf` viewed with another shape of as many elements (`memref.reinterpret_cast`, row-major),
     /// without an epilogue.
     pub fn view(&mut self, buf: &Buf, shape: &[usize]) -> Buf {
-        let view = Buf::new(&self.fresh("view"), buf.dtype, shape);
-        let strides: Vec<String> = (0..shape.len())
-            .map(|d| shape[d + 1..].iter().product::<usize>().to_string())
+        self.view_over(buf, fixed(shape))
+    }
+
+    /// `view` with dimensions some of which may be known only at run time.
+    pub fn view_over(&mut self, buf: &Buf, dims: Vec<Extent>) -> Buf {
+        let strides: Vec<String> = (0..dims.len())
+            .map(|d| self.extent_product(&dims[d + 1..]).operand())
             .collect();
-        let sizes: Vec<String> = shape.iter().map(usize::to_string).collect();
+        let sizes: Vec<String> = dims.iter().map(Extent::operand).collect();
+        let view = Buf::with_extents(&self.fresh("view"), buf.dtype, dims);
         self.line(&format!(
             "{} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [{}] : {} to {}",
             view.name,

@@ -9,7 +9,8 @@
 use super::buffer::Buf;
 use super::conv_tiled;
 use super::emit::{Emitter, V};
-use super::window::Window;
+use super::sizes::Extent;
+use super::window::{spans, Window};
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -181,16 +182,17 @@ impl Conv<'_> {
         let per_group_out = out.shape[channel_axis] / self.group;
         let block = output_block(per_group_out);
         let kernel = &self.w.kernel(layout)[..];
-        let bounds: Vec<(i64, i64)> = layout.spatial(&x.shape).iter().map(|&n| (0, n as i64)).collect();
-        let out_extents = layout.spatial(&out.shape);
+        let bounds = spans(layout.spatial(&x.extents()));
+        let out_dims = out.extents();
+        let out_extents = layout.spatial(&out_dims);
         // the loops before the padding check, and those after it
         let (outer, inner) = match layout {
             Layout::ChannelsFirst => ([&[channels], kernel].concat(), vec![]),
             Layout::ChannelsLast => (kernel.to_vec(), vec![channels]),
         };
-        let mut blocks = out.shape.clone();
-        blocks[channel_axis] /= block;
-        e.nest(&blocks, |e, idx| {
+        let mut blocks = out_dims.clone();
+        blocks[channel_axis] = Extent::Fixed(out.shape[channel_axis] / block);
+        e.nest_over(&blocks, |e, idx| {
             let n = &idx[0];
             let o = layout.spatial(idx);
             let first = e.lin(&[(&idx[channel_axis], block as i64)], 0);
@@ -243,7 +245,8 @@ impl Conv<'_> {
         let win = &self.window;
         let mut inner = vec![channels];
         inner.extend_from_slice(kernel);
-        e.nest(&out.shape, |e, idx| {
+        let input = x.extents();
+        e.nest_over(&out.extents(), |e, idx| {
             let (n, m, o) = (&idx[0], &idx[1], &idx[2..]);
             let g = e.div_idx(m, per_group_out as i64);
             let m_in_group = e.rem_idx(m, per_group_out as i64);
@@ -263,7 +266,7 @@ impl Conv<'_> {
                         conds.push(e.cmp_idx("eq", &r, &zero));
                     }
                     let i = e.div_idx(&t, s);
-                    let extent = e.idx(x.shape[d + 2] as i64);
+                    let extent = e.extent_value(&input[d + 2]);
                     conds.push(e.cmp_idx("slt", &i, &extent));
                     pos.push(i);
                 }

@@ -22,7 +22,7 @@ use super::emit::{Emitter, Ty, V};
 use super::sizes::Extent;
 use super::tile::{self, Matrix, MicroTile, Panels, Product, RowsOfA, Start, Step, Sums, PANEL};
 use super::vector::VectorIsa;
-use super::window::Window;
+use super::window::{spans, Window};
 use mxc_dialects::DType;
 
 /// Writes `conv_nhwc_packed` on `ins` (`x`, packed weights, optional bias) into `out` as an
@@ -40,7 +40,8 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         }
         None => acc,
     };
-    if amx::conv_usable(isa, group, x, wp, out) && bias.is_none_or(Buf::holds_float_vectors) {
+    let sized_at_run_time = x.is_sized_at_run_time() || out.is_sized_at_run_time();
+    if !sized_at_run_time && amx::conv_usable(isa, group, x, wp, out) && bias.is_none_or(Buf::holds_float_vectors) {
         amx::emit_conv(e, window, kernel, x, wp, out, &finish);
         return true;
     }
@@ -63,7 +64,7 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         conv.implicit_gemm(e);
         return true;
     }
-    if group == channels && out.shape[3] == channels {
+    if group == channels && out.shape[3] == channels && !sized_at_run_time {
         conv.depthwise(e);
         return true;
     }
@@ -178,7 +179,9 @@ struct ImageRows<'a> {
     window: &'a Window,
     kernel: &'a [usize],
     /// The output's height and width.
-    out_hw: [usize; 2],
+    out_hw: [Extent; 2],
+    /// The image's batch and row strides (`image_strides`).
+    strides: [Extent; 2],
     /// Whether an outer step is a kernel row (else a window position).
     kernel_rows: bool,
     /// The micro-tile the product is computed in.
@@ -203,12 +206,11 @@ pub(super) const KERNEL_ROW_RUN: usize = 64;
 
 /// Output pixel `row` of an implicit GEMM (rows numbered `n, oh, ow` over the output's height
 /// and width `out_hw`) as `[n, oh, ow]`.
-pub(super) fn pixel(e: &mut Emitter, row: &V, out_hw: [usize; 2]) -> [V; 3] {
-    let [oh, ow] = out_hw.map(|d| d as i64);
-    let w = e.rem_idx(row, ow);
-    let rest = e.div_idx(row, ow);
-    let h = e.rem_idx(&rest, oh);
-    let n = e.div_idx(&rest, oh);
+pub(super) fn pixel(e: &mut Emitter, row: &V, [oh, ow]: &[Extent; 2]) -> [V; 3] {
+    let w = e.rem_extent(row, ow);
+    let rest = e.div_extent(row, ow);
+    let h = e.rem_extent(&rest, oh);
+    let n = e.div_extent(&rest, oh);
     [n, h, w]
 }
 
@@ -216,13 +218,27 @@ pub(super) fn pixel(e: &mut Emitter, row: &V, out_hw: [usize; 2]) -> [V; 3] {
 /// entry: its name.
 pub(super) fn flat_view(e: &mut Emitter, x: &Buf, flat_ty: &str) -> String {
     let flat = e.fresh("image");
+    let len = e.extent_product(&x.extents()).operand();
     e.line(&format!(
-        "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{}], strides: [1] : {} to {flat_ty}",
+        "{flat} = memref.reinterpret_cast {} to offset: [0], sizes: [{len}], strides: [1] : {} to {flat_ty}",
         x.name,
-        x.len(),
         x.memref()
     ));
     flat
+}
+
+/// The strides of a channels-last image's batch and row (`H * W * C`, `W * C`), computed at
+/// the kernel's entry where the image's sizes are known only at run time.
+pub(super) fn image_strides(e: &mut Emitter, x: &Buf) -> [Extent; 2] {
+    let dims = x.extents();
+    [e.extent_product(&dims[1..]), e.extent_product(&dims[2..])]
+}
+
+/// The offset of input pixel `[n, ih, iw]`'s first channel in a channels-last image whose
+/// batch and row strides are `strides` and which has `channels` channels.
+pub(super) fn image_offset(e: &mut Emitter, [n, ih, iw]: [&V; 3], strides: &[Extent; 2], channels: usize) -> V {
+    let channels = Extent::Fixed(channels);
+    e.lin_over(&[(n, &strides[0]), (ih, &strides[1]), (iw, &channels)], 0)
 }
 
 /// A scratch of `len` elements on the stack, at the function's entry (so one per thread),
@@ -238,9 +254,10 @@ pub(super) fn flat_scratch(e: &mut Emitter, hint: &str, len: usize, (elem, flat_
 
 /// Whether some window of a convolution of the channels-last image `x` into `out_hw` reaches
 /// past the image's height or width (into the padding).
-pub(super) fn leaves_the_image(window: &Window, x: &Buf, out_hw: [usize; 2], kernel: &[usize]) -> bool {
+pub(super) fn leaves_the_image(window: &Window, x: &Buf, out_hw: &[Extent; 2], kernel: &[usize]) -> bool {
+    let dims = x.extents();
     (0..2).any(|d| {
-        let (below, above) = window.leaves(d, (0, x.shape[d + 1] as i64), out_hw[d], kernel[d]);
+        let (below, above) = window.leaves(d, (0, &dims[d + 1]), &out_hw[d], kernel[d]);
         below || above
     })
 }
@@ -257,17 +274,22 @@ pub(super) fn pixel_product(
     finish: &dyn Fn(&mut Emitter, &[V], V) -> V,
     (sums, start): (Sums, Option<Start>),
 ) {
-    let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
-    let matrix = e.as_matrix(out);
+    let dims = out.extents();
+    let out_hw = [dims[1].clone(), dims[2].clone()];
+    // a result sized at run time is written at `[n, oh, ow, channel]`, found from the row
+    let matrix = match out.is_sized_at_run_time() {
+        true => None,
+        false => e.as_matrix(out),
+    };
     let pixel_at = |e: &mut Emitter, _: &[V], row: &V, col: &V| {
-        let [n, h, w] = pixel(e, row, [oh, ow]);
+        let [n, h, w] = pixel(e, row, &out_hw);
         vec![n, h, w, col.clone()]
     };
     let matrix_at = |_: &mut Emitter, _: &[V], row: &V, col: &V| vec![row.clone(), col.clone()];
     let product = Product {
         batch: Vec::new(),
-        m: Extent::Fixed(batch * oh * ow),
-        n: m,
+        m: e.extent_product(&dims[..3]),
+        n: out.shape[3],
         a,
         b: Panels::Packed(wp),
         out: matrix.as_ref().unwrap_or(out),
@@ -292,21 +314,13 @@ impl ImageRows<'_> {
     /// (`[kh, kw]`, `kw` 0 for a kernel row): a source and an offset into it.
     /// `checked`: whether the run may leave the input (else it is read in place, untested).
     fn source(&self, e: &mut Emitter, i: usize, [n, oh, ow]: &[V; 3], k: &[V; 2], checked: bool) -> (String, V) {
-        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
         let o = [oh.clone(), ow.clone()];
         let first = self.window.positions(e, &o, k);
-        let at = e.lin(
-            &[
-                (n, height * width * channels),
-                (&first[0], width * channels),
-                (&first[1], channels),
-            ],
-            0,
-        );
+        let at = image_offset(e, [n, &first[0], &first[1]], &self.strides, self.x.shape[3]);
         let Some(outside) = self.outside.as_ref().filter(|_| checked) else {
             return (self.flat.clone(), at);
         };
-        let bounds = [(0, height), (0, width)];
+        let bounds = spans(&self.x.extents()[1..3]);
         let mut inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
         if self.kernel_rows {
             // the run ends at the kernel row's last column
@@ -362,12 +376,13 @@ impl Run<'_> {
     /// `scratch` (of the flat view's type) at `to`: `outside` where a pixel lies outside the
     /// image.
     pub(super) fn copy(&self, e: &mut Emitter, (scratch, to): (&str, &V), (at, first): (&V, &[V]), outside: &V) {
-        let [_, height, width, channels] = [0, 1, 2, 3].map(|d| self.x.shape[d] as i64);
+        let dims = self.x.extents();
+        let channels = self.x.shape[3] as i64;
         let (flat, flat_ty, ty) = self.flat;
         e.for_each(self.len, |e, j| {
             let column = e.div_idx(&j, channels);
             let iw = e.lin(&[(&first[1], 1), (&column, 1)], 0);
-            let (zero, h, w) = (e.idx(0), e.idx(height), e.idx(width));
+            let (zero, h, w) = (e.idx(0), e.extent_value(&dims[1]), e.extent_value(&dims[2]));
             let conds = [
                 e.cmp_idx("sge", &first[0], &zero),
                 e.cmp_idx("slt", &first[0], &h),
@@ -418,7 +433,7 @@ impl RowsOfA for ImageRows<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, self.out_hw)).collect();
+        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, &self.out_hw)).collect();
         if self.outside.is_none() {
             return self.depth_loop(e, &pixels, inits, (from, to), step, false);
         }
@@ -437,7 +452,7 @@ impl RowsOfA for ImageRows<'_> {
 impl ImageRows<'_> {
     /// Whether the windows of all of `pixels` lie inside the input.
     fn interior(&self, e: &mut Emitter, pixels: &[[V; 3]]) -> V {
-        let bounds = [(0, self.x.shape[1] as i64), (0, self.x.shape[2] as i64)];
+        let bounds = spans(&self.x.extents()[1..3]);
         let mut conds = Vec::new();
         for [_, oh, ow] in pixels {
             let o = [oh.clone(), ow.clone()];
@@ -511,7 +526,9 @@ impl PackedConv<'_> {
             self.out,
             self.finish,
         );
-        let [batch, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
+        let dims = out.extents();
+        let out_hw = [dims[1].clone(), dims[2].clone()];
+        let m = out.shape[3];
         let channels = x.shape[3];
         // a pointwise, stride-1 convolution without padding reads the image as the matrix
         // [pixels, channels]; the others gather runs of it through a flat view
@@ -520,9 +537,10 @@ impl PackedConv<'_> {
             true => String::new(),
             false => flat_view(e, x, ROW_SOURCE),
         };
-        let padded = leaves_the_image(window, x, [oh, ow], kernel);
+        let padded = leaves_the_image(window, x, &out_hw, kernel);
         let kernel_rows = window.dilations[1] == 1 && kernel[1] * channels <= KERNEL_ROW_RUN && kernel[1] > 1;
-        let pixels = batch * oh * ow;
+        // the tile's shape is chosen for the pixels at the cost point where they vary
+        let pixels = out.shape[..3].iter().product();
         let tile = match kernel_rows {
             true => MicroTile::for_short_runs(isa, pixels, m),
             false => MicroTile::for_isa(isa, pixels),
@@ -543,14 +561,18 @@ impl PackedConv<'_> {
             x,
             window,
             kernel,
-            out_hw: [oh, ow],
+            strides: image_strides(e, x),
+            out_hw,
             kernel_rows,
             tile,
             parts,
             flat,
             outside,
         };
-        let image = pointwise.then(|| e.view(x, &[x.len() / channels, channels]));
+        let image = pointwise.then(|| {
+            let pixels = e.extent_product(&x.extents()[..3]);
+            e.view_over(x, vec![pixels, Extent::Fixed(channels)])
+        });
         let image_at = |_: &mut Emitter, _: &[V], row: &V, k: &V| vec![row.clone(), k.clone()];
         let image_rows = image.as_ref().map(|buf| Matrix {
             buf,
@@ -796,8 +818,9 @@ impl PackedConv<'_> {
     fn depthwise_pixel(&self, e: &mut Emitter, n: &V, o: &[V]) {
         let (window, kernel, x, out) = (self.window, self.kernel, self.x, self.out);
         let lanes = self.isa.lanes;
+        let (input, out_dims) = (spans(&x.extents()[1..3]), out.extents());
         let ranges: Vec<(V, V)> = (0..2)
-            .map(|d| window.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
+            .map(|d| window.range_inside(e, d, &input[d], (&out_dims[d + 1], kernel[d]), &o[d]))
             .collect();
         for_channel_blocks(e, x.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, block| {
             let zero = e.zero(Ty::F32);

@@ -537,7 +537,7 @@ impl Emitter {
     }
 
     /// `a / n` over `index` for a positive extent `n` (signed, truncating).
-    fn div_extent(&mut self, a: &V, n: &Extent) -> V {
+    pub fn div_extent(&mut self, a: &V, n: &Extent) -> V {
         match n {
             Extent::Fixed(k) => self.div_idx(a, *k as i64),
             Extent::Run { value, .. } => self.op("t", Ty::Index, &format!("arith.divsi {a}, {value} : index")),
@@ -545,7 +545,7 @@ impl Emitter {
     }
 
     /// `a % n` over `index` for a positive extent `n`.
-    fn rem_extent(&mut self, a: &V, n: &Extent) -> V {
+    pub fn rem_extent(&mut self, a: &V, n: &Extent) -> V {
         match n {
             Extent::Fixed(k) => self.rem_idx(a, *k as i64),
             Extent::Run { value, .. } => self.op("t", Ty::Index, &format!("arith.remsi {a}, {value} : index")),
@@ -800,7 +800,7 @@ impl Emitter {
 }
 
 /// Fixed extents of `shape`.
-fn fixed(shape: &[usize]) -> Vec<Extent> {
+pub fn fixed(shape: &[usize]) -> Vec<Extent> {
     shape.iter().map(|&n| Extent::Fixed(n)).collect()
 }
 

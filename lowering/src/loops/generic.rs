@@ -13,7 +13,8 @@ use mxc_dialects::{mx, Graph, Op, OpKind, ValueId};
 /// Whether the kernel of `op` (of `g`) can take its sizes at run time: element-wise ops, the
 /// normalisations, reductions, reshapes, transposes, expands, slices, concatenations and gathers, matrix
 /// products whose columns and depth are fixed (rows and batch may be symbolic), attention
-/// whose heads and depths are (batch, queries and keys may be); a fused kernel where its
+/// whose heads and depths are (batch, queries and keys may be), convolutions and pools whose
+/// channels are (batch, height and width may be); a fused kernel where its
 /// anchor is one of these with the kernel's result shape (or it has none).
 pub fn covers(g: &Graph, op: &Op) -> bool {
     use OpKind::*;
@@ -29,6 +30,7 @@ pub fn covers(g: &Graph, op: &Op) -> bool {
         None => match op.kind {
             MatMul | MatMulPacked | Gemm => fixed_columns_and_depth(g, op),
             Attention => fixed_heads_and_depths(g, op),
+            kind if windowed(kind) => fixed_channels(g, op),
             Fused | Constant => false,
             kind => covers_kind(kind),
         },
@@ -53,6 +55,7 @@ fn fixed_heads_and_depths(g: &Graph, op: &Op) -> bool {
 pub fn covers_kind(kind: OpKind) -> bool {
     use OpKind::*;
     elementwise::lowers(kind)
+        || windowed(kind)
         || matches!(
             kind,
             Reshape
@@ -75,6 +78,37 @@ pub fn covers_kind(kind: OpKind) -> bool {
                 | Fused
                 | Constant
         )
+}
+
+/// Convolutions and pools: their kernels take the batch, height and width at run time.
+fn windowed(kind: OpKind) -> bool {
+    use OpKind::*;
+    matches!(
+        kind,
+        Conv | ConvNhwc
+            | ConvNhwcPacked
+            | ConvTranspose
+            | MaxPool
+            | AveragePool
+            | MaxPoolNhwc
+            | AveragePoolNhwc
+            | GlobalAveragePool
+    )
+}
+
+/// Whether a convolution's or a pool's channels (of its input and result) and its other
+/// operands (weights, bias) are fixed.
+fn fixed_channels(g: &Graph, op: &Op) -> bool {
+    use OpKind::*;
+    let channels_last = matches!(op.kind, ConvNhwc | ConvNhwcPacked | MaxPoolNhwc | AveragePoolNhwc);
+    let channels_fixed = |v: &ValueId| {
+        let t = g.ty(*v);
+        let axis = if channels_last { t.rank().saturating_sub(1) } else { 1 };
+        t.rank() > 2 && t.fixed_dim(axis).is_some()
+    };
+    channels_fixed(&op.operands[0])
+        && channels_fixed(&op.results[0])
+        && op.operands[1..].iter().all(|v| !g.ty(*v).is_symbolic())
 }
 
 /// Whether a product's columns (the result's last dimension) and depth are fixed.

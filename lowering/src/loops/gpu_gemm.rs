@@ -22,10 +22,10 @@
 //! runs the GPU algorithm on the CPU, which is how it is tested against `ref`.
 
 use super::buffer::Buf;
-use super::emit::{Emitter, Ty, V};
+use super::emit::{fixed, Emitter, Ty, V};
 use super::gpu::{launcher_name, BlockKernel, Mode};
 use super::matmul::GemmScale;
-use super::window::Window;
+use super::window::{spans, Window};
 use super::{fused, KernelSpec};
 use mxc_dialects::program::THREADS_PER_BLOCK;
 use mxc_dialects::{Attrs, DType, Graph, Op, OpKind};
@@ -245,9 +245,9 @@ impl<'a> Product<'a> {
                     e.rem_idx(col, conv.out_width as i64),
                 ];
                 let at = conv.window.positions(e, &out, &[ky, kx]);
-                let bounds = conv.input.map(|d| (0, d as i64));
+                let bounds = spans(&fixed(&conv.input));
                 let out_size = [self.n / conv.out_width, conv.out_width];
-                let inside = conv.window.inside(e, &at, &bounds, &out_size, &conv.kernel);
+                let inside = conv.window.inside(e, &at, &bounds, &fixed(&out_size), &conv.kernel);
                 (vec![batch[0].clone(), channel, at[0].clone(), at[1].clone()], inside)
             }
         }

@@ -14,12 +14,13 @@
 
 use super::buffer::Buf;
 use super::conv_tiled::{flat_scratch, flat_view, leaves_the_image, pixel, pixel_product, KERNEL_ROW_RUN};
-use super::emit::{Emitter, Ty, V};
+use super::emit::{fixed, Emitter, Ty, V};
 use super::integer::{less_zero_point_start, packed_weight, word, ByteGroups, GROUP, I32};
 use super::integer_conv_rows::{kernel_row_depth, KernelRowGroups};
+use super::sizes::Extent;
 use super::tile::{MicroTile, RowsOfA, Start, Step, Sums};
 use super::vector::VectorIsa;
-use super::window::Window;
+use super::window::{spans, Window};
 use mxc_dialects::Attrs;
 
 /// The type the image is read through: flat bytes (the input, or the row of zero points).
@@ -43,6 +44,7 @@ pub fn conv_nhwc_integer_packed(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], out
 fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) {
     let (x, wp, column_sums, x_zero) = (&ins[0], &ins[1], &ins[2], &ins[3]);
     let [batch, oh, ow] = [0, 1, 2].map(|d| out.shape[d]);
+    let out_hw = [oh, ow].map(Extent::Fixed);
     let channels = x.shape[3];
     let finish = |_: &mut Emitter, _: &[V], sums: V| sums;
     let start =
@@ -64,7 +66,7 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
     if !channels.is_multiple_of(GROUP) || short_rows {
         let pixels = batch * oh * ow;
         let tile = MicroTile::for_short_runs(isa, pixels, out.shape[3]);
-        let scratch = leaves_the_image(window, x, [oh, ow], kernel).then(|| {
+        let scratch = leaves_the_image(window, x, &out_hw, kernel).then(|| {
             let size = tile.rows * kernel_row_depth(kernel[1], channels);
             flat_scratch(e, "outside", size, ("i8", BYTES))
         });
@@ -73,7 +75,7 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
             x_zero,
             window,
             kernel,
-            out_hw: [oh, ow],
+            out_hw: out_hw.clone(),
             tile,
             flat,
             scratch,
@@ -81,13 +83,13 @@ fn implicit_gemm(e: &mut Emitter, isa: VectorIsa, window: &Window, kernel: &[usi
         return pixel_product(e, isa, (&rows, wp), out, &finish, sums);
     }
     let zeros =
-        leaves_the_image(window, x, [oh, ow], kernel).then(|| flat_scratch(e, "zero_points", channels, ("i8", BYTES)));
+        leaves_the_image(window, x, &out_hw, kernel).then(|| flat_scratch(e, "zero_points", channels, ("i8", BYTES)));
     let rows = WindowGroups {
         x,
         x_zero,
         window,
         kernel,
-        out_hw: [oh, ow],
+        out_hw,
         tile: MicroTile::for_isa(isa, batch * oh * ow),
         flat,
         zeros,
@@ -102,7 +104,7 @@ struct WindowGroups<'a> {
     x_zero: &'a Buf,
     window: &'a Window,
     kernel: &'a [usize],
-    out_hw: [usize; 2],
+    out_hw: [Extent; 2],
     tile: MicroTile,
     /// `x` as flat bytes, made at the function's entry.
     flat: String,
@@ -125,7 +127,7 @@ impl WindowGroups<'_> {
             ],
             0,
         );
-        let bounds = [(0, height), (0, width)];
+        let bounds = spans(&self.x.extents()[1..3]);
         let inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
         let Some(zeros) = self.zeros.as_ref().filter(|_| !inside.is_empty()) else {
             return (self.flat.clone(), at);
@@ -170,7 +172,7 @@ impl RowsOfA for WindowGroups<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, self.out_hw)).collect();
+        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, &self.out_hw)).collect();
         let (positions, groups) = self.steps();
         e.for_between(from, to, positions as u64, inits, |e, s, acc| {
             let k = [e.div_idx(s, self.kernel[1] as i64), e.rem_idx(s, self.kernel[1] as i64)];
@@ -197,14 +199,14 @@ impl RowsOfA for WindowGroups<'_> {
 fn plain_loops(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) {
     let (x, wp, x_zero) = (&ins[0], &ins[1], &ins[3]);
     let [height, width, channels] = [1, 2, 3].map(|d| x.shape[d]);
-    let out_hw = [out.shape[1], out.shape[2]];
+    let out_hw = fixed(&out.shape[1..3]);
     e.nest(&out.shape, |e, idx| {
         let [n, oh, ow, m] = [0, 1, 2, 3].map(|d| idx[d].clone());
         let zero = e.read(x_zero, &[]);
         let init = e.zero(I32);
         let sums = e.nest_acc(&[kernel[0], kernel[1], channels], &[init], |e, k, acc| {
             let at = window.positions(e, &[oh.clone(), ow.clone()], &k[..2]);
-            let bounds = [(0, height as i64), (0, width as i64)];
+            let bounds = spans(&fixed(&[height, width]));
             let inside = window.inside(e, &at, &bounds, &out_hw, kernel);
             let nothing = e.zero(I32);
             let product = e.when(&inside, &[nothing], |e| {

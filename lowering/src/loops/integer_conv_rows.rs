@@ -14,8 +14,9 @@ use super::buffer::Buf;
 use super::conv_tiled::{pixel, Run};
 use super::emit::{Emitter, Ty, V};
 use super::integer::{word, GROUP};
+use super::sizes::Extent;
 use super::tile::{MicroTile, RowsOfA, Step};
-use super::window::Window;
+use super::window::{spans, Window};
 
 /// The type the image and the scratch are read through: flat bytes.
 const BYTES: &str = "memref<?xi8>";
@@ -31,7 +32,7 @@ pub struct KernelRowGroups<'a> {
     pub x_zero: &'a Buf,
     pub window: &'a Window,
     pub kernel: &'a [usize],
-    pub out_hw: [usize; 2],
+    pub out_hw: [Extent; 2],
     pub tile: MicroTile,
     /// `x` as flat bytes.
     pub flat: String,
@@ -63,7 +64,7 @@ impl KernelRowGroups<'_> {
         let Some(scratch) = &self.scratch else {
             return (self.flat.clone(), at);
         };
-        let bounds = [(0, height), (0, width)];
+        let bounds = spans(&self.x.extents()[1..3]);
         let last_column = e.idx(self.kernel[1] as i64 - 1);
         let last = self.window.positions(e, &o, &[kh.clone(), last_column]);
         let mut inside = self.window.inside(e, &first, &bounds, &self.out_hw, self.kernel);
@@ -119,7 +120,7 @@ impl RowsOfA for KernelRowGroups<'_> {
         (from, to): (&V, &V),
         step: Step,
     ) -> Vec<V> {
-        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, self.out_hw)).collect();
+        let pixels: Vec<[V; 3]> = rows.iter().map(|r| pixel(e, r, &self.out_hw)).collect();
         let (kernel_rows, groups) = self.steps();
         let tail = self.run() % GROUP;
         e.for_between(from, to, kernel_rows as u64, inits, |e, kh, acc| {

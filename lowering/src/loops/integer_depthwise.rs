@@ -12,10 +12,10 @@
 
 use super::buffer::Buf;
 use super::conv_tiled;
-use super::emit::Emitter;
+use super::emit::{fixed, Emitter};
 use super::integer::I32;
 use super::tile::PANEL;
-use super::window::Window;
+use super::window::{spans, Window};
 use mxc_dialects::Attrs;
 
 /// `out = depthwise_conv(x - x_zero, unpack(wp))` (`conv_nhwc_integer_depthwise`).
@@ -31,8 +31,8 @@ pub fn conv_nhwc_integer_depthwise(e: &mut Emitter, attrs: &Attrs, ins: &[Buf], 
 /// Each element summed on its own over the window positions inside the input, in i32.
 fn plain_loops(e: &mut Emitter, window: &Window, kernel: &[usize], ins: &[Buf], out: &Buf) {
     let (x, wp, x_zero) = (&ins[0], &ins[1], &ins[2]);
-    let bounds = [(0, x.shape[1] as i64), (0, x.shape[2] as i64)];
-    let out_hw = [out.shape[1], out.shape[2]];
+    let bounds = spans(&fixed(&x.shape[1..3]));
+    let out_hw = fixed(&out.shape[1..3]);
     e.nest(&out.shape, |e, idx| {
         let [n, oh, ow, c] = [0, 1, 2, 3].map(|d| idx[d].clone());
         let zero = e.read(x_zero, &[]);

@@ -15,7 +15,8 @@ use super::buffer::Buf;
 use super::emit::{Emitter, Ty, V};
 use super::reduce;
 use super::rows;
-use super::window::Window;
+use super::sizes::Extent;
+use super::window::{spans, Span, Window};
 use mxc_dialects::{Attrs, OpKind};
 
 pub fn lower(e: &mut Emitter, kind: OpKind, attrs: &Attrs, ins: &[Buf], outs: &[Buf]) -> Result<(), String> {
@@ -80,9 +81,12 @@ impl Pool {
     fn scalar(&self, e: &mut Emitter, x: &Buf, out: &Buf) {
         let (win, kernel) = (&self.window, &self.kernel[..]);
         let ty = x.ty();
-        let extents = self.spatial(&x.shape);
-        let out_extents = self.spatial(&out.shape);
-        e.nest(&out.shape, |e, idx| {
+        let (x_dims, out_dims) = (x.extents(), out.extents());
+        let extents = self.spatial(&x_dims);
+        let out_extents = self.spatial(&out_dims);
+        let input = spans(extents);
+        let padded = self.padded(e, extents);
+        e.nest_over(&out_dims, |e, idx| {
             let n = &idx[0];
             let c = if self.channels_last {
                 &idx[idx.len() - 1]
@@ -97,7 +101,6 @@ impl Pool {
             };
             let acc = e.nest_acc(kernel, &inits, |e, k, acc| {
                 let pos = win.positions(e, o, k);
-                let input: Vec<(i64, i64)> = extents.iter().map(|&n| (0, n as i64)).collect();
                 let inside = win.inside(e, &pos, &input, out_extents, kernel);
                 if self.max {
                     return e.when(&inside, acc, |e| {
@@ -107,7 +110,7 @@ impl Pool {
                 }
                 // the count: positions inside the input, or inside the padded input
                 let counted = if self.include_pad {
-                    win.inside(e, &pos, &self.padded(extents), out_extents, kernel)
+                    win.inside(e, &pos, &padded, out_extents, kernel)
                 } else {
                     inside.clone()
                 };
@@ -128,9 +131,12 @@ impl Pool {
     }
 
     /// The padded input's range along each spatial dimension.
-    fn padded(&self, extents: &[usize]) -> Vec<(i64, i64)> {
+    fn padded(&self, e: &mut Emitter, extents: &[Extent]) -> Vec<Span> {
         (0..self.window.spatial())
-            .map(|d| (-self.window.pad_begin(d), extents[d] as i64 + self.window.pad_end(d)))
+            .map(|d| {
+                let end = e.extent_plus(&extents[d], self.window.pad_end(d) as usize);
+                (-self.window.pad_begin(d), end)
+            })
             .collect()
     }
 
@@ -139,19 +145,21 @@ impl Pool {
     fn vectors(&self, e: &mut Emitter, lanes: usize, x: &Buf, out: &Buf) {
         let (win, kernel) = (&self.window, &self.kernel[..]);
         let channels = x.shape[3];
-        e.nest(&out.shape[..3], |e, idx| {
+        let (x_dims, out_dims) = (x.extents(), out.extents());
+        let input = spans(&x_dims[1..3]);
+        let counted = match self.include_pad {
+            true => self.padded(e, &x_dims[1..3]),
+            false => input.clone(),
+        };
+        e.nest_over(&out_dims[..3], |e, idx| {
             let (n, o) = (&idx[0], &idx[1..3]);
             let inside: Vec<(V, V)> = (0..2)
-                .map(|d| win.range_inside(e, d, (0, x.shape[d + 1] as i64), (out.shape[d + 1], kernel[d]), &o[d]))
+                .map(|d| win.range_inside(e, d, &input[d], (&out_dims[d + 1], kernel[d]), &o[d]))
                 .collect();
             let count = (!self.max).then(|| {
-                let bounds = match self.include_pad {
-                    true => self.padded(&x.shape[1..3]),
-                    false => vec![(0, x.shape[1] as i64), (0, x.shape[2] as i64)],
-                };
                 let sides: Vec<V> = (0..2)
                     .map(|d| {
-                        let (lo, hi) = win.range_inside(e, d, bounds[d], (out.shape[d + 1], kernel[d]), &o[d]);
+                        let (lo, hi) = win.range_inside(e, d, &counted[d], (&out_dims[d + 1], kernel[d]), &o[d]);
                         e.lin(&[(&hi, 1), (&lo, -1)], 0)
                     })
                     .collect();

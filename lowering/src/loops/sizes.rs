@@ -187,6 +187,38 @@ impl Emitter {
         }
     }
 
+    /// `sum(value * extent) + constant` over `index` values (`Emitter::lin` where every
+    /// extent is fixed).
+    pub fn lin_over(&mut self, terms: &[(&V, &Extent)], constant: i64) -> V {
+        let fixed: Vec<(&V, i64)> = (terms.iter())
+            .filter_map(|(v, n)| n.fixed().map(|k| (*v, k as i64)))
+            .collect();
+        let mut sum = self.lin(&fixed, constant);
+        for (v, n) in terms {
+            if let Extent::Run { value, .. } = n {
+                let term = self.op("t", Ty::Index, &format!("arith.muli {v}, {value} : index"));
+                sum = self.lin(&[(&sum, 1), (&term, 1)], 0);
+            }
+        }
+        sum
+    }
+
+    /// `n + k` of an extent.
+    pub fn extent_plus(&mut self, n: &Extent, k: usize) -> Extent {
+        match n {
+            Extent::Fixed(n) => Extent::Fixed(n + k),
+            Extent::Run { value, dim } => {
+                let k_value = self.idx(k as i64);
+                Extent::Run {
+                    value: AtEntry(self).add(value, &k_value),
+                    dim: dim
+                        .add(&Dim::constant(k as u64))
+                        .expect("a type's dimension plus a pad is a size"),
+                }
+            }
+        }
+    }
+
     /// `ceil(n / k)` of an extent, for a positive `k`.
     pub fn extent_chunks(&mut self, n: &Extent, k: usize) -> Extent {
         match n {

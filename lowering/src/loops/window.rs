@@ -1,9 +1,20 @@
 //! Sliding windows over the spatial dimensions, shared by convolution and pooling: where
 //! output position `o` with kernel offset `k` reads the input, and whether that lies inside
-//! a range (checked only in the dimensions where it can fall outside).
+//! a range (checked only in the dimensions where it can fall outside). The input's and the
+//! output's sizes may be known only at run time (`Extent`): a range's end is then a value, and
+//! a position is assumed able to pass it.
 
 use super::emit::{Emitter, Ty, V};
+use super::sizes::Extent;
 use mxc_dialects::Attrs;
+
+/// The range `lo..hi` positions along one spatial dimension must lie in.
+pub type Span = (i64, Extent);
+
+/// The spans `0..n` of an image's spatial sizes `sizes`.
+pub fn spans(sizes: &[Extent]) -> Vec<Span> {
+    sizes.iter().map(|n| (0, n.clone())).collect()
+}
 
 /// Strides, dilations and pads (begins, then ends) of an N-d window.
 pub struct Window {
@@ -53,17 +64,17 @@ impl Window {
 
     /// The conditions `lo[d] <= pos[d] < hi[d]`, leaving out those that hold for every output
     /// position below `out[d]` and kernel offset below `kernel[d]`.
-    pub fn inside(&self, e: &mut Emitter, pos: &[V], bounds: &[(i64, i64)], out: &[usize], kernel: &[usize]) -> Vec<V> {
+    pub fn inside(&self, e: &mut Emitter, pos: &[V], bounds: &[Span], out: &[Extent], kernel: &[usize]) -> Vec<V> {
         let mut conds = Vec::new();
         for d in 0..self.spatial() {
-            let (lo, hi) = bounds[d];
-            let (below, above) = self.leaves(d, bounds[d], out[d], kernel[d]);
+            let (lo, hi) = &bounds[d];
+            let (below, above) = self.leaves(d, (*lo, hi), &out[d], kernel[d]);
             if below {
-                let c = e.idx(lo);
+                let c = e.idx(*lo);
                 conds.push(e.cmp_idx("sge", &pos[d], &c));
             }
             if above {
-                let c = e.idx(hi);
+                let c = e.extent_value(hi);
                 conds.push(e.cmp_idx("slt", &pos[d], &c));
             }
         }
@@ -78,20 +89,22 @@ impl Window {
         &self,
         e: &mut Emitter,
         d: usize,
-        (lo, hi): (i64, i64),
-        (out, kernel): (usize, usize),
+        (lo, hi): &Span,
+        (out, kernel): (&Extent, usize),
         o: &V,
     ) -> (V, V) {
         let (s, dil, pad) = (self.strides[d] as i64, self.dilations[d] as i64, self.pad_begin(d));
         let zero = e.idx(0);
         let whole = e.idx(kernel as i64);
-        if self.leaves(d, (lo, hi), out, kernel) == (false, false) {
+        if self.leaves(d, (*lo, hi), out, kernel) == (false, false) {
             return (zero, whole);
         }
         // k >= ceil((lo + pad - o * s) / dil) and k < ceil((hi + pad - o * s) / dil)
         let dv = e.idx(dil);
+        let lo = e.idx(*lo);
+        let hi = e.extent_value(hi);
         let [first, end] = [lo, hi].map(|bound| {
-            let t = e.lin(&[(o, -s)], bound + pad);
+            let t = e.lin(&[(o, -s), (&bound, 1)], pad);
             e.op("t", Ty::Index, &format!("arith.ceildivsi {t}, {dv} : index"))
         });
         let first = e.op("t", Ty::Index, &format!("arith.maxsi {first}, {zero} : index"));
@@ -100,10 +113,15 @@ impl Window {
     }
 
     /// Whether some position of dimension `d` falls below `lo`, and whether some falls at or
-    /// above `hi`, for output positions below `out` and kernel offsets below `kernel`.
-    pub fn leaves(&self, d: usize, (lo, hi): (i64, i64), out: usize, kernel: usize) -> (bool, bool) {
+    /// above `hi`, for output positions below `out` and kernel offsets below `kernel`. Where
+    /// `out` or `hi` is known only at run time, a position may reach `hi`.
+    pub fn leaves(&self, d: usize, (lo, hi): (i64, &Extent), out: &Extent, kernel: usize) -> (bool, bool) {
         let least = -self.pad_begin(d);
-        let most = (out as i64 - 1) * self.strides[d] as i64 + (kernel as i64 - 1) * self.dilations[d] as i64 + least;
-        (least < lo, most >= hi)
+        let below = least < lo;
+        let (Extent::Fixed(out), Extent::Fixed(hi)) = (out, hi) else {
+            return (below, true);
+        };
+        let most = (*out as i64 - 1) * self.strides[d] as i64 + (kernel as i64 - 1) * self.dilations[d] as i64 + least;
+        (below, most >= *hi as i64)
     }
 }

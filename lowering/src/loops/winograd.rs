@@ -10,6 +10,7 @@
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
 use super::rows;
+use super::sizes::Extent;
 use mxc_dialects::mx::winograd::{AT, BT, G, PATCH, POINTS, TILE};
 use mxc_dialects::{Attrs, OpKind};
 
@@ -81,7 +82,7 @@ fn channels(e: &mut Emitter, n: usize, vectors: bool, body: impl Fn(&mut Emitter
 /// Tile `t` as `(n, tile row, tile column)` for `tiles = [rows, columns]` per image.
 fn tile_of(e: &mut Emitter, t: &V, tiles: [usize; 2]) -> [V; 3] {
     // numbered as an implicit GEMM numbers its output pixels
-    super::conv_tiled::pixel(e, t, tiles)
+    super::conv_tiled::pixel(e, t, &tiles.map(Extent::Fixed))
 }
 
 fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {

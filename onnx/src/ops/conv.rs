@@ -85,6 +85,13 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         return Err(format!("unknown auto_pad \"{auto_pad}\""));
     }
     let same = auto_pad.starts_with("SAME_");
+    let symbolic = ctx.ty(values[0]).is_symbolic();
+    if symbolic && (same || node.opt_ints("output_shape")?.is_some()) {
+        return Err(format!(
+            "over symbolic sizes, the pads are explicit: {} sets them from the input's sizes",
+            if same { "auto_pad SAME_*" } else { "output_shape" }
+        ));
+    }
     let output_shape = match node.opt_ints("output_shape")? {
         Some(o) if o.len() == n => Some(sizes("output_shape", &o, 0)?),
         Some(o) if o.len() == n + 2 => Some(sizes("output_shape", &o[2..], 0)?),

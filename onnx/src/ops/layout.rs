@@ -97,6 +97,9 @@ pub fn normalise_bounds(start: i64, end: i64, step: i64, dim: usize) -> Result<D
 
 /// An `mx.slice` of `x` taking `bounds` on the listed axes and whole dims elsewhere.
 pub fn slice_value(ctx: &mut Ctx, x: ValueId, bounds: &[(usize, DimSlice)]) -> Result<ValueId, String> {
+    if ctx.ty(x).is_symbolic() {
+        return slice_fixed_axes(ctx, x, bounds);
+    }
     let shape = ctx.ty(x).shape.clone();
     let mut starts = vec![0; shape.len()];
     let mut ends: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -110,6 +113,35 @@ pub fn slice_value(ctx: &mut Ctx, x: ValueId, bounds: &[(usize, DimSlice)]) -> R
         .with("starts", Attr::Ints(starts))
         .with("ends", Attr::Ints(ends))
         .with("steps", Attr::Ints(steps));
+    ctx.build1(OpKind::Slice, vec![x], attrs)
+}
+
+/// `slice_value` of a value of symbolic dimensions, along axes of fixed extents (`bounds`,
+/// step 1): the other axes whole, to their symbolic ends.
+fn slice_fixed_axes(ctx: &mut Ctx, x: ValueId, bounds: &[(usize, DimSlice)]) -> Result<ValueId, String> {
+    let dims = ctx.ty(x).dims();
+    let mut starts = vec![Dim::constant(0); dims.len()];
+    let mut ends = dims.clone();
+    for (axis, b) in bounds {
+        let fixed = dims[*axis].as_constant().is_some();
+        let (Ok(start), Ok(end)) = (u64::try_from(b.start), u64::try_from(b.end)) else {
+            return Err(format!(
+                "axis {axis}: a slice from {} to {} over symbolic sizes",
+                b.start, b.end
+            ));
+        };
+        if !fixed || b.step != 1 {
+            return Err(format!(
+                "axis {axis} ({}) in steps of {}: over symbolic sizes, a fixed axis is sliced in steps of 1",
+                dims[*axis], b.step
+            ));
+        }
+        (starts[*axis], ends[*axis]) = (Dim::constant(start), Dim::constant(end));
+    }
+    let attrs = Attrs::new()
+        .with("starts", Attr::Sizes(starts))
+        .with("ends", Attr::Sizes(ends))
+        .with("steps", Attr::Ints(vec![1; dims.len()]));
     ctx.build1(OpKind::Slice, vec![x], attrs)
 }
 
@@ -294,6 +326,12 @@ fn split(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let shape = ctx.ty(x).shape.clone();
     let axis = axes::axis(ctx.node.int("axis", 0)?, shape.len())?;
     let extent = shape[axis];
+    if ctx.ty(x).is_symbolic() && ctx.ty(x).fixed_dim(axis).is_none() {
+        return Err(format!(
+            "splitting axis {axis}, of symbolic extent {}, is not supported",
+            ctx.ty(x).dims()[axis]
+        ));
+    }
     let given = if ctx.opset >= 13 || ctx.num_inputs() > 1 {
         ctx.opt_const_input(1, "split")?.map(|t| t.to_i64_vec())
     } else {

@@ -13,6 +13,8 @@ use super::super::tensor::check_constant;
 use super::axes;
 use mxc_dialects::{Attr, Attrs, DType, OpKind, Tensor, TensorType, ValueId};
 
+mod symbolic;
+
 pub fn register(r: &mut Registry) {
     r.add("", "Upsample", 7, 8, upsample_7);
     r.add("", "Upsample", 9, 9, resize_10);
@@ -38,6 +40,16 @@ impl Rounding {
             "ceil" => Rounding::Ceil,
             other => return Err(format!("nearest_mode \"{other}\" is not supported")),
         })
+    }
+
+    /// Its `nearest_mode` spelling.
+    fn name(self) -> &'static str {
+        match self {
+            Rounding::PreferFloor => "round_prefer_floor",
+            Rounding::PreferCeil => "round_prefer_ceil",
+            Rounding::Floor => "floor",
+            Rounding::Ceil => "ceil",
+        }
     }
 
     fn round(self, x: f64) -> i64 {
@@ -87,6 +99,17 @@ enum Kernel {
     Filter(Filter),
 }
 
+impl Kernel {
+    /// Its `mode` spelling.
+    fn mode(self) -> &'static str {
+        match self {
+            Kernel::Nearest(_) => "nearest",
+            Kernel::Filter(Filter::Linear) => "linear",
+            Kernel::Filter(Filter::Cubic(_)) => "cubic",
+        }
+    }
+}
+
 /// `coordinate_transformation_mode`: how an output position maps to an input coordinate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Coordinates {
@@ -113,6 +136,19 @@ impl Coordinates {
             "tf_crop_and_resize" => Coordinates::TfCropAndResize,
             other => return Err(format!("coordinate_transformation_mode \"{other}\" is not supported")),
         })
+    }
+
+    /// Its `coordinate_transformation_mode` spelling.
+    fn name(self) -> &'static str {
+        match self {
+            Coordinates::HalfPixel => "half_pixel",
+            Coordinates::HalfPixelSymmetric => "half_pixel_symmetric",
+            Coordinates::PytorchHalfPixel => "pytorch_half_pixel",
+            Coordinates::AlignCorners => "align_corners",
+            Coordinates::Asymmetric => "asymmetric",
+            Coordinates::TfHalfPixelForNn => "tf_half_pixel_for_nn",
+            Coordinates::TfCropAndResize => "tf_crop_and_resize",
+        }
     }
 
     /// The input coordinate of output position `y` of the axis `p`. The conditions on a
@@ -238,6 +274,16 @@ impl Interpolation {
 fn resize(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let x = ctx.input(0)?;
     let interpolation = interpolation(ctx)?;
+    if ctx.ty(x).is_symbolic() {
+        if ctx.opset >= 18 && ctx.node.opt_ints("axes")?.is_some() {
+            return Err("over symbolic sizes, Resize takes scales for every axis (no `axes`)".into());
+        }
+        if given(ctx, 3, "sizes")?.is_some() {
+            return Err("over symbolic sizes, Resize takes scales (sizes would fix the output's)".into());
+        }
+        let scales = given(ctx, 2, "scales")?.ok_or("needs scales or sizes")?;
+        return Ok(vec![symbolic::upsample(ctx, x, &interpolation, &scales)?]);
+    }
     let plans = plans(ctx, &ctx.ty(x).shape.clone(), interpolation.coordinates)?;
     Ok(vec![resize_axes(ctx, x, &interpolation, plans)?])
 }
@@ -424,6 +470,9 @@ fn legacy(ctx: &mut Ctx, scales: &[f64]) -> Result<Vec<ValueId>, String> {
         exclude_outside: false,
         extrapolation_value: 0.0,
     };
+    if ctx.ty(x).is_symbolic() {
+        return Ok(vec![symbolic::upsample(ctx, x, &interpolation, scales)?]);
+    }
     let shape = ctx.ty(x).shape.clone();
     let axes: Vec<usize> = (0..shape.len()).collect();
     let plans = from_scales(scales, &axes, &shape, "stretch")?
