@@ -288,13 +288,14 @@ fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range
     // a small network's layers over a symbolic image: the first layer's three channels (read
     // a kernel row at a time), a pool with padding, a strided convolution (read a window
     // position at a time), a pointwise one, a depthwise and a transposed one, an average pool
-    // that counts only the input and a global one
+    // that counts only the input and a global one, and a 3x3 one of 16 channels (Winograd's on
+    // cpu)
     let window = |s: usize, p: usize| {
         format!("dilations = [1, 1], group = 1, pads = [{p}, {p}, {p}, {p}], strides = [{s}, {s}]")
     };
     let src = format!(
         r#"graph "g" symbols<b[1..2], h[5..40], w[5..40]> (%x: tensor<(b)x3x(h)x(w)xf32> "x") {{
-{}{}{}{}{}{}  %0 = mx.conv %x, %k1, %b1 {{{}}} : tensor<(b)x8x(h)x(w)xf32>
+{}{}{}{}{}{}{}{}  %0 = mx.conv %x, %k1, %b1 {{{}}} : tensor<(b)x8x(h)x(w)xf32>
   %1 = mx.relu %0 : tensor<(b)x8x(h)x(w)xf32>
   %2 = mx.max_pool %1 {{ceil_mode = 0, dilations = [1, 1], kernel = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}} : tensor<(b)x8x((h + 1) / 2)x((w + 1) / 2)xf32>
   %3 = mx.conv %2, %k2 {{{}}} : tensor<(b)x8x((((h + 1) / 2) + 1) / 2)x((((w + 1) / 2) + 1) / 2)xf32>
@@ -305,7 +306,9 @@ fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range
   %8 = mx.conv_transpose %7, %k5 {{dilations = [1, 1], group = 1, output_padding = [0, 0], pads = [0, 0, 0, 0], strides = [2, 2]}} : tensor<(b)x4x(((((h + 1) / 2) + 1) / 2) * 2)x(((((w + 1) / 2) + 1) / 2) * 2)xf32>
   %9 = mx.average_pool %2 {{ceil_mode = 0, count_include_pad = 0, dilations = [1, 1], kernel = [3, 3], pads = [1, 1, 1, 1], strides = [1, 1]}} : tensor<(b)x8x((h + 1) / 2)x((w + 1) / 2)xf32>
   %10 = mx.global_average_pool %7 : tensor<(b)x16x1x1xf32>
-  return "features" = %8, "pooled" = %9, "global" = %10
+  %11 = mx.conv %1, %k6 {{{}}} : tensor<(b)x16x(h)x(w)xf32>
+  %12 = mx.conv %11, %k7 {{{}}} : tensor<(b)x32x(h)x(w)xf32>
+  return "features" = %8, "pooled" = %9, "global" = %10, "wide" = %12
 }}
 "#,
         constant("k1", &[8, 3, 3, 3]),
@@ -314,9 +317,13 @@ fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range
         constant("k3", &[16, 8, 1, 1]),
         constant("k4", &[16, 1, 3, 3]),
         constant("k5", &[16, 4, 2, 2]),
+        constant("k6", &[16, 8, 1, 1]),
+        constant("k7", &[32, 16, 3, 3]),
         window(1, 1),
         window(2, 1),
         window(1, 0),
+        window(1, 0),
+        window(1, 1),
     );
     let points: &[&[(&str, u64)]] = &[
         &[("b", 1), ("h", 5), ("w", 5)],
@@ -328,13 +335,14 @@ fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range
     for target in [Target::Ref, Target::Cpu] {
         runs_at_every_size(&src, target, points, 1e-4);
     }
-    // on cpu the convolutions are implicit GEMMs over packed weights that take their sizes
+    // on cpu the convolutions are implicit GEMMs over packed weights, or Winograd's transforms
+    // around a product, that take their sizes
     let cpu = compile_and_load(&src, Target::Cpu);
     let kernels = &cpu.program().kernels;
-    assert!(
-        kernels
-            .iter()
-            .any(|k| k.symbol.contains("conv_nhwc_packed") && k.takes_sizes()),
-        "{kernels:?}"
-    );
+    for kind in ["conv_nhwc_packed", "winograd_input", "winograd_output"] {
+        assert!(
+            kernels.iter().any(|k| k.symbol.contains(kind) && k.takes_sizes()),
+            "{kind}: {kernels:?}"
+        );
+    }
 }

@@ -7,10 +7,11 @@
 //! the element types, the attributes and the fixed sizes. This file adds what holds at every
 //! size: each rule gives the result's dimensions, and `results` checks they are the fixed-size
 //! rule's at the cost point, so the two rules cannot drift apart unnoticed. An op no rule here
-//! covers (the Winograd transforms, whose tile counts must be fixed; weight packing; a loop's
+//! covers (weight packing and the Winograd filter transform, laid out at fixed sizes; a loop's
 //! stacked outputs) is refused by name.
 
 use super::{attention, check_axis};
+use crate::mx;
 use crate::dim::{self, infer::Window, Dim};
 use crate::{Attrs, OpKind, TensorType};
 
@@ -261,16 +262,50 @@ fn result_dims(
         }
         // the branches' types, which the fixed-size rule took whole (symbolic dimensions too)
         If => Ok(fixed_results.iter().map(TensorType::dims).collect()),
-        Loop | Pack | WinogradInput | WinogradWeights | WinogradOutput | Fused | Call => Err(format!(
+        WinogradInput => one(winograd_input(ops, attrs)?),
+        WinogradOutput => {
+            let shape = attrs.sizes("shape")?;
+            let [n, h, w, m] = <[Dim; 4]>::try_from(shape.clone())
+                .map_err(|_| format!("shape must be [N, OH, OW, M], got {}", shown(&shape)))?;
+            let tiles = product(&[n, winograd_tiles(&h)?, winograd_tiles(&w)?])?;
+            let x = x();
+            same(&x[1], &tiles, &format!("the tiles of an output of shape {}", shown(&shape)))?;
+            same(&x[2], &m, "the output's channels")?;
+            one(shape)
+        }
+        Loop | Pack | WinogradWeights | Fused | Call => Err(format!(
             "{kind} does not take symbolic dimensions{}",
             match kind {
                 Loop => ": a loop's carried values and stacked outputs must have fixed sizes",
                 Pack | WinogradWeights => ": weights are laid out at fixed sizes",
-                WinogradInput | WinogradOutput => ": its tile counts must be fixed",
                 _ => "",
             }
         )),
     }
+}
+
+/// `winograd_input`: `[N, H, W, C]` with `pads` to `[36, N * tiles(OH) * tiles(OW), C]`,
+/// where a 3x3 window must fit the padded image at every size.
+fn winograd_input(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let pads = attrs.dims("pads")?;
+    let x = ops[0].dims();
+    let [n, h, w, c] =
+        <[Dim; 4]>::try_from(x.clone()).map_err(|_| format!("takes an N x H x W x C image, got {}", shown(&x)))?;
+    let [top, left, bottom, right] =
+        <[usize; 4]>::try_from(pads.clone()).map_err(|_| format!("takes 4 pads, got {pads:?}"))?;
+    let out = |size: &Dim, pads: usize| -> Result<Dim, String> {
+        let padded = size.add(&Dim::constant(pads as u64)).map_err(text)?;
+        padded.require_at_least(3, "a padded side under a 3x3 window").map_err(text)?;
+        padded.sub(&Dim::constant(2)).map_err(text)
+    };
+    let tiles = product(&[n, winograd_tiles(&out(&h, top + bottom)?)?, winograd_tiles(&out(&w, left + right)?)?])?;
+    Ok(vec![Dim::constant(mx::winograd::POINTS as u64), tiles, c])
+}
+
+/// The 4x4 tiles along an output side of `size`: `ceil(size / 4)`.
+fn winograd_tiles(size: &Dim) -> Result<Dim, String> {
+    let tile = mx::winograd::TILE as u64;
+    size.add(&Dim::constant(tile - 1)).and_then(|d| d.floor_div(tile)).map_err(text)
 }
 
 /// The product of dimensions.

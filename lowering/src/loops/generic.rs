@@ -80,13 +80,16 @@ pub fn covers_kind(kind: OpKind) -> bool {
         )
 }
 
-/// Convolutions and pools: their kernels take the batch, height and width at run time.
+/// Convolutions (Winograd's transforms too) and pools: their kernels take the batch, height and
+/// width at run time.
 fn windowed(kind: OpKind) -> bool {
     use OpKind::*;
     matches!(
         kind,
         Conv | ConvNhwc
             | ConvNhwcPacked
+            | WinogradInput
+            | WinogradOutput
             | ConvTranspose
             | MaxPool
             | AveragePool
@@ -100,7 +103,10 @@ fn windowed(kind: OpKind) -> bool {
 /// operands (weights, bias) are fixed.
 fn fixed_channels(g: &Graph, op: &Op) -> bool {
     use OpKind::*;
-    let channels_last = matches!(op.kind, ConvNhwc | ConvNhwcPacked | MaxPoolNhwc | AveragePoolNhwc);
+    let channels_last = matches!(
+        op.kind,
+        ConvNhwc | ConvNhwcPacked | WinogradInput | WinogradOutput | MaxPoolNhwc | AveragePoolNhwc
+    );
     let channels_fixed = |v: &ValueId| {
         let t = g.ty(*v);
         let axis = if channels_last { t.rank().saturating_sub(1) } else { 1 };

@@ -219,6 +219,22 @@ impl Emitter {
         }
     }
 
+    /// `n - k` of an extent at least `k` at every size.
+    pub fn extent_less(&mut self, n: &Extent, k: usize) -> Extent {
+        match n {
+            Extent::Fixed(n) => Extent::Fixed(n - k),
+            Extent::Run { value, dim } => {
+                let k_value = self.idx(-(k as i64));
+                Extent::Run {
+                    value: AtEntry(self).add(value, &k_value),
+                    dim: dim
+                        .sub(&Dim::constant(k as u64))
+                        .expect("a type's dimension less what its op proved it holds is a size"),
+                }
+            }
+        }
+    }
+
     /// `ceil(n / k)` of an extent, for a positive `k`.
     pub fn extent_chunks(&mut self, n: &Extent, k: usize) -> Extent {
         match n {

@@ -5,7 +5,9 @@
 //!
 //! The transforms run on vectors of channels where the buffers hold f32 on a vector unit, else
 //! one channel at a time: the same code, on scalars. A tile whose patch lies inside the image
-//! reads it without tests; a border tile reads zeros outside.
+//! reads it without tests; a border tile reads zeros outside. The image's batch, height and
+//! width may be known only at run time (then so are the tile counts, and whether an output
+//! tile runs past the image is tested per tile).
 
 use super::buffer::Buf;
 use super::emit::{Emitter, V};
@@ -80,18 +82,28 @@ fn channels(e: &mut Emitter, n: usize, vectors: bool, body: impl Fn(&mut Emitter
 }
 
 /// Tile `t` as `(n, tile row, tile column)` for `tiles = [rows, columns]` per image.
-fn tile_of(e: &mut Emitter, t: &V, tiles: [usize; 2]) -> [V; 3] {
+fn tile_of(e: &mut Emitter, t: &V, tiles: &[Extent; 2]) -> [V; 3] {
     // numbered as an implicit GEMM numbers its output pixels
-    super::conv_tiled::pixel(e, t, &tiles.map(Extent::Fixed))
+    super::conv_tiled::pixel(e, t, tiles)
+}
+
+/// The tiles along an output side of `size`: `ceil(size / TILE)`.
+fn tiles_along(e: &mut Emitter, size: &Extent) -> Extent {
+    e.extent_chunks(size, TILE)
 }
 
 fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
-    let [_, height, width, c] = [0, 1, 2, 3].map(|d| x.shape[d]);
-    let (oh, ow) = (height + pads[0] + pads[2] - 2, width + pads[1] + pads[3] - 2);
-    let tiles = [oh.div_ceil(TILE), ow.div_ceil(TILE)];
+    let [_, height, width, _] = <[Extent; 4]>::try_from(x.extents()).expect("an N x H x W x C image");
+    let c = x.shape[3];
+    // the output's sides are the padded image's less 2 (at least 1, as the type rule proved)
+    let [oh, ow] = [(&height, pads[0] + pads[2]), (&width, pads[1] + pads[3])].map(|(side, p)| {
+        let padded = e.extent_plus(side, p);
+        e.extent_less(&padded, 2)
+    });
+    let tiles = [tiles_along(e, &oh), tiles_along(e, &ow)];
     let vectors = x.holds_float_vectors() && out.holds_float_vectors();
-    e.for_each(out.shape[1], |e, t| {
-        let [n, ty, tx] = tile_of(e, &t, tiles);
+    e.for_each(out.extents()[1].clone(), |e, t| {
+        let [n, ty, tx] = tile_of(e, &t, &tiles);
         let top = e.lin(&[(&ty, TILE as i64)], -(pads[0] as i64));
         let left = e.lin(&[(&tx, TILE as i64)], -(pads[1] as i64));
         let transform = |e: &mut Emitter, checked: bool| {
@@ -105,7 +117,7 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
                                 if !checked {
                                     return e.read_lanes(x, &idx, lanes);
                                 }
-                                let conds = inside(e, &[(&r, height), (&col, width)]);
+                                let conds = inside(e, &[(&r, &height), (&col, &width)]);
                                 let zero = e.zero(x.ty());
                                 let zero = e.splat(&zero, lanes);
                                 e.when(&conds, &[zero], |e| vec![e.read_lanes(x, &idx, lanes)])[0].clone()
@@ -128,8 +140,8 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
                 e.lin(&[(&top, 1)], PATCH as i64 - 1),
                 e.lin(&[(&left, 1)], PATCH as i64 - 1),
             );
-            let mut conds = inside(e, &[(&top, height), (&left, width)]);
-            conds.extend(inside(e, &[(&bottom, height), (&right, width)]));
+            let mut conds = inside(e, &[(&top, &height), (&left, &width)]);
+            conds.extend(inside(e, &[(&bottom, &height), (&right, &width)]));
             conds
         };
         let whole = e.all(&conds);
@@ -149,12 +161,12 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
 }
 
 /// `0 <= v < extent` for each `(v, extent)`.
-fn inside(e: &mut Emitter, positions: &[(&V, usize)]) -> Vec<V> {
+fn inside(e: &mut Emitter, positions: &[(&V, &Extent)]) -> Vec<V> {
     let zero = e.idx(0);
     positions
         .iter()
         .flat_map(|&(v, extent)| {
-            let end = e.idx(extent as i64);
+            let end = e.extent_value(extent);
             [e.cmp_idx("sge", v, &zero), e.cmp_idx("slt", v, &end)]
         })
         .collect()
@@ -192,15 +204,63 @@ fn weights(e: &mut Emitter, w: &Buf, out: &Buf) {
 }
 
 fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
-    let [_, oh, ow, m] = [0, 1, 2, 3].map(|d| out.shape[d]);
-    let tiles = [oh.div_ceil(TILE), ow.div_ceil(TILE)];
+    let [_, oh, ow, _] = <[Extent; 4]>::try_from(out.extents()).expect("an N x OH x OW x M result");
+    let m = out.shape[3];
+    let tiles = [tiles_along(e, &oh), tiles_along(e, &ow)];
     let vectors = x.holds_float_vectors() && out.holds_float_vectors();
     debug_assert_eq!(x.shape[0], POINTS);
-    e.for_each(x.shape[1], |e, t| {
-        let [n, ty, tx] = tile_of(e, &t, tiles);
+    e.for_each(x.extents()[1].clone(), |e, t| {
+        let [n, ty, tx] = tile_of(e, &t, &tiles);
         let top = e.lin(&[(&ty, TILE as i64)], 0);
         let left = e.lin(&[(&tx, TILE as i64)], 0);
-        channels(e, m, vectors, |e, ch, lanes| {
+        // sizes known only at run time: whether this tile lies inside the image, per tile
+        let inside: Vec<V> = [(&oh, &top), (&ow, &left)]
+            .into_iter()
+            .filter_map(|(side, first)| match side {
+                Extent::Fixed(_) => None,
+                Extent::Run { value, .. } => {
+                    let last = e.lin(&[(first, 1)], TILE as i64 - 1);
+                    Some(e.cmp_idx("slt", &last, value))
+                }
+            })
+            .collect();
+        let whole = (!inside.is_empty()).then(|| e.all(&inside));
+        let store_tile = |e: &mut Emitter, checked: bool| {
+            output_tile(e, x, out, (&t, [&n, &top, &left]), (m, vectors), [&oh, &ow], checked)
+        };
+        match whole {
+            None => store_tile(e, true),
+            Some(whole) => {
+                e.if_else_like(
+                    &whole,
+                    &[],
+                    |e| {
+                        store_tile(e, false);
+                        Vec::new()
+                    },
+                    |e| {
+                        store_tile(e, true);
+                        Vec::new()
+                    },
+                );
+            }
+        }
+    });
+}
+
+/// The output transform of tile `t` (of image `n`, its first row `top` and column `left`), its
+/// stores past the image's sides `[oh, ow]` left out: tested where `checked` (for fixed sides,
+/// only the rows and columns of the last tiles that can pass them).
+fn output_tile(
+    e: &mut Emitter,
+    x: &Buf,
+    out: &Buf,
+    (t, [n, top, left]): (&V, [&V; 3]),
+    (m, vectors): (usize, bool),
+    [oh, ow]: [&Extent; 2],
+    checked: bool,
+) {
+    channels(e, m, vectors, |e, ch, lanes| {
             let products: Vec<Vec<V>> = (0..PATCH)
                 .map(|a| {
                     (0..PATCH)
@@ -214,17 +274,19 @@ fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
             let y = both_sides(e, &AT, &products);
             for (i, row) in y.iter().enumerate() {
                 for (j, value) in row.iter().enumerate() {
-                    let (r, col) = (e.lin(&[(&top, 1)], i as i64), e.lin(&[(&left, 1)], j as i64));
+                    let (r, col) = (e.lin(&[(top, 1)], i as i64), e.lin(&[(left, 1)], j as i64));
                     // the last tiles of a side may run past the image: only those rows and
                     // columns are tested
                     let mut conds = Vec::new();
-                    if oh % TILE != 0 && i >= oh % TILE {
-                        let end = e.idx(oh as i64);
-                        conds.push(e.cmp_idx("slt", &r, &end));
-                    }
-                    if ow % TILE != 0 && j >= ow % TILE {
-                        let end = e.idx(ow as i64);
-                        conds.push(e.cmp_idx("slt", &col, &end));
+                    for (side, k, at) in [(oh, i, &r), (ow, j, &col)] {
+                        let may_pass = match side {
+                            Extent::Fixed(size) => size % TILE != 0 && k >= size % TILE,
+                            Extent::Run { .. } => k > 0,
+                        };
+                        if checked && may_pass {
+                            let end = e.extent_value(side);
+                            conds.push(e.cmp_idx("slt", at, &end));
+                        }
                     }
                     let idx = [n.clone(), r, col, ch.clone()];
                     let store = |e: &mut Emitter| e.write(out, &idx, value);
@@ -237,7 +299,6 @@ fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
                 }
             }
         });
-    });
 }
 
 #[cfg(test)]

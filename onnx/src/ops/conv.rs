@@ -8,7 +8,8 @@ use super::axes::ints;
 use super::padding::{
     check_extents, check_symbolic_padding, explicit_pads, kernel_shape, per_dim, sizes, split_total, window,
 };
-use super::shape::reshape;
+use super::shape::{reshape, reshape_dims};
+use mxc_dialects::dim::Dim;
 use mxc_dialects::{Attr, Attrs, OpKind, Tensor, ValueId};
 
 pub fn register(r: &mut Registry) {
@@ -122,13 +123,55 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
         }
         None => window(node, &input, &kernel)?.pads,
     };
+    let group = node.int("group", 1)?;
+    let unpadded = pads.iter().chain(&output_padding).all(|&p| p == 0);
+    let tiles = kernel == strides && dilations.iter().all(|&d| d == 1);
+    if n == 2 && group == 1 && unpadded && tiles && ctx.known(values[1]).is_some() {
+        return Ok(vec![tiles_as_product(ctx, &values)?]);
+    }
     let attrs = mxc_dialects::Attrs::new()
         .with("strides", ints(&strides))
         .with("dilations", ints(&dilations))
         .with("pads", ints(&pads))
         .with("output_padding", ints(&output_padding))
-        .with("group", Attr::Int(node.int("group", 1)?));
+        .with("group", Attr::Int(group));
     Ok(vec![ctx.build1(OpKind::ConvTranspose, values, attrs)?])
+}
+
+/// A 2-D transposed convolution whose kernel is its stride, without padding, of constant
+/// weights `w[C, M, kh, kw]`: each input pixel's channels times the weights give its own
+/// `kh x kw` tile of the output, and the tiles do not overlap, so it is one matrix product
+/// `[N*H*W, C] x [C, kh*kw*M]` (a decoder's or a text detector's upsampling, on the register-
+/// tiled products) whose rows are then placed: `[N, H, W, kh, kw, M]` transposed to
+/// `[N, M, H, kh, W, kw]`, which is the output `[N, M, H*kh, W*kw]`. Each output element is
+/// the same sum over the channels as the convolution's.
+fn tiles_as_product(ctx: &mut Ctx, values: &[ValueId]) -> Result<ValueId, String> {
+    let (x, w) = (values[0], values[1]);
+    let [batch, _, height, width] = <[Dim; 4]>::try_from(ctx.ty(x).dims()).map_err(|_| "X must have rank 4")?;
+    let [channels, m, kh, kw] = <[usize; 4]>::try_from(ctx.ty(w).shape.clone()).map_err(|_| "W must have rank 4")?;
+    let transpose = |ctx: &mut Ctx, v: ValueId, perm: &[i64]| {
+        ctx.build1(OpKind::Transpose, vec![v], Attrs::new().with("perm", Attr::Ints(perm.to_vec())))
+    };
+    let mul = |a: &Dim, b: &Dim| a.mul(b).map_err(|e| e.to_string());
+    let constant = |n: usize| Dim::constant(n as u64);
+    let pixels = mul(&mul(&batch, &height)?, &width)?;
+    let image = transpose(ctx, x, &[0, 2, 3, 1])?;
+    let rows = reshape_dims(ctx, image, &[pixels, constant(channels)])?;
+    let weights = transpose(ctx, w, &[0, 2, 3, 1])?;
+    let weights = reshape(ctx, weights, &[channels, kh * kw * m])?;
+    let product = ctx.build1(OpKind::MatMul, vec![rows, weights], Attrs::new())?;
+    let tiles = [batch.clone(), height.clone(), width.clone(), constant(kh), constant(kw), constant(m)];
+    let tiles = reshape_dims(ctx, product, &tiles)?;
+    let placed = transpose(ctx, tiles, &[0, 5, 1, 3, 2, 4])?;
+    let out = [batch, constant(m), mul(&height, &constant(kh))?, mul(&width, &constant(kw))?];
+    let y = reshape_dims(ctx, placed, &out)?;
+    match values.get(2) {
+        Some(&bias) => {
+            let bias = reshape(ctx, bias, &[m, 1, 1])?;
+            ctx.build1(OpKind::Add, vec![y, bias], Attrs::new())
+        }
+        None => Ok(y),
+    }
 }
 
 /// `Col2Im`: input `[N, C * K, L]` holds, for each of the `L` block positions (a grid over the

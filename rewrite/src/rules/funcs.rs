@@ -4,6 +4,7 @@
 //! adding a function is adding a row.
 
 use super::value::{Sort, TensorFacts, Value};
+use mxc_dialects::dim::Dim;
 
 /// A function callable from rule expressions.
 pub struct Func {
@@ -351,16 +352,29 @@ pub const FUNCS: &[Func] = &[
         name: "conv_nhwc_shape",
         params: &[Tensor, Tensor, Ints],
         result: Ints,
-        doc: "the result shape of a stride-1, dilation-1 `conv_nhwc` of the image with the weights and the pads",
+        doc: "the result shape of a stride-1, dilation-1 `conv_nhwc` of the image with the weights and the pads \
+              (sizes over the image's symbols where it has some)",
         eval: |a| {
-            let (x, w) = (fixed(&a[0])?, fixed(&a[1])?);
+            let (x, w) = (ty(&a[0])?, fixed(&a[1])?);
             let pads = ints(&a[2])?;
-            let (&[n, h, wd, _], &[m, kh, kw, _], &[pt, pl, pb, pr]) = (&x.shape[..], &w.shape[..], pads) else {
+            let (&[m, kh, kw, _], &[pt, pl, pb, pr]) = (&w.shape[..], pads) else {
                 return None;
             };
-            let oh = (h as i64 + pt + pb).checked_sub(kh as i64 - 1)?;
-            let ow = (wd as i64 + pl + pr).checked_sub(kw as i64 - 1)?;
-            Some(Value::Ints(vec![n as i64, oh, ow, m as i64]))
+            let [n, h, wd, _] = <[Dim; 4]>::try_from(x.dims()).ok()?;
+            // each side less the window's reach past one pixel: `h + pt + pb - (kh - 1)`
+            let side = |size: &Dim, pads: i64, k: usize| -> Option<Dim> {
+                let reach = pads.checked_sub(k as i64 - 1)?;
+                let out = match reach >= 0 {
+                    true => size.add(&Dim::constant(reach as u64)),
+                    false => size.sub(&Dim::constant(reach.unsigned_abs())),
+                };
+                out.ok().filter(|d| d.bounds().0 > 0)
+            };
+            let shape = [n, side(&h, pt + pb, kh)?, side(&wd, pl + pr, kw)?, Dim::constant(m as u64)];
+            match shape.iter().map(Dim::as_constant).collect::<Option<Vec<u64>>>() {
+                Some(sizes) => Some(Value::Ints(sizes.iter().map(|&s| s as i64).collect())),
+                None => Some(Value::Sizes(shape.to_vec())),
+            }
         },
     },
     Func {

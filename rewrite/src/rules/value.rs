@@ -59,6 +59,9 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Ints(Vec<i64>),
+    /// A list of sizes some of which are symbolic (of sort `Ints`: a function computing a
+    /// shape gives it where its operands' types are symbolic; it becomes a sizes attribute).
+    Sizes(Vec<mxc_dialects::dim::Dim>),
     Floats(Vec<f64>),
     DType(DType),
     Type(TensorType),
@@ -88,6 +91,7 @@ impl Value {
             (Value::Int(v), Sort::Float) => AttrValue::Float((*v as f64).to_bits()),
             (Value::Float(v), Sort::Float) => AttrValue::Float(v.to_bits()),
             (Value::Ints(v), Sort::Ints) => AttrValue::Ints(v.clone()),
+            (Value::Sizes(v), Sort::Ints) => AttrValue::Sizes(v.clone()),
             (Value::Ints(v), Sort::Floats) => AttrValue::Floats(v.iter().map(|x| (*x as f64).to_bits()).collect()),
             (Value::Floats(v), Sort::Floats) => AttrValue::Floats(v.iter().map(|x| x.to_bits()).collect()),
             (Value::DType(d), Sort::DType) => AttrValue::DType(*d),
@@ -102,6 +106,7 @@ impl Value {
             (Value::Int(a), Value::Int(b)) => a == b,
             (Value::Float(_) | Value::Int(_), Value::Float(_) | Value::Int(_)) => self.as_f64()? == other.as_f64()?,
             (Value::Ints(a), Value::Ints(b)) => a == b,
+            (Value::Sizes(a), Value::Sizes(b)) => a == b,
             (Value::Floats(a), Value::Floats(b)) => a == b,
             (Value::Ints(a), Value::Floats(b)) | (Value::Floats(b), Value::Ints(a)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| *x as f64 == *y)
