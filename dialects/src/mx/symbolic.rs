@@ -11,8 +11,8 @@
 //! stacked outputs) is refused by name.
 
 use super::{attention, check_axis};
-use crate::mx;
 use crate::dim::{self, infer::Window, Dim};
+use crate::mx;
 use crate::{Attrs, OpKind, TensorType};
 
 /// The result types of `kind` over `operands`, some symbolic, given the fixed-size rule's
@@ -269,7 +269,11 @@ fn result_dims(
                 .map_err(|_| format!("shape must be [N, OH, OW, M], got {}", shown(&shape)))?;
             let tiles = product(&[n, winograd_tiles(&h)?, winograd_tiles(&w)?])?;
             let x = x();
-            same(&x[1], &tiles, &format!("the tiles of an output of shape {}", shown(&shape)))?;
+            same(
+                &x[1],
+                &tiles,
+                &format!("the tiles of an output of shape {}", shown(&shape)),
+            )?;
             same(&x[2], &m, "the output's channels")?;
             one(shape)
         }
@@ -295,17 +299,25 @@ fn winograd_input(ops: &[TensorType], attrs: &Attrs) -> Result<Vec<Dim>, String>
         <[usize; 4]>::try_from(pads.clone()).map_err(|_| format!("takes 4 pads, got {pads:?}"))?;
     let out = |size: &Dim, pads: usize| -> Result<Dim, String> {
         let padded = size.add(&Dim::constant(pads as u64)).map_err(text)?;
-        padded.require_at_least(3, "a padded side under a 3x3 window").map_err(text)?;
+        padded
+            .require_at_least(3, "a padded side under a 3x3 window")
+            .map_err(text)?;
         padded.sub(&Dim::constant(2)).map_err(text)
     };
-    let tiles = product(&[n, winograd_tiles(&out(&h, top + bottom)?)?, winograd_tiles(&out(&w, left + right)?)?])?;
+    let tiles = product(&[
+        n,
+        winograd_tiles(&out(&h, top + bottom)?)?,
+        winograd_tiles(&out(&w, left + right)?)?,
+    ])?;
     Ok(vec![Dim::constant(mx::winograd::POINTS as u64), tiles, c])
 }
 
 /// The 4x4 tiles along an output side of `size`: `ceil(size / 4)`.
 fn winograd_tiles(size: &Dim) -> Result<Dim, String> {
     let tile = mx::winograd::TILE as u64;
-    size.add(&Dim::constant(tile - 1)).and_then(|d| d.floor_div(tile)).map_err(text)
+    size.add(&Dim::constant(tile - 1))
+        .and_then(|d| d.floor_div(tile))
+        .map_err(text)
 }
 
 /// The product of dimensions.

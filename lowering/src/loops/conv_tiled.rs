@@ -64,7 +64,7 @@ pub fn lower(e: &mut Emitter, window: &Window, group: usize, kernel: &[usize], i
         conv.implicit_gemm(e);
         return true;
     }
-    if group == channels && out.shape[3] == channels && !sized_at_run_time {
+    if group == channels && out.shape[3] == channels {
         conv.depthwise(e);
         return true;
     }
@@ -592,11 +592,11 @@ impl PackedConv<'_> {
     /// test, no loop over the window), and the rest with the right border; the other rows,
     /// and the border pixels, each loop over their window's part inside the image.
     fn depthwise(&self, e: &mut Emitter) {
-        let out = self.out;
-        let [rows, cols] = [0, 1].map(|d| self.interior_outputs(d));
-        e.nest(&[out.shape[0], out.shape[1]], |e, idx| {
+        let out = self.out.extents();
+        let [rows, cols] = [0, 1].map(|d| self.interior_outputs(e, d));
+        e.nest_over(&out[..2], |e, idx| {
             let (n, oh) = (&idx[0], &idx[1]);
-            self.depthwise_row(e, n, oh, rows, cols);
+            self.depthwise_row(e, n, oh, &rows, &cols);
             if self.out.deferred_store().is_some() {
                 self.epilogue_row(e, n, oh);
             }
@@ -605,13 +605,13 @@ impl PackedConv<'_> {
 
     /// Output row `oh` of the depthwise kernel: `interior_row` where the row's windows lie
     /// inside the image in height (`rows`), else every pixel at the border.
-    fn depthwise_row(&self, e: &mut Emitter, n: &V, oh: &V, rows: (usize, usize), cols: (usize, usize)) {
-        let width = self.out.shape[2];
-        if rows == (0, self.out.shape[1]) {
+    fn depthwise_row(&self, e: &mut Emitter, n: &V, oh: &V, rows: &(V, V), cols: &(V, V)) {
+        let width = self.out.extents()[2].clone();
+        let every_row = rows.0.known == Some(0) && rows.1.known.map(|h| h as usize) == self.out.extents()[1].fixed();
+        if every_row {
             return self.interior_row(e, n, oh, cols);
         }
-        let (lo, hi) = (e.idx(rows.0 as i64), e.idx(rows.1 as i64));
-        let conds = [e.cmp_idx("sge", oh, &lo), e.cmp_idx("slt", oh, &hi)];
+        let conds = [e.cmp_idx("sge", oh, &rows.0), e.cmp_idx("slt", oh, &rows.1)];
         let inside = e.all(&conds);
         e.if_else_like(
             &inside,
@@ -621,7 +621,8 @@ impl PackedConv<'_> {
                 Vec::new()
             },
             |e| {
-                self.border_pixels(e, n, oh, (0, width));
+                let (first, last) = (e.idx(0), e.extent_value(&width));
+                self.border_pixels(e, n, oh, (&first, &last));
                 Vec::new()
             },
         );
@@ -631,7 +632,7 @@ impl PackedConv<'_> {
     /// stored.
     fn epilogue_row(&self, e: &mut Emitter, n: &V, oh: &V) {
         let lanes = self.isa.lanes;
-        e.for_each(self.out.shape[2], |e, ow| {
+        e.for_each(self.out.extents()[2].clone(), |e, ow| {
             for_channel_blocks(e, self.out.shape[3], (DEPTHWISE_VECTORS, lanes), &|e, block| {
                 for (j, col) in block.columns.iter().enumerate() {
                     let at = [n.clone(), oh.clone(), ow.clone(), col.clone()];
@@ -643,54 +644,91 @@ impl PackedConv<'_> {
     }
 
     /// The output positions `lo..hi` along spatial dimension `d` whose windows lie inside the
-    /// input (an empty range where none does).
-    fn interior_outputs(&self, d: usize) -> (usize, usize) {
+    /// input (an empty range where none does): numbers where the sizes are fixed, else
+    /// computed at the kernel's entry.
+    fn interior_outputs(&self, e: &mut Emitter, d: usize) -> (V, V) {
         let (s, dil, pad) = (
             self.window.strides[d],
             self.window.dilations[d],
             self.window.pad_begin(d) as usize,
         );
-        let (size, out) = (self.x.shape[d + 1], self.out.shape[d + 1]);
-        let lo = pad.div_ceil(s).min(out);
-        // o * s + (k - 1) * dil - pad <= size - 1
-        let hi = (size - 1 + pad)
-            .checked_sub((self.kernel[d] - 1) * dil)
-            .map_or(0, |reach| (reach / s + 1).min(out));
-        (lo, hi.max(lo))
+        let (size, out) = (&self.x.extents()[d + 1], &self.out.extents()[d + 1]);
+        if let (Extent::Fixed(size), Extent::Fixed(out)) = (size, out) {
+            let lo = pad.div_ceil(s).min(*out);
+            // o * s + (k - 1) * dil - pad <= size - 1
+            let hi = (size - 1 + pad)
+                .checked_sub((self.kernel[d] - 1) * dil)
+                .map_or(0, |reach| (reach / s + 1).min(*out));
+            return (e.idx(lo as i64), e.idx(hi.max(lo) as i64));
+        }
+        let (size, out) = (e.extent_value(size), e.extent_value(out));
+        let first = e.idx(pad.div_ceil(s) as i64);
+        let lo = e.min_idx(&first, &out);
+        // the last interior position is floor((size - 1 + pad - (k - 1) * dil) / s), less
+        // than lo (an empty range) where the window is wider than the padded image
+        let reach = e.lin(&[(&size, 1)], pad as i64 - 1 - ((self.kernel[d] - 1) * dil) as i64);
+        let stride = e.idx(s as i64);
+        let last = e.op("t", Ty::Index, &format!("arith.floordivsi {reach}, {stride} : index"));
+        let end = e.lin(&[(&last, 1)], 1);
+        let end = e.min_idx(&end, &out);
+        let hi = e.op("t", Ty::Index, &format!("arith.maxsi {end}, {lo} : index"));
+        (lo, hi)
     }
 
     /// Output row `oh`, its windows inside the image in height: the pixels of `cols` (inside
     /// in width too) up to `DEPTHWISE_PIXELS` at a time (`depthwise_pixels`), the others one
     /// by one.
-    fn interior_row(&self, e: &mut Emitter, n: &V, oh: &V, (lo, hi): (usize, usize)) {
-        self.border_pixels(e, n, oh, (0, lo));
-        let pixels = DEPTHWISE_PIXELS.min(hi - lo);
+    fn interior_row(&self, e: &mut Emitter, n: &V, oh: &V, (lo, hi): &(V, V)) {
+        let (first, width) = (e.idx(0), e.extent_value(&self.out.extents()[2]));
+        self.border_pixels(e, n, oh, (&first, lo));
+        let (Some(lo_at), Some(hi_at)) = (lo.known, hi.known) else {
+            // sizes known at run time: whole steps of DEPTHWISE_PIXELS, then the rest one by one
+            let steps = {
+                let span = e.lin(&[(hi, 1), (lo, -1)], 0);
+                e.div_idx(&span, DEPTHWISE_PIXELS as i64)
+            };
+            let zero = e.idx(0);
+            let trips = (self.out.shape[2] / DEPTHWISE_PIXELS) as u64;
+            e.for_between(&zero, &steps, trips, &[], |e, step, _| {
+                let first = e.lin(&[(step, DEPTHWISE_PIXELS as i64), (lo, 1)], 0);
+                self.depthwise_pixels(e, n, oh, &first, DEPTHWISE_PIXELS);
+                Vec::new()
+            });
+            let rest = e.lin(&[(&steps, DEPTHWISE_PIXELS as i64), (lo, 1)], 0);
+            self.border_pixels(e, n, oh, (&rest, hi));
+            return self.border_pixels(e, n, oh, (hi, &width));
+        };
+        let (lo_at, hi_at) = (lo_at as usize, hi_at as usize);
+        let pixels = DEPTHWISE_PIXELS.min(hi_at - lo_at);
         let (steps, rest) = match pixels {
             0 => (0, 0),
-            _ => ((hi - lo) / pixels, (hi - lo) % pixels),
+            _ => ((hi_at - lo_at) / pixels, (hi_at - lo_at) % pixels),
         };
         if steps > 0 {
             e.for_each(steps, |e, step| {
-                let first = e.lin(&[(&step, pixels as i64)], lo as i64);
+                let first = e.lin(&[(&step, pixels as i64)], lo_at as i64);
                 self.depthwise_pixels(e, n, oh, &first, pixels);
             });
         }
         if rest > 0 {
-            let first = e.idx((lo + steps * pixels) as i64);
+            let first = e.idx((lo_at + steps * pixels) as i64);
             self.depthwise_pixels(e, n, oh, &first, rest);
         }
-        self.border_pixels(e, n, oh, (hi, self.out.shape[2]));
+        self.border_pixels(e, n, oh, (hi, &width));
     }
 
-    /// The output pixels `from..to` of row `oh`, each by `depthwise_pixel`.
-    fn border_pixels(&self, e: &mut Emitter, n: &V, oh: &V, (from, to): (usize, usize)) {
-        if from < to {
-            let (a, b) = (e.idx(from as i64), e.idx(to as i64));
-            e.for_between(&a, &b, (to - from) as u64, &[], |e, ow, _| {
-                self.depthwise_pixel(e, n, &[oh.clone(), ow.clone()]);
-                Vec::new()
-            });
-        }
+    /// The output pixels `from..to` of row `oh`, each by `depthwise_pixel` (none where the
+    /// bounds are numbers and `from` is not below `to`).
+    fn border_pixels(&self, e: &mut Emitter, n: &V, oh: &V, (from, to): (&V, &V)) {
+        let trips = match (from.known, to.known) {
+            (Some(a), Some(b)) if a >= b => return,
+            (Some(a), Some(b)) => (b - a) as u64,
+            _ => self.kernel[1] as u64,
+        };
+        e.for_between(from, to, trips, &[], |e, ow, _| {
+            self.depthwise_pixel(e, n, &[oh.clone(), ow.clone()]);
+            Vec::new()
+        });
     }
 
     /// `pixels` output pixels along row `oh` from column `first`, their windows inside the

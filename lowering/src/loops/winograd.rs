@@ -261,44 +261,44 @@ fn output_tile(
     checked: bool,
 ) {
     channels(e, m, vectors, |e, ch, lanes| {
-            let products: Vec<Vec<V>> = (0..PATCH)
-                .map(|a| {
-                    (0..PATCH)
-                        .map(|b| {
-                            let point = e.idx((a * PATCH + b) as i64);
-                            e.read_lanes(x, &[point, t.clone(), ch.clone()], lanes)
-                        })
-                        .collect()
-                })
-                .collect();
-            let y = both_sides(e, &AT, &products);
-            for (i, row) in y.iter().enumerate() {
-                for (j, value) in row.iter().enumerate() {
-                    let (r, col) = (e.lin(&[(top, 1)], i as i64), e.lin(&[(left, 1)], j as i64));
-                    // the last tiles of a side may run past the image: only those rows and
-                    // columns are tested
-                    let mut conds = Vec::new();
-                    for (side, k, at) in [(oh, i, &r), (ow, j, &col)] {
-                        let may_pass = match side {
-                            Extent::Fixed(size) => size % TILE != 0 && k >= size % TILE,
-                            Extent::Run { .. } => k > 0,
-                        };
-                        if checked && may_pass {
-                            let end = e.extent_value(side);
-                            conds.push(e.cmp_idx("slt", at, &end));
-                        }
-                    }
-                    let idx = [n.clone(), r, col, ch.clone()];
-                    let store = |e: &mut Emitter| e.write(out, &idx, value);
-                    if conds.is_empty() {
-                        store(e);
-                    } else {
-                        let cond = e.all(&conds);
-                        e.if_then(&cond, store);
+        let products: Vec<Vec<V>> = (0..PATCH)
+            .map(|a| {
+                (0..PATCH)
+                    .map(|b| {
+                        let point = e.idx((a * PATCH + b) as i64);
+                        e.read_lanes(x, &[point, t.clone(), ch.clone()], lanes)
+                    })
+                    .collect()
+            })
+            .collect();
+        let y = both_sides(e, &AT, &products);
+        for (i, row) in y.iter().enumerate() {
+            for (j, value) in row.iter().enumerate() {
+                let (r, col) = (e.lin(&[(top, 1)], i as i64), e.lin(&[(left, 1)], j as i64));
+                // the last tiles of a side may run past the image: only those rows and
+                // columns are tested
+                let mut conds = Vec::new();
+                for (side, k, at) in [(oh, i, &r), (ow, j, &col)] {
+                    let may_pass = match side {
+                        Extent::Fixed(size) => size % TILE != 0 && k >= size % TILE,
+                        Extent::Run { .. } => k > 0,
+                    };
+                    if checked && may_pass {
+                        let end = e.extent_value(side);
+                        conds.push(e.cmp_idx("slt", at, &end));
                     }
                 }
+                let idx = [n.clone(), r, col, ch.clone()];
+                let store = |e: &mut Emitter| e.write(out, &idx, value);
+                if conds.is_empty() {
+                    store(e);
+                } else {
+                    let cond = e.all(&conds);
+                    e.if_then(&cond, store);
+                }
             }
-        });
+        }
+    });
 }
 
 #[cfg(test)]

@@ -150,7 +150,11 @@ fn tiles_as_product(ctx: &mut Ctx, values: &[ValueId]) -> Result<ValueId, String
     let [batch, _, height, width] = <[Dim; 4]>::try_from(ctx.ty(x).dims()).map_err(|_| "X must have rank 4")?;
     let [channels, m, kh, kw] = <[usize; 4]>::try_from(ctx.ty(w).shape.clone()).map_err(|_| "W must have rank 4")?;
     let transpose = |ctx: &mut Ctx, v: ValueId, perm: &[i64]| {
-        ctx.build1(OpKind::Transpose, vec![v], Attrs::new().with("perm", Attr::Ints(perm.to_vec())))
+        ctx.build1(
+            OpKind::Transpose,
+            vec![v],
+            Attrs::new().with("perm", Attr::Ints(perm.to_vec())),
+        )
     };
     let mul = |a: &Dim, b: &Dim| a.mul(b).map_err(|e| e.to_string());
     let constant = |n: usize| Dim::constant(n as u64);
@@ -160,10 +164,22 @@ fn tiles_as_product(ctx: &mut Ctx, values: &[ValueId]) -> Result<ValueId, String
     let weights = transpose(ctx, w, &[0, 2, 3, 1])?;
     let weights = reshape(ctx, weights, &[channels, kh * kw * m])?;
     let product = ctx.build1(OpKind::MatMul, vec![rows, weights], Attrs::new())?;
-    let tiles = [batch.clone(), height.clone(), width.clone(), constant(kh), constant(kw), constant(m)];
+    let tiles = [
+        batch.clone(),
+        height.clone(),
+        width.clone(),
+        constant(kh),
+        constant(kw),
+        constant(m),
+    ];
     let tiles = reshape_dims(ctx, product, &tiles)?;
     let placed = transpose(ctx, tiles, &[0, 5, 1, 3, 2, 4])?;
-    let out = [batch, constant(m), mul(&height, &constant(kh))?, mul(&width, &constant(kw))?];
+    let out = [
+        batch,
+        constant(m),
+        mul(&height, &constant(kh))?,
+        mul(&width, &constant(kw))?,
+    ];
     let y = reshape_dims(ctx, placed, &out)?;
     match values.get(2) {
         Some(&bias) => {
