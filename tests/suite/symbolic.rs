@@ -151,23 +151,36 @@ fn the_symbolic_import_at_given_sizes_is_the_import_at_those_sizes() {
     }
 }
 
+/// A model of `nodes` from the f32 input `x` of dimensions `x_dims` to the output `y`, written
+/// to `dir` as NAME.onnx.
+fn model_of(
+    dir: &Path,
+    name: &str,
+    nodes: Vec<proto::NodeProto>,
+    initializer: Vec<proto::TensorProto>,
+    x_dims: &[&str],
+) -> PathBuf {
+    let graph = proto::GraphProto {
+        name: Some(name.into()),
+        node: nodes,
+        initializer,
+        input: vec![float_value("x", x_dims)],
+        output: vec![proto::ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = dir.join(format!("{name}.onnx"));
+    std::fs::write(&model, model_bytes(graph)).unwrap();
+    model
+}
+
 #[test]
 fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let refusal = |name: &str, nodes: Vec<proto::NodeProto>, initializer: Vec<proto::TensorProto>| {
-        let graph = proto::GraphProto {
-            name: Some(name.into()),
-            node: nodes,
-            initializer,
-            input: vec![float_value("x", &["n", "4"])],
-            output: vec![proto::ValueInfoProto {
-                name: Some("y".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let model = dir.path().join(format!("{name}.onnx"));
-        std::fs::write(&model, model_bytes(graph)).unwrap();
+        let model = model_of(dir.path(), name, nodes, initializer, &["n", "4"]);
         let out = mxc(&["read", model.to_str().unwrap(), "--shape", "x=n[1..8],4"]);
         assert_eq!(out.status.code(), Some(1));
         stderr(&out).trim().to_string()
@@ -216,19 +229,7 @@ fn nodes_whose_parsers_would_fix_the_sizes_are_refused_by_name() {
 fn resizes_and_transposed_convolutions_over_symbolic_images_import_where_their_sizes_follow() {
     let dir = tempfile::tempdir().unwrap();
     let read = |name: &str, node: proto::NodeProto, initializer: Vec<proto::TensorProto>| {
-        let graph = proto::GraphProto {
-            name: Some(name.into()),
-            node: vec![node],
-            initializer,
-            input: vec![float_value("x", &["1", "2", "h", "w"])],
-            output: vec![proto::ValueInfoProto {
-                name: Some("y".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let model = dir.path().join(format!("{name}.onnx"));
-        std::fs::write(&model, model_bytes(graph)).unwrap();
+        let model = model_of(dir.path(), name, vec![node], initializer, &["1", "2", "h", "w"]);
         mxc(&["read", model.to_str().unwrap(), "--shape", "x=1x2xh[1..64]xw[1..64]"])
     };
     let scales = |values: &[f32]| {

@@ -134,7 +134,7 @@ impl Pool {
     fn padded(&self, e: &mut Emitter, extents: &[Extent]) -> Vec<Span> {
         (0..self.window.spatial())
             .map(|d| {
-                let end = e.extent_plus(&extents[d], self.window.pad_end(d) as usize);
+                let end = e.extent_offset(&extents[d], self.window.pad_end(d));
                 (-self.window.pad_begin(d), end)
             })
             .collect()

@@ -203,33 +203,22 @@ impl Emitter {
         sum
     }
 
-    /// `n + k` of an extent.
-    pub fn extent_plus(&mut self, n: &Extent, k: usize) -> Extent {
+    /// `n + k` of an extent, for a `k` (a pad, or less a window's reach) that its op's type
+    /// rule proved leaves a size at every size.
+    pub fn extent_offset(&mut self, n: &Extent, k: i64) -> Extent {
+        let proved = "a type's dimension offset as its op's rule proved is a size";
         match n {
-            Extent::Fixed(n) => Extent::Fixed(n + k),
+            Extent::Fixed(n) => Extent::Fixed(usize::try_from(*n as i64 + k).expect(proved)),
             Extent::Run { value, dim } => {
-                let k_value = self.idx(k as i64);
+                let k_value = self.idx(k);
+                let offset = Dim::constant(k.unsigned_abs());
+                let dim = match k >= 0 {
+                    true => dim.add(&offset),
+                    false => dim.sub(&offset),
+                };
                 Extent::Run {
                     value: AtEntry(self).add(value, &k_value),
-                    dim: dim
-                        .add(&Dim::constant(k as u64))
-                        .expect("a type's dimension plus a pad is a size"),
-                }
-            }
-        }
-    }
-
-    /// `n - k` of an extent at least `k` at every size.
-    pub fn extent_less(&mut self, n: &Extent, k: usize) -> Extent {
-        match n {
-            Extent::Fixed(n) => Extent::Fixed(n - k),
-            Extent::Run { value, dim } => {
-                let k_value = self.idx(-(k as i64));
-                Extent::Run {
-                    value: AtEntry(self).add(value, &k_value),
-                    dim: dim
-                        .sub(&Dim::constant(k as u64))
-                        .expect("a type's dimension less what its op proved it holds is a size"),
+                    dim: dim.expect(proved),
                 }
             }
         }

@@ -96,10 +96,8 @@ fn input(e: &mut Emitter, x: &Buf, pads: &[usize], out: &Buf) {
     let [_, height, width, _] = <[Extent; 4]>::try_from(x.extents()).expect("an N x H x W x C image");
     let c = x.shape[3];
     // the output's sides are the padded image's less 2 (at least 1, as the type rule proved)
-    let [oh, ow] = [(&height, pads[0] + pads[2]), (&width, pads[1] + pads[3])].map(|(side, p)| {
-        let padded = e.extent_plus(side, p);
-        e.extent_less(&padded, 2)
-    });
+    let [oh, ow] = [(&height, pads[0] + pads[2]), (&width, pads[1] + pads[3])]
+        .map(|(side, p)| e.extent_offset(side, p as i64 - 2));
     let tiles = [tiles_along(e, &oh), tiles_along(e, &ow)];
     let vectors = x.holds_float_vectors() && out.holds_float_vectors();
     e.for_each(out.extents()[1].clone(), |e, t| {

@@ -362,16 +362,33 @@ fn attention_proves_its_operands_share_batch_heads_and_keys() {
 
 #[test]
 fn ops_without_a_symbolic_rule_are_refused_by_name() {
+    let filters = f32s("m[1..8], 3, 3, 4");
+    let err = refused(OpKind::WinogradWeights, &[filters], &Attrs::new());
+    assert_eq!(
+        err,
+        "mx.winograd_weights does not take symbolic dimensions: weights are laid out at fixed sizes"
+    );
+}
+
+#[test]
+fn winograd_transforms_count_their_tiles_over_symbolic_images() {
     let image = f32s("n[1..4]{1}, h[8..64]{32}, w[8..64]{32}, 8");
-    let err = refused(
+    let patches = infer(
         OpKind::WinogradInput,
         &[image],
         &attrs(&[("pads", ints(&[1, 1, 1, 1]))]),
     );
-    assert_eq!(
-        err,
-        "mx.winograd_input does not take symbolic dimensions: its tile counts must be fixed"
-    );
+    // a 4x4 output tile per 6x6 patch: ceil(h / 4) tiles down, ceil(w / 4) across
+    assert_eq!(shown(&patches), "tensor<36x(n * ((h + 3) / 4) * ((w + 3) / 4))x8xf32>");
+    let shape = Attr::Sizes(dims("n[1..4]{1}, h[8..64]{32}, w[8..64]{32}, 16"));
+    let products = f32s("36, n[1..4]{1} * ((h[8..64]{32} + 3) / 4) * ((w[8..64]{32} + 3) / 4), 16");
+    let out = infer(OpKind::WinogradOutput, &[products], &attrs(&[("shape", shape)]));
+    assert_eq!(shown(&out), "tensor<(n)x(h)x(w)x16xf32>");
+    // products of other tiles than the output's are refused
+    let shape = Attr::Sizes(dims("n[1..4]{1}, h[8..64]{32}, w[8..64]{32}, 16"));
+    let wrong = f32s("36, n[1..4]{1} * ((h[8..64]{32} + 3) / 4), 16");
+    let err = refused(OpKind::WinogradOutput, &[wrong], &attrs(&[("shape", shape)]));
+    assert!(err.contains("for an output of shape [1, 32, 32, 16]"), "{err}");
 }
 
 #[test]
