@@ -9,6 +9,7 @@ mod progress;
 mod report;
 mod rules_check;
 mod show;
+mod timings;
 mod verify;
 
 use anyhow::{bail, Result};
@@ -94,6 +95,10 @@ enum Command {
         /// Sign the file with this secret key (made by `mxc keygen`; docs/security.md)
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
+        /// Print the time and peak memory of each phase (import, rewriting, lowering, codegen,
+        /// writing) when done
+        #[arg(long)]
+        timings: bool,
     },
     /// Make a key pair for signing compiled files: PREFIX.key (secret) and PREFIX.pub.  Example: mxc keygen release
     Keygen { prefix: PathBuf },
@@ -552,9 +557,11 @@ fn run(cli: Cli) -> Result<()> {
             shapes,
             rules,
             sign,
+            timings,
         } => {
             let key = sign.as_deref().map(SecretKey::read).transpose()?;
             let (shapes, structures) = inputs::parse_shapes(&shapes.shapes)?;
+            let timings = timings.then(|| std::sync::Arc::new(timings::Timings::new()));
             let contents = mxc_driver::compile::compile(mxc_driver::Request {
                 model: &model,
                 label: out.display().to_string(),
@@ -562,9 +569,16 @@ fn run(cli: Cli) -> Result<()> {
                 shapes,
                 structures,
                 options: rules.compile_options()?,
-                observer: &report::CompileLines::new(quiet),
+                observer: &report::CompileLines::new(quiet, timings.clone()),
             })?;
-            Ok(mxc_driver::write_mxr(&out, &contents, key.as_ref())?)
+            if let Some(t) = &timings {
+                t.mark("write");
+            }
+            mxc_driver::write_mxr(&out, &contents, key.as_ref())?;
+            if let Some(t) = &timings {
+                t.print();
+            }
+            Ok(())
         }
         Command::Explain {
             model,

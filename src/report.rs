@@ -2,6 +2,7 @@
 //! tensor as `.npy`, a sequence or optional as the ONNX `.pb` message that holds it); a
 //! one-line summary of a compilation.
 
+use crate::timings::Timings;
 use anyhow::{bail, Context, Result};
 use mxc_dialects::interface::Interface;
 use mxc_dialects::program::Program;
@@ -11,6 +12,7 @@ use mxc_rewrite::cost::{graph_cost, ChannelsLast, FlopCost, LibraryCost};
 use mxc_rewrite::LinearCost;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A run's outputs as the model's values: the output tensors regrouped into the sequences and
 /// optionals the interface says they carry.
@@ -172,22 +174,38 @@ pub fn warn_gpu_spills(compiled: &mxc_codegen::Compiled) {
 }
 
 /// What `mxc compile` shows on stderr as it goes: the progress line on a terminal (unless
-/// `-q`), a summary line for each program compiled, spill warnings and the file's notes.
-pub struct CompileLines(crate::progress::Progress);
+/// `-q`), a summary line for each program compiled, spill warnings and the file's notes; with
+/// `--timings`, the phases' times are taken as the stages go.
+pub struct CompileLines {
+    progress: crate::progress::Progress,
+    timings: Option<Arc<Timings>>,
+}
 
 impl CompileLines {
-    pub fn new(quiet: bool) -> CompileLines {
-        CompileLines(crate::progress::Progress::new(quiet))
+    pub fn new(quiet: bool, timings: Option<Arc<Timings>>) -> CompileLines {
+        CompileLines {
+            progress: crate::progress::Progress::new(quiet),
+            timings,
+        }
     }
 }
 
 impl mxc_driver::Observer for CompileLines {
     fn stages(&self) -> Option<mxc_rewrite::StageHook> {
-        self.0.hook()
+        let (progress, timings) = (self.progress.hook(), self.timings.clone());
+        if progress.is_none() && timings.is_none() {
+            return None;
+        }
+        Some(mxc_rewrite::StageHook(Arc::new(move |stage| {
+            mxc_rewrite::StageHook::start(progress.as_ref(), stage);
+            if let Some(t) = &timings {
+                t.mark(stage);
+            }
+        })))
     }
 
     fn ended(&self) {
-        self.0.finish();
+        self.progress.finish();
     }
 
     fn compiled(&self, label: &str, imported: &Graph, compiled: &mxc_codegen::Compiled) {

@@ -272,6 +272,41 @@ fn compile_shows_its_stages_on_a_terminal_only() {
 }
 
 #[test]
+fn compile_timings_give_each_phase_its_time_share_and_peak_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = repo().join("examples/tiny_cnn.onnx").display().to_string();
+    let file = dir.path().join("tiny.mxr").display().to_string();
+    let out = mxc(&["compile", &model, "-o", &file, "--timings", "--no-cache"]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    let rows: Vec<Vec<&str>> = said.lines().skip(2).map(|l| l.split_whitespace().collect()).collect();
+    let phases: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(
+        phases,
+        [
+            "import",
+            "saturation",
+            "extraction",
+            "fusion",
+            "lowering",
+            "codegen",
+            "write",
+            "total"
+        ],
+        "{said}"
+    );
+    let seconds: Vec<f64> = rows.iter().map(|r| r[1].parse().unwrap()).collect();
+    let parts: f64 = seconds[..seconds.len() - 1].iter().sum();
+    assert!((parts - seconds[seconds.len() - 1]).abs() < 0.01, "{said}");
+    // LLVM compiled the kernels afresh: codegen took some time
+    assert!(seconds[5] > 0.0, "{said}");
+    // the peak so far at each phase's end (MB), the total the last phase's
+    let peaks: Vec<f64> = rows.iter().map(|r| r[3].parse().unwrap()).collect();
+    assert!(peaks[0] > 1.0 && peaks.windows(2).all(|w| w[0] <= w[1]), "{said}");
+    assert_eq!(peaks[peaks.len() - 1], peaks[peaks.len() - 2], "{said}");
+}
+
+#[test]
 fn optimisation_levels_trade_compile_work_for_kernels_and_agree_with_ref() {
     let model = crate::common::cache_dir("models/convnet")
         .join("model.onnx")
