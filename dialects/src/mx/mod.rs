@@ -18,6 +18,7 @@ pub mod winograd;
 
 pub use elementwise::broadcast_shapes;
 pub use layout::SCATTER_REDUCTIONS;
+pub use symbolic::channels_last;
 
 use crate::{Attrs, OpKind, TensorType};
 

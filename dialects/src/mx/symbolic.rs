@@ -371,16 +371,19 @@ fn windows(attrs: &Attrs, kernel: &[u64], ceil: bool) -> Result<Vec<Window>, Str
 
 /// Where an op's layout keeps the spatial axes: NCHW from axis 2, NHWC from axis 1.
 fn spatial_start(kind: OpKind) -> usize {
-    use OpKind::*;
-    match kind {
-        ConvNhwc
-        | ConvNhwcPacked
-        | ConvNhwcIntegerPacked
-        | ConvNhwcIntegerDepthwise
-        | MaxPoolNhwc
-        | AveragePoolNhwc => 1,
-        _ => 2,
+    match channels_last(kind) {
+        true => 1,
+        false => 2,
     }
+}
+
+/// Whether a convolution or pool of kind `kind` keeps its channels last (NHWC).
+pub fn channels_last(kind: OpKind) -> bool {
+    use OpKind::*;
+    matches!(
+        kind,
+        ConvNhwc | ConvNhwcPacked | ConvNhwcIntegerPacked | ConvNhwcIntegerDepthwise | MaxPoolNhwc | AveragePoolNhwc
+    )
 }
 
 /// Each window's positions along the spatial axes of `x` from `start`.

@@ -102,11 +102,8 @@ fn windowed(kind: OpKind) -> bool {
 /// Whether a convolution's or a pool's channels (of its input and result) and its other
 /// operands (weights, bias) are fixed.
 fn fixed_channels(g: &Graph, op: &Op) -> bool {
-    use OpKind::*;
-    let channels_last = matches!(
-        op.kind,
-        ConvNhwc | ConvNhwcPacked | WinogradInput | WinogradOutput | MaxPoolNhwc | AveragePoolNhwc
-    );
+    // Winograd's transforms keep the channels last too ([N, H, W, C], [36, T, C])
+    let channels_last = mx::channels_last(op.kind) || matches!(op.kind, OpKind::WinogradInput | OpKind::WinogradOutput);
     let channels_fixed = |v: &ValueId| {
         let t = g.ty(*v);
         let axis = if channels_last { t.rank().saturating_sub(1) } else { 1 };
