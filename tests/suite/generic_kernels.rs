@@ -346,3 +346,26 @@ fn convolutions_and_pools_over_run_time_height_and_width_run_every_size_in_range
         );
     }
 }
+
+#[test]
+fn winograd_over_a_run_time_height_and_a_fixed_width_stores_inside_the_image() {
+    // the width (30) leaves the last tile of each row half outside; the height only the run knows
+    let src = format!(
+        r#"graph "g" symbols<h[3..64]> (%x: tensor<1x16x(h)x30xf32> "x") {{
+{}  %0 = mx.conv %x, %k {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : tensor<1x32x(h)x30xf32>
+  return "y" = %0
+}}
+"#,
+        constant("k", &[32, 16, 3, 3]),
+    );
+    let points: &[&[(&str, u64)]] = &[&[("h", 3)], &[("h", 9)], &[("h", 24)], &[("h", 61)]];
+    runs_at_every_size(&src, Target::Cpu, points, 1e-4);
+    let cpu = compile_and_load(&src, Target::Cpu);
+    let kernels = &cpu.program().kernels;
+    assert!(
+        kernels
+            .iter()
+            .any(|k| k.symbol.contains("winograd_output") && k.takes_sizes()),
+        "{kernels:?}"
+    );
+}

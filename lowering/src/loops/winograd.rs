@@ -247,8 +247,9 @@ fn output(e: &mut Emitter, x: &Buf, out: &Buf) {
 }
 
 /// The output transform of tile `t` (of image `n`, its first row `top` and column `left`), its
-/// stores past the image's sides `[oh, ow]` left out: tested where `checked` (for fixed sides,
-/// only the rows and columns of the last tiles that can pass them).
+/// stores past the image's sides `[oh, ow]` left out: a fixed side tests the rows or columns
+/// its last tiles can pass; a side known only at run time tests them where `checked` (the tile
+/// was not found inside the image).
 fn output_tile(
     e: &mut Emitter,
     x: &Buf,
@@ -279,9 +280,9 @@ fn output_tile(
                 for (side, k, at) in [(oh, i, &r), (ow, j, &col)] {
                     let may_pass = match side {
                         Extent::Fixed(size) => size % TILE != 0 && k >= size % TILE,
-                        Extent::Run { .. } => k > 0,
+                        Extent::Run { .. } => checked && k > 0,
                     };
-                    if checked && may_pass {
+                    if may_pass {
                         let end = e.extent_value(side);
                         conds.push(e.cmp_idx("slt", at, &end));
                     }
