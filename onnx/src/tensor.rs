@@ -5,9 +5,11 @@ use super::external::read_external;
 use super::proto::tensor_proto::{DataLocation, DataType};
 use super::proto::TensorProto;
 use super::ImportError;
+use bytes::Bytes;
 use mxc_dialects::narrow::wrap_int;
 use mxc_dialects::{DType, Tensor, TensorType};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The mx element type of an ONNX `TensorProto.DataType` code, if mx has one.
 pub fn dtype_of(code: i32) -> Option<DType> {
@@ -110,11 +112,12 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
     let packed = packed_bits(dtype).map(|bits| (bits, (count * bits as usize).div_ceil(8)));
     let stored = packed.map_or(count, |(_, bytes)| bytes);
     let bytes = if t.data_location() == DataLocation::External {
-        read_external(t, model_dir)?
+        Bytes::from(read_external(t, model_dir)?)
     } else if let Some(raw) = &t.raw_data {
+        // shared with the decoded model (a slice of the mapped file)
         raw.clone()
     } else {
-        typed_field_bytes(t, dtype, stored).map_err(&err)?
+        Bytes::from(typed_field_bytes(t, dtype, stored).map_err(&err)?)
     };
     let bytes = match packed {
         Some((_, size)) if bytes.len() != size => {
@@ -123,7 +126,7 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
                 bytes.len()
             )))
         }
-        Some((bits, _)) => unpack(&bytes, bits, count, dtype.narrow_int()),
+        Some((bits, _)) => Bytes::from(unpack(&bytes, bits, count, dtype.narrow_int())),
         None => bytes,
     };
     if bytes.len() != ty.num_bytes() {
@@ -133,7 +136,7 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
             ty.num_bytes()
         )));
     }
-    Tensor::from_bytes(ty, bytes).ok_or_else(|| err("data does not match its type".into()))
+    Tensor::view(ty, Arc::new(bytes), 0).ok_or_else(|| err("data does not match its type".into()))
 }
 
 /// The ONNX type code of an mx element type.
@@ -171,7 +174,7 @@ pub fn encode_tensor(name: &str, t: &Tensor) -> TensorProto {
         name: Some(name.to_string()),
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(type_code(dtype)),
-        raw_data: Some(raw),
+        raw_data: Some(raw.into()),
         ..Default::default()
     }
 }
@@ -328,19 +331,19 @@ mod tests {
     fn packed_and_eight_bit_types_decode() {
         // -1, 7, -8 as int4: 0xf, 0x7, 0x8 packed low nibble first
         let mut t = proto(DataType::Int4, &[3]);
-        t.raw_data = Some(vec![0x7f, 0x08]);
+        t.raw_data = Some(Bytes::from(vec![0x7f, 0x08]));
         assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![-1, 7, -8]));
         let mut t = proto(DataType::Uint2, &[5]);
         t.int32_data = vec![0b1110_0100, 0b11];
         assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![0, 1, 2, 3, 3]));
         let mut t = proto(DataType::Float4e2m1, &[2]);
-        t.raw_data = Some(vec![0xf1]);
+        t.raw_data = Some(Bytes::from(vec![0xf1]));
         assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![0.5, -6.0]));
         let mut t = proto(DataType::Float8e4m3fn, &[2]);
         t.int32_data = vec![0x7e, 0xb8];
         assert_eq!(decode(&t).map(|t| t.to_f64_vec()), Ok(vec![448.0, -1.0]));
         let mut t = proto(DataType::Int4, &[3]);
-        t.raw_data = Some(vec![0x7f]);
+        t.raw_data = Some(Bytes::from(vec![0x7f]));
         assert_eq!(
             decode(&t),
             Err("tensor \"t\": holds 1 bytes, but 3 elements of i4 take 2 packed".into())
@@ -359,7 +362,13 @@ mod tests {
     #[test]
     fn raw_data_decodes() {
         let mut t = proto(DataType::Int32, &[2]);
-        t.raw_data = Some([5i32, -6].iter().flat_map(|v| v.to_le_bytes()).collect());
+        t.raw_data = Some(
+            [5i32, -6]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        );
         assert_eq!(decode(&t).map(|t| t.to_i64_vec()), Ok(vec![5, -6]));
     }
 
@@ -369,7 +378,7 @@ mod tests {
         t.float_data = vec![1.0];
         assert_eq!(decode(&t), Err("tensor \"t\": holds 1 values for 3 elements".into()));
         let mut t = proto(DataType::Float, &[2]);
-        t.raw_data = Some(vec![0; 7]);
+        t.raw_data = Some(Bytes::from(vec![0; 7]));
         assert_eq!(
             decode(&t),
             Err("tensor \"t\": holds 7 bytes, but 2 elements of f32 take 8".into())

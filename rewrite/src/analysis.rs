@@ -10,6 +10,7 @@
 //! where it does not fit) gets `Kind::Invalid`; merged into a typed class it yields to the
 //! type, and extraction never picks it.
 
+use crate::constant::defers;
 use crate::lang::{AttrValue, ConstValue, Mx};
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use mxc_dialects::{eval, mx, Attrs, OpKind, Tensor, TensorType, Trait};
@@ -170,28 +171,52 @@ pub fn kernel_types(
     mx::fused::infer(Some(body), &types).map_err(|m| format!("{}: {m}", OpKind::Fused))
 }
 
+/// The constant `kind` computes from constant operands: deferred where `defers` says so (a
+/// large folded weight, computed only if it is written), computed now otherwise.
+fn fold(
+    egraph: &EGraph<Mx, MxAnalysis>,
+    kind: OpKind,
+    attrs: &Attrs,
+    leaves: &[Id],
+    operands: &[&ConstValue],
+    ty: &TensorType,
+) -> Option<ConstValue> {
+    if defers(kind, attrs, operands, ty, egraph.analysis.fold_limit) {
+        let leaves = leaves.iter().map(|id| match &egraph[*id].data.kind {
+            Kind::Attr(a) => Some(a.clone()),
+            _ => None,
+        });
+        let leaves = leaves.collect::<Option<Vec<AttrValue>>>()?;
+        return Some(ConstValue::folded(kind, attrs, leaves, operands, ty.clone()));
+    }
+    // a small value from a deferred operand computes the operand for it alone
+    let values: Vec<Tensor> = operands.iter().map(|c| c.tensor.materialized()).collect();
+    let refs: Vec<&Tensor> = values.iter().collect();
+    match eval::eval(kind, &refs, attrs) {
+        Some(Ok(mut values)) if values.len() == 1 && values[0].ty == *ty => Some(ConstValue::new(values.remove(0))),
+        _ => None,
+    }
+}
+
 fn make_op(egraph: &EGraph<Mx, MxAnalysis>, node: &Mx) -> ClassData {
     let (attrs, _, results) = match infer_node(egraph, node) {
         Ok(r) => r,
         Err(why) => return ClassData::of(Kind::Invalid(why)),
     };
-    let Some((kind, _, operands)) = node.split_op() else {
+    let Some((kind, leaves, operands)) = node.split_op() else {
         unreachable!("infer_node accepts only ops")
     };
     if results.len() != 1 {
         return ClassData::of(Kind::Tuple(results));
     }
     let ty = results.into_iter().next().expect("one result");
-    let constants: Option<Vec<&Tensor>> = operands
-        .iter()
-        .map(|id| egraph[*id].data.constant.as_ref().map(|c| &*c.tensor))
-        .collect();
+    let constants: Option<Vec<&ConstValue>> = operands.iter().map(|id| egraph[*id].data.constant.as_ref()).collect();
     let constant = constants
-        .filter(|cs| egraph.analysis.should_fold(kind, cs, &ty))
-        .and_then(|cs| match eval::eval(kind, &cs, &attrs) {
-            Some(Ok(mut values)) if values.len() == 1 && values[0].ty == ty => Some(ConstValue::new(values.remove(0))),
-            _ => None,
-        });
+        .filter(|cs| {
+            let tensors: Vec<&Tensor> = cs.iter().map(|c| &*c.tensor).collect();
+            egraph.analysis.should_fold(kind, &tensors, &ty)
+        })
+        .and_then(|cs| fold(egraph, kind, &attrs, leaves, &cs, &ty));
     ClassData {
         kind: Kind::Value(ty),
         constant,
@@ -249,7 +274,7 @@ impl Analysis<Mx> for MxAnalysis {
                 did.0 = true;
             }
             (Some(_), None) => did.1 = true,
-            (Some(x), Some(y)) if *x != y => {
+            (Some(x), Some(y)) if !x.same_value(&y) => {
                 self.conflict(format!("two different constants of type {} were merged", x.tensor.ty));
                 did.1 = true;
             }

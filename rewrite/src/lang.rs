@@ -6,9 +6,10 @@
 //! graph, and a library call (`Mx::Call`, added by `library.rs`) its callee and the body it
 //! computes; the children of both are their operands.
 
+pub use crate::constant::ConstValue;
 use egg::{Id, Language};
 use mxc_dialects::mx::call::Callee;
-use mxc_dialects::{Attr, DType, Graph, OpKind, Tensor};
+use mxc_dialects::{Attr, DType, Graph, OpKind};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -161,105 +162,6 @@ impl PartialOrd for GraphValue {
 impl Ord for GraphValue {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.text.cmp(&other.text)
-    }
-}
-
-/// A fast hash of a constant's bytes, eight at a time (weights run to hundreds of megabytes;
-/// equal hashes are confirmed by comparing the bytes).
-/// The least and the greatest value of an integer tensor of up to 32 bits (none for an empty
-/// one, or another element type).
-fn integer_range(t: &Tensor) -> Option<(i64, i64)> {
-    let b = t.bytes();
-    let values: Box<dyn Iterator<Item = i64>> = match t.dtype() {
-        DType::I8 => Box::new(b.iter().map(|&v| v as i8 as i64)),
-        DType::U8 => Box::new(b.iter().map(|&v| v as i64)),
-        DType::I16 => Box::new(b.chunks_exact(2).map(|v| i16::from_le_bytes([v[0], v[1]]) as i64)),
-        DType::U16 => Box::new(b.chunks_exact(2).map(|v| u16::from_le_bytes([v[0], v[1]]) as i64)),
-        DType::I32 => Box::new(
-            b.chunks_exact(4)
-                .map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
-        ),
-        DType::U32 => Box::new(
-            b.chunks_exact(4)
-                .map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
-        ),
-        _ => return None,
-    };
-    values.fold(None, |r, v| match r {
-        None => Some((v, v)),
-        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
-    })
-}
-
-fn content_hash(bytes: &[u8]) -> u64 {
-    let mut h = bytes.len() as u64;
-    let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
-    let words = bytes.chunks_exact(8);
-    let rest = words.remainder();
-    for w in words {
-        h = mix(h, u64::from_le_bytes(w.try_into().expect("eight bytes")));
-    }
-    let mut last = [0u8; 8];
-    last[..rest.len()].copy_from_slice(rest);
-    mix(h, u64::from_le_bytes(last))
-}
-
-/// A constant tensor, compared and hashed by content (the content hash is computed once).
-#[derive(Clone, Debug)]
-pub struct ConstValue {
-    hash: u64,
-    pub tensor: Arc<Tensor>,
-    /// For integers, the least and the greatest value (found once, as the hash is: rules ask
-    /// it of weights at every match, `values_in`).
-    pub range: Option<(i64, i64)>,
-}
-
-impl ConstValue {
-    pub fn new(tensor: Tensor) -> ConstValue {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        tensor.ty.hash(&mut h);
-        h.write_u64(content_hash(tensor.bytes()));
-        ConstValue {
-            hash: h.finish(),
-            range: integer_range(&tensor),
-            tensor: Arc::new(tensor),
-        }
-    }
-
-    fn key(&self) -> (u64, &[u8]) {
-        (self.hash, self.tensor.bytes())
-    }
-}
-
-impl PartialEq for ConstValue {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.tensor, &other.tensor)
-            || (self.hash == other.hash
-                && self.tensor.ty == other.tensor.ty
-                && self.tensor.bytes() == other.tensor.bytes())
-    }
-}
-
-impl Eq for ConstValue {}
-
-impl Hash for ConstValue {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.hash.hash(state);
-    }
-}
-
-impl PartialOrd for ConstValue {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ConstValue {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key()
-            .cmp(&other.key())
-            .then_with(|| self.tensor.ty.dtype.cmp(&other.tensor.ty.dtype))
-            .then_with(|| self.tensor.ty.shape.cmp(&other.tensor.ty.shape))
     }
 }
 

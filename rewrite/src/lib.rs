@@ -3,6 +3,7 @@
 //!
 //! - `lang`: the egg language `Mx` (ops with attribute leaves, inputs, constants, results);
 //! - `analysis`: per-class type and constant value, constant folding;
+//! - `constant`: constants as e-nodes, known or deferred (folded weights computed when written);
 //! - `convert`: `Graph` to e-graph and a selection back to a verified `Graph`;
 //! - `cost`: per-target cost models; `extract`: sharing-aware extraction;
 //! - `fuse` and `library`: fused kernels and library calls offered to a second extraction;
@@ -11,6 +12,7 @@
 //! - `explain`: `optimize` with the reasons for each kernel (`mxc explain`).
 
 pub mod analysis;
+pub mod constant;
 pub mod convert;
 pub mod cost;
 mod error;

@@ -29,6 +29,50 @@ pub fn bitcast(x: &Tensor, to: DType) -> Tensor {
 }
 
 pub fn transpose(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
+    let (shape, perm) = simplified(x.shape(), perm);
+    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+        // only axes of size 1 move: the same bytes (a 1x1 filter to channels last)
+        return x.reshaped(out.shape.clone());
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let simple = TensorType::new(out.dtype, out_shape);
+    transpose_simplified(&x.reshaped(shape), &perm, &simple).reshaped(out.shape.clone())
+}
+
+/// The same transpose over fewer axes: axes of size 1 dropped, and axes that stay next to
+/// each other in order merged into one (`[M, C, 3, 3]` to `[M, 3, 3, C]` is `[M, C, 9]` to
+/// `[M, 9, C]`).
+fn simplified(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let kept: Vec<usize> = perm.iter().copied().filter(|&p| shape[p] != 1).collect();
+    // runs of source axes that follow each other in the result, in result order
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for &p in &kept {
+        match runs.last_mut() {
+            Some(run)
+                if run
+                    .last()
+                    .is_some_and(|&q| q + 1 == p || (p > q && (q + 1..p).all(|a| shape[a] == 1))) =>
+            {
+                run.push(p)
+            }
+            _ => runs.push(vec![p]),
+        }
+    }
+    // source order of the runs gives the merged source shape; their result order the perm
+    let mut by_source: Vec<usize> = (0..runs.len()).collect();
+    by_source.sort_by_key(|&r| runs[r][0]);
+    let merged: Vec<usize> = by_source
+        .iter()
+        .map(|&r| runs[r].iter().map(|&a| shape[a]).product())
+        .collect();
+    let mut perm = vec![0; runs.len()];
+    for (source, &r) in by_source.iter().enumerate() {
+        perm[r] = source;
+    }
+    (merged, perm)
+}
+
+fn transpose_simplified(x: &Tensor, perm: &[usize], out: &TensorType) -> Tensor {
     let strides = strides_of(x.shape());
     let moved: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
     let rank = out.shape.len();
@@ -243,6 +287,70 @@ mod tests {
         assert_eq!(run(OpKind::Identity, &[&x], Attrs::new()), x);
         let y = run(OpKind::Cast, &[&x], Attrs::new().with("to", Attr::DType(DType::F32)));
         assert_eq!(y, Tensor::from_f32s(vec![3], &[-1.0, 0.0, 2.0]));
+    }
+
+    /// Every permutation of shapes with axes of size 1 and runs that stay together (what
+    /// `simplified` drops and merges), for 1-, 4- and 8-byte elements, against the
+    /// definition `y[i] = x[perm^-1 i]` computed element by element.
+    #[test]
+    fn transposes_with_unit_axes_and_merged_runs_follow_the_definition() {
+        fn permutations(n: usize) -> Vec<Vec<usize>> {
+            match n {
+                0 => vec![vec![]],
+                _ => permutations(n - 1)
+                    .into_iter()
+                    .flat_map(|p| {
+                        (0..n).map(move |at| {
+                            let mut q = p.clone();
+                            q.insert(at, n - 1);
+                            q
+                        })
+                    })
+                    .collect(),
+            }
+        }
+        for shape in [
+            vec![2, 1, 3, 4],
+            vec![3, 2, 1, 1],
+            vec![1, 5, 1, 3],
+            vec![17, 1, 3, 18],
+            vec![1, 1, 1, 1],
+        ] {
+            let n: usize = shape.iter().product();
+            let strides = crate::strides_of(&shape);
+            for dtype in [DType::I8, DType::F32, DType::I64] {
+                let x = Tensor::from_i64s(
+                    dtype,
+                    shape.clone(),
+                    &(0..n as i64).map(|v| v % 100).collect::<Vec<_>>(),
+                );
+                for perm in permutations(shape.len()) {
+                    let y = run(
+                        OpKind::Transpose,
+                        &[&x],
+                        list("perm", &perm.iter().map(|&p| p as i64).collect::<Vec<_>>()),
+                    );
+                    let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+                    assert_eq!(y.shape(), out.as_slice());
+                    let mut at = vec![0; shape.len()];
+                    for i in 0..n {
+                        let source: usize = (0..shape.len()).map(|d| at[d] * strides[perm[d]]).sum();
+                        assert_eq!(
+                            y.get_i64(i),
+                            x.get_i64(source),
+                            "{shape:?} {perm:?} {dtype} element {i}"
+                        );
+                        for d in (0..out.len()).rev() {
+                            at[d] += 1;
+                            if at[d] < out[d] {
+                                break;
+                            }
+                            at[d] = 0;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

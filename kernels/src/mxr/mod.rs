@@ -18,6 +18,7 @@
 
 mod attrs;
 mod code;
+mod digesting;
 mod interface;
 mod items;
 mod sized;
@@ -27,6 +28,7 @@ pub use sized::{Items, Parts, Selected, SizedMxr, Variant};
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
+use digesting::Digesting;
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::mx::call::{Callee, LibraryCall};
 use mxc_dialects::program::{
@@ -138,7 +140,7 @@ fn write_sharing(
     let mut weights = vec![0; m.program.buffers.len()];
     for (i, t) in weights_in_data(&m.program, shared) {
         weights[i] = at as u64;
-        at = align(at + t.bytes().len());
+        at = align(at + t.num_bytes());
     }
     let meta = metadata(m, &weights, shared, data_start as u64, &code_at);
     let total = at + TRAILER;
@@ -153,10 +155,7 @@ fn write_sharing(
         w.pad_to(align(w.written))?;
         w.put(&o.bytes)?;
     }
-    for (_, t) in weights_in_data(&m.program, shared) {
-        w.pad_to(align(w.written))?;
-        w.put(t.bytes())?;
-    }
+    w.put_weights(weights_in_data(&m.program, shared).map(|(_, t)| t).collect())?;
     w.pad_to(at)?;
     w.finish(key)
 }
@@ -168,54 +167,6 @@ fn weights_in_data<'p>(p: &'p Program, shared: &'p HashMap<usize, u64>) -> impl 
         BufferKind::Constant(t) if t.strings().is_none() && !shared.contains_key(&i) => Some((i, t)),
         _ => None,
     })
-}
-
-/// A writer that keeps the SHA-256 digest of what went through it, and its length.
-struct Digesting<'w> {
-    out: &'w mut dyn std::io::Write,
-    hash: Sha256,
-    written: usize,
-}
-
-impl<'w> Digesting<'w> {
-    fn new(out: &'w mut dyn std::io::Write) -> Self {
-        Digesting {
-            out,
-            hash: Sha256::new(),
-            written: 0,
-        }
-    }
-
-    /// Ends the file with the trailer: the digest of everything written, then the public key
-    /// of `key` and its signature of the digest (zeros without a key).
-    fn finish(self, key: Option<&SecretKey>) -> std::io::Result<()> {
-        let digest: [u8; DIGEST] = self.hash.finalize().into();
-        self.out.write_all(&digest)?;
-        match key {
-            Some(key) => {
-                self.out.write_all(&key.public().to_bytes())?;
-                self.out.write_all(&key.sign(&digest))
-            }
-            None => self.out.write_all(&[0; KEY_BYTES + SIGNATURE_BYTES]),
-        }
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(bytes)?;
-        self.hash.update(bytes);
-        self.written += bytes.len();
-        Ok(())
-    }
-
-    /// Zeros up to offset `at`.
-    fn pad_to(&mut self, at: usize) -> std::io::Result<()> {
-        let zeros = [0u8; ALIGN];
-        while self.written < at {
-            let n = (at - self.written).min(zeros.len());
-            self.put(&zeros[..n])?;
-        }
-        Ok(())
-    }
 }
 
 /// What an `.mxr` file holds: one program, or programs for the sizes of symbolic dimensions.

@@ -240,7 +240,7 @@ pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write
     let mut shared_at = Vec::with_capacity(distinct.len());
     for t in &distinct {
         shared_at.push(at as u64);
-        at = align(at + t.bytes().len());
+        at = align(at + t.num_bytes());
     }
     let programs: Vec<Vec<u8>> = (m.programs().into_iter().zip(&placed))
         .map(|(mxr, placed)| {
@@ -261,10 +261,7 @@ pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write
     w.put(&VERSION.to_le_bytes())?;
     w.put(&(total as u64).to_le_bytes())?;
     w.put(&metadata(m, &offsets, &programs))?;
-    for t in &distinct {
-        w.pad_to(align(w.written))?;
-        w.put(t.bytes())?;
-    }
+    w.put_weights(distinct)?;
     for p in &programs {
         w.pad_to(align(w.written))?;
         w.put(p)?;
@@ -287,7 +284,7 @@ fn shared_weights(m: &SizedMxr) -> (Vec<&Tensor>, Vec<HashMap<usize, usize>>) {
     for (program, mxr) in programs.iter().enumerate() {
         let mut mine = Vec::new();
         for (buffer, t) in super::weights_in_data(&mxr.program, &none) {
-            let key = (&t.ty, <[u8; 32]>::from(Sha256::digest(t.bytes())));
+            let key = (&t.ty, <[u8; 32]>::from(Sha256::digest(t.materialized().bytes())));
             let entry = seen.entry(key).or_insert((program, buffer, 0));
             if entry.0 != program {
                 entry.2 += 1;

@@ -455,7 +455,7 @@ fn values_in(a: &[Value]) -> Option<Value> {
     if !d.is_int() || d.size() > 4 {
         return None;
     }
-    let Some((least, greatest)) = c.range else {
+    let Some((least, greatest)) = c.range() else {
         // no integers (or none at all): only an empty integer tensor holds no other value
         return (c.tensor.dtype().is_int() && c.tensor.is_empty()).then_some(Value::Bool(true));
     };
