@@ -504,6 +504,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_deferred_tensor_is_computed_once_when_asked_and_its_reshapes_share_the_result() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let t = Tensor::deferred(
+            TensorType::new(DType::F32, vec![2, 3]),
+            Box::new(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Tensor::from_f32s(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+            }),
+        );
+        let flat = t.reshaped(vec![6]);
+        assert_eq!((t.num_bytes(), flat.deferred_id()), (24, t.deferred_id()));
+        let calls_now = || calls.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(calls_now(), 0, "nothing computed yet");
+        // computed for the caller, kept by no one
+        let once = flat.materialized();
+        assert_eq!((once.shape(), once.get_f64(4)), (&[6][..], 5.0));
+        assert!(t.is_deferred() && flat.is_deferred());
+        // computed and kept: the reshape sees the same bytes, with no second computation
+        assert_eq!(t.get_f64(5), 6.0);
+        assert_eq!(flat.get_f64(5), 6.0);
+        assert_eq!(calls_now(), 2);
+        assert!(!flat.is_deferred() && flat.deferred_id().is_none());
+    }
+
+    #[test]
     fn f16_round_trips_representable_values() {
         for v in [0.0f32, 1.0, -2.5, 65504.0, 2f32.powi(-14), 2f32.powi(-24), 0.333_251_95] {
             assert_eq!(f16_to_f32(f32_to_f16(v)), v, "{v}");

@@ -1,5 +1,5 @@
 //! Authenticity of `.mxr` files: Ed25519 key pairs (`mxc keygen`), the signature a file carries
-//! over its SHA-256 digest, and the trust policy a loader applies (docs/security.md).
+//! over its BLAKE3 digest, and the trust policy a loader applies (docs/security.md).
 //!
 //! Key files are one line of text: `mxc-ed25519-secret-key <64 hex digits>` (the 32-byte seed,
 //! written readable by its owner only) or `mxc-ed25519-public-key <64 hex digits>`.

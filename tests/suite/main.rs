@@ -7,6 +7,7 @@ mod cache;
 mod calibration;
 mod cli;
 mod common;
+mod compile_memory;
 mod control_flow;
 mod cpu_kernels;
 mod dynamic;

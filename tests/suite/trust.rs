@@ -4,7 +4,6 @@
 //! the temporary folder.
 
 use crate::common::{kernel_cache, mxc, repo, stderr};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -103,8 +102,8 @@ fn signed_files_run_under_a_trust_policy_and_others_do_not() {
     let library = bytes.windows(4).position(|w| w == b"\x7fELF").expect("the kernels");
     bytes[library + 0x200] ^= 0xff;
     let body = bytes.len() - TRAILER;
-    let digest = Sha256::digest(&bytes[..body]);
-    bytes[body..body + 32].copy_from_slice(&digest);
+    let digest = blake3::hash(&bytes[..body]);
+    bytes[body..body + 32].copy_from_slice(digest.as_bytes());
     let swapped = d("swapped.mxr");
     std::fs::write(&swapped, &bytes).unwrap();
     refused(

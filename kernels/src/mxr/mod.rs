@@ -6,7 +6,7 @@
 //! the plan with the memory plan, the inputs and outputs and the model's interface (sequences
 //! and optionals, `interface.rs`), where the kernels and each weight lie
 //! in the file), padding to 64 bytes, the data (the kernels' shared object, then every weight,
-//! each at a 64-byte aligned offset, so a loader can map them), then the trailer: the SHA-256
+//! each at a 64-byte aligned offset, so a loader can map them), then the trailer: the BLAKE3
 //! digest of everything before it, and a signer's public key and Ed25519 signature of the
 //! digest (zeros when unsigned).
 //!
@@ -28,14 +28,13 @@ pub use sized::{Items, Parts, Selected, SizedMxr, Variant};
 use crate::library::check_elf;
 use crate::signing::{PublicKey, SecretKey, TrustPolicy, KEY_BYTES, SIGNATURE_BYTES};
 use crate::RunError;
-use digesting::Digesting;
+use digesting::{digest, Digesting};
 use mxc_dialects::dim::{self, Dim};
 use mxc_dialects::mx::call::{Callee, LibraryCall};
 use mxc_dialects::program::{
     Binding, Buffer, BufferKind, CodeObject, KernelSignature, KernelSizes, MemoryPlan, Program, Step, ALIGN,
 };
 use mxc_dialects::{DType, SharedBytes, Tensor, TensorType};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -44,11 +43,11 @@ const MAGIC: &[u8; 4] = b"MXR\0";
 /// 2 had no parallel ranges in its steps; 4 had a FNV-1a checksum and no kernel signatures;
 /// 5 had no items: its steps ran in order; 6 had no interface; 7 had no host steps and no
 /// string weights; 8 had no GPU code; 9 had no library calls; 10 had no precision; 11 had no
-/// symbolic sizes).
-pub const VERSION: u32 = 12;
+/// symbolic sizes; 12 had a SHA-256 digest).
+pub const VERSION: u32 = 13;
 /// Magic, version and length.
 const HEAD: usize = 16;
-/// Bytes of the SHA-256 digest, and of the trailer: the digest, the signer's key, the signature.
+/// Bytes of the BLAKE3 digest, and of the trailer: the digest, the signer's key, the signature.
 const DIGEST: usize = 32;
 const TRAILER: usize = DIGEST + KEY_BYTES + SIGNATURE_BYTES;
 
@@ -351,11 +350,11 @@ fn open_frame<'b>(
         ));
     }
     let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
-    let digest: [u8; DIGEST] = trailer[..DIGEST].try_into().expect("32 bytes");
-    if verify_digest && !cfg!(fuzzing) && <[u8; DIGEST]>::from(Sha256::digest(body)) != digest {
+    let expected: [u8; DIGEST] = trailer[..DIGEST].try_into().expect("32 bytes");
+    if verify_digest && !cfg!(fuzzing) && digest(body) != expected {
         return Err("digest mismatch: the file is corrupt".into());
     }
-    let signer = check_signature(&digest, &trailer[DIGEST..], trust)?;
+    let signer = check_signature(&expected, &trailer[DIGEST..], trust)?;
     Ok((body, signer))
 }
 

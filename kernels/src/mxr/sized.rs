@@ -12,7 +12,7 @@
 //! weight two programs hold alike, once; each program as a whole `.mxr` file
 //! (`super::write_sharing`, unsigned, its shared weights pointing into this file), every part at
 //! a 64-byte aligned offset so that weights stay aligned in a mapping; then the same trailer as
-//! a one-program file (SHA-256 digest of everything before it, signer's key and signature). The
+//! a one-program file (BLAKE3 digest of everything before it, signer's key and signature). The
 //! digest covers the programs, which are not hashed again when they are read.
 
 use super::{align, decode_part, open_frame, Digesting, Mxr, Reader, Writer, HEAD, TRAILER};
@@ -21,12 +21,11 @@ use crate::RunError;
 use mxc_dialects::dim::{self, Dim, InputDims, Sizes};
 use mxc_dialects::program::BufferKind;
 use mxc_dialects::{SharedBytes, Tensor, TensorType};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 pub(super) const MAGIC: &[u8; 4] = b"MXRS";
-/// The version of this layout (1 had no generic program).
-const VERSION: u32 = 2;
+/// The version of this layout (1 had no generic program; 2 had a SHA-256 digest).
+const VERSION: u32 = 3;
 
 /// Programs compiled for a model with symbolic input dimensions, one per point of sizes.
 #[derive(Clone, Debug, PartialEq)]
@@ -270,7 +269,7 @@ pub fn write(m: &SizedMxr, key: Option<&SecretKey>, out: &mut dyn std::io::Write
     w.finish(key)
 }
 
-/// A weight by its type and the SHA-256 of its bytes.
+/// A weight by its type and the BLAKE3 digest of its bytes.
 type WeightKey<'a> = (&'a TensorType, [u8; 32]);
 
 /// The weights held by more than one program, alike (type and bytes), each once; and for each
@@ -284,7 +283,7 @@ fn shared_weights(m: &SizedMxr) -> (Vec<&Tensor>, Vec<HashMap<usize, usize>>) {
     for (program, mxr) in programs.iter().enumerate() {
         let mut mine = Vec::new();
         for (buffer, t) in super::weights_in_data(&mxr.program, &none) {
-            let key = (&t.ty, <[u8; 32]>::from(Sha256::digest(t.materialized().bytes())));
+            let key = (&t.ty, super::digest(t.materialized().bytes()));
             let entry = seen.entry(key).or_insert((program, buffer, 0));
             if entry.0 != program {
                 entry.2 += 1;

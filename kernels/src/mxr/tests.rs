@@ -73,9 +73,50 @@ fn redigested(m: &Mxr, damage: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut bytes = encode(m, None);
     damage(&mut bytes);
     let body = bytes.len() - TRAILER;
-    let digest = Sha256::digest(&bytes[..body]);
+    let digest = super::digesting::digest(&bytes[..body]);
     bytes[body..body + DIGEST].copy_from_slice(&digest);
     bytes
+}
+
+/// Weights folded at compile time reach the writer deferred: it computes each as it writes it
+/// (on its own threads), the bytes are those of the computed value, and the tensor does not
+/// keep them.
+#[test]
+fn deferred_weights_are_computed_as_they_are_written_and_not_kept() {
+    let computed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut m = sample();
+    let mut weights = Vec::new();
+    for i in 0..5u8 {
+        let count = computed.clone();
+        let ty = TensorType::new(DType::F32, vec![2]);
+        let value = move || {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Tensor::from_f32s(vec![2], &[i as f32, 0.5])
+        };
+        let t = Tensor::deferred(ty.clone(), Box::new(value));
+        weights.push(t.clone());
+        m.program.buffers.push(Buffer {
+            ty,
+            kind: BufferKind::Constant(t),
+        });
+    }
+    let bytes = encode(&m, None);
+    assert_eq!(
+        computed.load(std::sync::atomic::Ordering::SeqCst),
+        5,
+        "each computed once"
+    );
+    assert!(weights.iter().all(Tensor::is_deferred), "none kept");
+    let mut known = sample();
+    for i in 0..5u8 {
+        let t = Tensor::from_f32s(vec![2], &[i as f32, 0.5]);
+        known.program.buffers.push(Buffer {
+            ty: t.ty.clone(),
+            kind: BufferKind::Constant(t),
+        });
+    }
+    assert_eq!(bytes, encode(&known, None));
+    assert!(decode(&bytes, "a.mxr", Some("cpu"), &TrustPolicy::AnyIntact).is_ok());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! that runs a graph op by op with `mxc_dialects::eval`.
 
 mod batch_norm;
+mod deferred;
 mod extraction;
 mod folding;
 mod fusion;
