@@ -493,7 +493,7 @@ fn programs_by_size_round_trip_and_refuse_damage() {
     version[4] = 9;
     assert_eq!(
         bad(&version),
-        "loading the kernels: s.mxr: programs-by-size format version 9; this mxc reads version 2 (compile the model again)"
+        "loading the kernels: s.mxr: programs-by-size format version 9; this mxc reads version 3 (compile the model again)"
     );
     // items whose axis the programs do not have are refused
     let mut wrong = sized;
