@@ -46,8 +46,32 @@ fn operands(ctx: &Ctx) -> Result<Operands, String> {
 
 fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>, String> {
     let Operands { values, input, kernel } = operands(ctx)?;
+    if input.len() == 1 {
+        return conv_1d(ctx, values, &input, &kernel);
+    }
     let attrs = conv_attrs(ctx, &input, &kernel)?;
     Ok(vec![ctx.build1(OpKind::Conv, values, attrs)?])
+}
+
+/// A 1-D convolution (`[N, C, L]`, an audio encoder's front, a TCN) as a 2-D one of height 1:
+/// X and W get a unit dim before their last, the result loses it, so the 2-D kernels (channels
+/// last, implicit GEMM, depthwise) compute it.
+fn conv_1d(ctx: &mut Ctx, values: Vec<ValueId>, input: &[usize], kernel: &[usize]) -> Result<Vec<ValueId>, String> {
+    let attrs = window(&ctx.node, input, kernel)?
+        .with_unit_dim()
+        .attrs()
+        .with("group", Attr::Int(ctx.node.int("group", 1)?));
+    let with_unit = |ctx: &mut Ctx, v: ValueId| {
+        let dims = ctx.ty(v).dims();
+        let unit = [&dims[..2], &[Dim::constant(1)], &dims[2..]].concat();
+        reshape_dims(ctx, v, &unit)
+    };
+    let mut operands = vec![with_unit(ctx, values[0])?, with_unit(ctx, values[1])?];
+    operands.extend(values.get(2));
+    let y = ctx.build1(OpKind::Conv, operands, attrs)?;
+    let dims = ctx.ty(y).dims();
+    let without = [&dims[..2], &dims[3..]].concat();
+    Ok(vec![reshape_dims(ctx, y, &without)?])
 }
 
 /// The attributes of an `mx.conv` of spatial extents `input` with a kernel of `kernel`, from
@@ -287,6 +311,35 @@ mod tests {
             conv("VALID"),
             "dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [2, 2]} : tensor<1x2x2x3xf32>"
         );
+    }
+
+    #[test]
+    fn a_1d_conv_is_a_2d_one_of_height_1_between_reshapes() {
+        let text = ModelBuilder::new(17)
+            .input("x", DataType::Float, &[1, 4, 9])
+            .input("w", DataType::Float, &[6, 2, 3])
+            .node(node(
+                "Conv",
+                &["x", "w"],
+                &["y"],
+                vec![
+                    ints_attr("strides", &[2]),
+                    ints_attr("pads", &[1, 0]),
+                    ints_attr("dilations", &[1]),
+                    int_attr("group", 2),
+                ],
+            ))
+            .output("y")
+            .text();
+        assert_eq!(
+            attrs_of(&text, "mx.conv"),
+            "dilations = [1, 1], group = 2, pads = [0, 1, 0, 0], strides = [1, 2]} : tensor<1x6x1x4xf32>"
+        );
+        let reshapes: Vec<&str> = text.lines().filter(|l| l.contains("mx.reshape")).collect();
+        assert_eq!(reshapes.len(), 3, "{text}");
+        assert!(reshapes[0].ends_with("tensor<1x4x1x9xf32>"), "{text}");
+        assert!(reshapes[1].ends_with("tensor<6x2x1x3xf32>"), "{text}");
+        assert!(reshapes[2].ends_with("tensor<1x6x4xf32>"), "{text}");
     }
 
     #[test]

@@ -16,6 +16,18 @@ pub struct Window {
 }
 
 impl Window {
+    /// The same window over one more spatial dim in front, of extent 1 (a 1-D window as a 2-D
+    /// one of height 1: stride and dilation 1, no pads).
+    pub fn with_unit_dim(&self) -> Window {
+        let n = self.strides.len();
+        let pads = [&[0], &self.pads[..n], &[0], &self.pads[n..]].concat();
+        Window {
+            strides: [&[1], &self.strides[..]].concat(),
+            dilations: [&[1], &self.dilations[..]].concat(),
+            pads,
+        }
+    }
+
     /// The window as mx attributes (`strides`, `dilations`, `pads`).
     pub fn attrs(&self) -> Attrs {
         Attrs::new()
