@@ -242,6 +242,14 @@ fn row_kernels_match_ref_on_rows_of_any_width() {
                 .with("axes", Attr::Ints(vec![0, 1]))
                 .with("keepdims", Attr::Int(0));
             cpu_against_ref(&one_op(kind, &shape, kept), RTOL, ATOL);
+            // trailing dimensions reduced, folded as one row each: a spatial mean, and all
+            // of them to one scalar
+            for (axes, keep) in [(vec![1, 2], 1), (vec![0, 1, 2], 0), (vec![0, 1, 2], 1)] {
+                let trailing = Attrs::new()
+                    .with("axes", Attr::Ints(axes))
+                    .with("keepdims", Attr::Int(keep));
+                cpu_against_ref(&one_op(kind, &shape, trailing), RTOL, ATOL);
+            }
         }
         let mut g = Graph::new("layer_norm");
         let x = g.add_input("x", f32s(&shape));

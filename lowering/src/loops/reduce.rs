@@ -52,7 +52,36 @@ pub fn reduce(e: &mut Emitter, kind: OpKind, x: &Buf, out: &Buf, axes: &[usize],
     if let Some(lanes) = e.f32_lanes().filter(|_| last_only && vectors) {
         return reduction.rows(e, lanes);
     }
+    // the trailing dimensions reduced (all of them, to one scalar; or a spatial mean of an
+    // NCHW tensor): each result folds a contiguous run of elements, as one row in vectors
+    let trailing = axes.len() > 1 && axes.iter().enumerate().all(|(i, &d)| d == kept.len() + i);
+    let plain = x.epilogue.is_none() && out.epilogue.is_none();
+    if let Some(lanes) = e.f32_lanes().filter(|_| trailing && vectors && plain) {
+        return as_rows(e, &reduction, lanes);
+    }
     e.nest_over(&kept_shape, |e, outer| reduction.at(e, outer, 1));
+}
+
+/// `reduction`, whose reduced dimensions are the trailing ones, over views of its buffers as
+/// rows: `x` as `[kept..., count]` and the result as `[kept..., 1]`.
+fn as_rows(e: &mut Emitter, reduction: &Reduction, lanes: usize) {
+    let kept = reduction.kept;
+    let extents = reduction.x.extents();
+    let outer = &extents[..kept.len()];
+    let x = e.view_over(reduction.x, [outer, std::slice::from_ref(&reduction.count)].concat());
+    let out = e.view_over(reduction.out, [outer, &[Extent::Fixed(1)]].concat());
+    let last = [kept.len()];
+    let rows = Reduction {
+        kind: reduction.kind,
+        x: &x,
+        out: &out,
+        kept,
+        axes: &last,
+        reduced_shape: vec![reduction.count.clone()],
+        count: reduction.count.clone(),
+        keep: true,
+    };
+    rows.rows(e, lanes);
 }
 
 /// One reduction op on its buffers.
@@ -168,6 +197,18 @@ mod tests {
                 "memref.store",
             ],
         );
+    }
+
+    #[test]
+    fn trailing_dimensions_reduced_fold_each_result_as_one_row_of_vectors() {
+        for (shape, axes, keep) in [(&[2, 3, 40][..], &[0, 1, 2][..], 0), (&[1, 8, 5, 7], &[2, 3], 1)] {
+            let a = attrs(&[("axes", ints(axes)), ("keepdims", Attr::Int(keep))]);
+            let m = super::super::testing::lower_one_vector(OpKind::ReduceSum, &[t(DType::F32, shape)], a);
+            check_in_order(
+                &m,
+                &["memref.reinterpret_cast", "vector<8xf32>", "vector.reduction <add>"],
+            );
+        }
     }
 
     #[test]

@@ -43,13 +43,17 @@ pub fn fold(
             )
         }
     };
-    if whole.fixed() != Some(0) {
-        acc = e.nest_acc_over(std::slice::from_ref(&whole), &[acc], |e, chunk, acc| {
-            let at = e.lin(&[(&chunk[0], lanes as i64)], 0);
-            let x = read(e, &at, lanes);
-            vec![step(e, &acc[0], &x)]
-        })[0]
-            .clone();
+    match whole.fixed() {
+        Some(0) => {}
+        Some(w) if w >= 2 * CHAINS => acc = in_chains(e, w, lanes, (acc, neutral), read, step),
+        _ => {
+            acc = e.nest_acc_over(std::slice::from_ref(&whole), &[acc], |e, chunk, acc| {
+                let at = e.lin(&[(&chunk[0], lanes as i64)], 0);
+                let x = read(e, &at, lanes);
+                vec![step(e, &acc[0], &x)]
+            })[0]
+                .clone();
+        }
     }
     if let Some(mask) = rest {
         let at = match &whole {
@@ -65,6 +69,45 @@ pub fn fold(
         acc = step(e, &acc, &x);
     }
     acc
+}
+
+/// The independent accumulators a long row is folded into: each step of a chain waits for the
+/// one before it (an add's latency, 4 cycles), so one chain takes a vector per 4 cycles where
+/// four keep up with the loads (a 4.8 MB sum: 0.23 -> 0.1 ms of one core).
+const CHAINS: usize = 4;
+
+/// `fold`'s whole vectors of a row of `whole` of them, `CHAINS` at a time into as many
+/// accumulators (the first starting from `acc`, the others from `neutral`), the few left
+/// over into the first; the accumulators are then combined.
+fn in_chains(
+    e: &mut Emitter,
+    whole: usize,
+    lanes: usize,
+    (acc, neutral): (V, f64),
+    read: Read,
+    step: &dyn Fn(&mut Emitter, &V, &V) -> V,
+) -> V {
+    let neutral = e.float(Ty::F32, neutral);
+    let neutral = e.splat(&neutral, lanes);
+    let mut chains = vec![acc];
+    chains.extend(std::iter::repeat_n(neutral, CHAINS - 1));
+    let rounds = Extent::Fixed(whole / CHAINS);
+    let mut chains = e.nest_acc_over(std::slice::from_ref(&rounds), &chains, |e, round, chains| {
+        (0..CHAINS)
+            .map(|c| {
+                let at = e.lin(&[(&round[0], (CHAINS * lanes) as i64)], (c * lanes) as i64);
+                let x = read(e, &at, lanes);
+                step(e, &chains[c], &x)
+            })
+            .collect()
+    });
+    for v in whole / CHAINS * CHAINS..whole {
+        let at = e.idx((v * lanes) as i64);
+        let x = read(e, &at, lanes);
+        chains[0] = step(e, &chains[0], &x);
+    }
+    let (a, b) = (step(e, &chains[0], &chains[1]), step(e, &chains[2], &chains[3]));
+    step(e, &a, &b)
 }
 
 /// Writes a row of `n` elements in vectors of `lanes`: `body(at, lanes)` at each offset, the
