@@ -11,12 +11,14 @@
 
 use super::proto::TensorProto;
 use super::ImportError;
+use bytes::Bytes;
 use std::fs::{File, Metadata};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
-/// The bytes a tensor stored as external data refers to.
-pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8>, ImportError> {
+/// The bytes a tensor stored as external data refers to: a memory-mapped range of its file
+/// (read from the page cache where the weight is used, never copied; like the model's own
+/// mapping, the file must not shrink while the model is compiled).
+pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Bytes, ImportError> {
     let location = t
         .external_data
         .iter()
@@ -64,7 +66,7 @@ pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8
             offset.saturating_add(length)
         )));
     }
-    let mut file = open_without_blocking(&real).map_err(|e| err(format!("cannot open {}: {e}", real.display())))?;
+    let file = open_without_blocking(&real).map_err(|e| err(format!("cannot open {}: {e}", real.display())))?;
     // The file checked above must be the one opened (nothing swapped it in between).
     let opened = file
         .metadata()
@@ -72,22 +74,24 @@ pub fn read_external(t: &TensorProto, model_dir: Option<&Path>) -> Result<Vec<u8
     if !same_file(&meta, &opened) {
         return Err(err(format!("{} changed while it was being opened", real.display())));
     }
-    // `length` is at most the file's size, checked above, so this allocation is bounded by
-    // bytes that really exist.
+    // `offset + length` is within the file's size, checked above
     let want = usize::try_from(length).map_err(|_| err(format!("{length} bytes do not fit in memory")))?;
-    let mut data = Vec::with_capacity(want);
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.take(length).read_to_end(&mut data))
-        .map_err(|e| err(format!("cannot read {}: {e}", real.display())))?;
-    if data.len() != want {
-        return Err(err(format!(
-            "{} holds {} bytes from offset {offset}, not {length} (it shrank while it was read)",
-            real.display(),
-            data.len()
-        )));
+    if want == 0 {
+        return Ok(Bytes::new());
     }
-    Ok(data)
+    // a mapping starts on a page: map from the page that holds `offset`
+    let start = offset - offset % PAGE;
+    let skip = (offset - start) as usize;
+    // SAFETY: mapped read-only and only read through `Bytes`; a file shortened underneath
+    // faults, as with the model's own mapping (`model.rs`)
+    let map = unsafe { memmap2::MmapOptions::new().offset(start).len(skip + want).map(&file) }
+        .map_err(|e| err(format!("cannot map {}: {e}", real.display())))?;
+    Ok(Bytes::from_owner(map).slice(skip..))
 }
+
+/// The granularity of a mapping's offset (the page size of every machine mxc runs on, or a
+/// multiple of it).
+const PAGE: u64 = 1 << 16;
 
 /// The value of an `offset` or `length` key: a decimal byte count.
 fn byte_count(key: &str, value: &str) -> Result<u64, String> {
@@ -255,6 +259,25 @@ mod tests {
             .map(|_| ())
             .unwrap_err();
         assert!(err.to_string().contains("past the end of the file"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The data is mapped from the page that holds its offset: offsets on either side of a
+    /// mapping's granularity, and not on a page, read the right bytes.
+    #[test]
+    fn data_past_the_first_pages_at_unaligned_offsets_is_read_exactly() {
+        let dir = scratch("mapped");
+        let values: Vec<f32> = (0..100_000).map(|i| i as f32 * 0.5).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(dir.join("weights.bin"), &bytes).expect("writes");
+        for first in [1usize, 1023, 16_383, 16_384, 16_385, 99_998] {
+            let g = import_with(&dir, external("weights.bin", Some(first as u64 * 4), Some(8))).expect("imports");
+            assert_eq!(
+                constant_values(&g),
+                vec![values[first] as f64, values[first + 1] as f64],
+                "at {first}"
+            );
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -112,7 +112,7 @@ pub fn decode_tensor(t: &TensorProto, model_dir: Option<&Path>) -> Result<Tensor
     let packed = packed_bits(dtype).map(|bits| (bits, (count * bits as usize).div_ceil(8)));
     let stored = packed.map_or(count, |(_, bytes)| bytes);
     let bytes = if t.data_location() == DataLocation::External {
-        Bytes::from(read_external(t, model_dir)?)
+        read_external(t, model_dir)?
     } else if let Some(raw) = &t.raw_data {
         // shared with the decoded model (a slice of the mapped file)
         raw.clone()
